@@ -1,0 +1,1 @@
+"""The small shared core: config model, Kafka client construction, record types, redaction."""

@@ -1,0 +1,49 @@
+"""Kafka client construction: one place, so every component gets SASL/SSL and redaction for free."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from .config import ClusterConfig
+from .redact import redact_text
+
+log = logging.getLogger("mirrorwatch.kafka")
+
+
+def _error_cb(err) -> None:
+    # librdkafka reports transient broker errors here; they are retried internally, so log, don't raise.
+    log.warning("kafka client: %s", redact_text(str(err)))
+
+
+def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None) -> dict:
+    props: dict[str, Any] = {"client.id": f"{client_id}@{socket.gethostname()}"}
+    props.update(cluster.properties)
+    for key, value in (overrides or {}).items():
+        props[key] = value
+    props.setdefault("error_cb", _error_cb)
+    props.setdefault("logger", log)
+    return props
+
+
+def make_producer(cluster: ClusterConfig, client_id: str, **overrides: Any) -> Producer:
+    return Producer(client_properties(cluster, client_id, overrides))
+
+
+def make_consumer(cluster: ClusterConfig, client_id: str, group_id: str | None = None, **overrides: Any) -> Consumer:
+    """A consumer; without ``group_id`` it is for assign()-only reading and never commits."""
+    base: dict[str, Any] = {"enable.auto.commit": False}
+    if group_id is not None:
+        base["group.id"] = group_id
+    base.update(overrides)
+    return Consumer(client_properties(cluster, client_id, base))
+
+
+def make_admin(cluster: ClusterConfig, client_id: str, **overrides: Any) -> AdminClient:
+    props = client_properties(cluster, client_id, overrides)
+    props.pop("logger", None)  # AdminClient accepts a logger too, but keep its noise down
+    return AdminClient(props)

@@ -1,0 +1,302 @@
+"""One YAML file for everything: clusters, flows, and the mirror/canary/monitor sections.
+
+Environment overrides (applied before validation, so they are validated like the file):
+``MIRRORWATCH__<SECTION>__<KEY>[__<KEY>...]=value`` sets a nested key. Segments match existing keys
+case-insensitively with ``_``, ``.`` and ``-`` treated alike, so ``MIRRORWATCH__CLUSTERS__EAST__SASL_PASSWORD``
+sets ``clusters.east.sasl.password`` and ``MIRRORWATCH__MIRROR__COMMIT_INTERVAL_S=1`` sets
+``mirror.commit_interval_s``. A new key under ``clusters.<alias>`` takes dots for underscores (librdkafka
+property names use dots); elsewhere it is lower-cased. Values are read as YAML scalars ("5" → 5).
+String values may also say ``${VAR}`` or ``${VAR:-default}`` to take a value (typically a secret) from the
+environment.
+
+Every problem becomes one :class:`ConfigError` line naming the key: ``flows.ew.source: cluster 'eest' is not
+defined (defined: east, west)``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .redact import MASK, is_secret_key, register_secret
+
+ENV_PREFIX = "MIRRORWATCH__"
+_SCALARS = (str, int, float, bool)
+
+
+class ConfigError(Exception):
+    """A config problem, already phrased as one line for the user."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Section):
+    """A cluster: librdkafka client properties, ``bootstrap.servers`` required.
+
+    Any librdkafka property passes through (SASL, SSL, timeouts); secrets are masked in every repr.
+    """
+
+    properties: dict[str, str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wrap_properties(cls, data: Any) -> Any:
+        if isinstance(data, dict) and set(data) != {"properties"}:
+            return {"properties": data}
+        return data
+
+    @field_validator("properties", mode="before")
+    @classmethod
+    def _scalars_only(cls, props: Any) -> Any:
+        if not isinstance(props, dict):
+            raise ValueError("expected a mapping of client properties")
+        out = {}
+        for key, value in props.items():
+            if not isinstance(value, _SCALARS) or value is None:
+                raise ValueError(f"property '{key}' must be a string, number or boolean")
+            out[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+        if not out.get("bootstrap.servers"):
+            raise ValueError("'bootstrap.servers' is required")
+        return out
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.properties["bootstrap.servers"]
+
+    def redacted(self) -> dict[str, str]:
+        return {k: (MASK if is_secret_key(k) else v) for k, v in self.properties.items()}
+
+    def __repr_args__(self):
+        yield "properties", self.redacted()
+
+
+class FlowConfig(_Section):
+    """One replication direction: source alias → target alias, which topics, how they are named."""
+
+    source: str
+    target: str
+    topics: list[str] = Field(default_factory=lambda: [".*"], description="include regexes (full match)")
+    exclude: list[str] = Field(default_factory=list, description="exclude regexes (full match)")
+    policy: Literal["prefix", "identity"] = "prefix"
+    separator: str = Field(".", min_length=1)
+    group: str | None = Field(None, description="the mirror's consumer group on the source")
+    checkpoint_groups: list[str] = Field(default_factory=lambda: [".*"], description="source groups to checkpoint")
+    sync_group_offsets: bool = False
+
+    @field_validator("topics", "exclude", "checkpoint_groups")
+    @classmethod
+    def _regexes_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"bad regex {pattern!r}: {exc}") from None
+        return patterns
+
+
+class MirrorSettings(_Section):
+    commit_interval_s: float = Field(5.0, gt=0)
+    refresh_interval_s: float = Field(30.0, gt=0, description="how often new matching topics are looked for")
+    config_sync_interval_s: float = Field(60.0, gt=0, description="topic config / partition count sync period")
+    offset_sync_every: int = Field(1000, ge=1, description="emit an offset sync at least every N records")
+    checkpoint_interval_s: float = Field(10.0, gt=0)
+    heartbeats: bool = True
+    heartbeat_interval_s: float = Field(1.0, gt=0)
+    heartbeats_topic: str = "heartbeats"
+    batch_size: int = Field(5000, ge=1, description="records per consume() call")
+    max_in_flight: int = Field(200_000, ge=1, description="records sent but not yet acknowledged")
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(9641, ge=0, le=65535, description="0 = any free port, null = off")
+    producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    consumer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class CanarySettings(_Section):
+    topic: str = "mw.canary"
+    partitions: int = Field(3, ge=1)
+    interval_s: float = Field(60.0, ge=1)
+    warn_latency_s: float = Field(5.0, gt=0)
+    crit_latency_s: float = Field(30.0, gt=0)
+    heartbeat_max_age_s: float = Field(60.0, gt=0)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(9642, ge=0, le=65535)
+
+
+class WatchedGroup(_Section):
+    cluster: str
+    group: str
+
+
+class MonitorSettings(_Section):
+    interval_s: float = Field(5.0, gt=0)
+    window: int = Field(10, ge=2)
+    min_distance_s: float = Field(0.0, ge=0)
+    allowed_lag: int = Field(0, ge=0)
+    time_lag_mode: Literal["exact", "interpolate"] = "exact"
+    history_dir: str = ".cache/history"
+    host: str = "127.0.0.1"
+    http_port: int | None = Field(9644, ge=0, le=65535)
+    metrics_port: int | None = Field(9643, ge=0, le=65535)
+    webhooks: list[str] = Field(default_factory=list)
+    webhook_timeout_s: float = Field(5.0, gt=0)
+    groups: list[WatchedGroup] = Field(default_factory=list, description="other consumer groups to watch")
+
+
+class Config(_Section):
+    clusters: dict[str, ClusterConfig]
+    flows: dict[str, FlowConfig] = Field(default_factory=dict)
+    mirror: MirrorSettings = Field(default_factory=MirrorSettings)
+    canary: CanarySettings = Field(default_factory=CanarySettings)
+    monitor: MonitorSettings = Field(default_factory=MonitorSettings)
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> "Config":
+        defined = ", ".join(sorted(self.clusters)) or "none"
+        for name, flow in self.flows.items():
+            for role in ("source", "target"):
+                alias = getattr(flow, role)
+                if alias not in self.clusters:
+                    raise _KeyedError(f"flows.{name}.{role}", f"cluster '{alias}' is not defined (defined: {defined})")
+            if flow.source == flow.target:
+                raise _KeyedError(f"flows.{name}.target", "must differ from the source cluster")
+        for i, watched in enumerate(self.monitor.groups):
+            if watched.cluster not in self.clusters:
+                raise _KeyedError(
+                    f"monitor.groups.{i}.cluster", f"cluster '{watched.cluster}' is not defined (defined: {defined})"
+                )
+        return self
+
+    def flow(self, name: str | None) -> tuple[str, FlowConfig]:
+        """The named flow, or the only one; a clear error otherwise."""
+        if name is None:
+            if len(self.flows) == 1:
+                return next(iter(self.flows.items()))
+            if not self.flows:
+                raise ConfigError("flows: no flow is defined; add one under 'flows:'")
+            raise ConfigError(f"several flows are defined ({', '.join(self.flows)}); choose one with --flow")
+        if name not in self.flows:
+            raise ConfigError(f"flow '{name}' is not defined (defined: {', '.join(self.flows) or 'none'})")
+        return name, self.flows[name]
+
+
+class _KeyedError(ValueError):
+    def __init__(self, key: str, problem: str):
+        super().__init__(problem)
+        self.key, self.problem = key, problem
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_config(path: str | os.PathLike, environ: dict[str, str] | None = None) -> Config:
+    environ = dict(os.environ if environ is None else environ)
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ConfigError(f"{path}{where}: invalid YAML: {problem}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping with 'clusters:' (and 'flows:', ...)")
+    apply_env_overrides(raw, environ)
+    raw = _interpolate(raw, environ, "")
+    return config_from_dict(raw, origin=str(path))
+
+
+def config_from_dict(raw: dict, origin: str = "config") -> Config:
+    try:
+        config = Config.model_validate(raw)
+    except _KeyedError as exc:  # raised from the model validator (pydantic re-raises non-ValueError only)
+        raise ConfigError(f"config error in {origin}: {exc.key}: {exc.problem}") from None
+    except ValidationError as exc:
+        raise ConfigError(f"config error in {origin}: {_describe(exc)}") from None
+    for cluster in config.clusters.values():
+        for key, value in cluster.properties.items():
+            if is_secret_key(key):
+                register_secret(value)
+    return config
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    ctx_error = (err.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, _KeyedError):
+        return f"{ctx_error.key}: {ctx_error.problem}"
+    loc = [str(p) for p in err["loc"] if p != "properties"]
+    key = ".".join(loc) or "(top level)"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"{key}: unknown key"
+    if kind == "missing":
+        return f"{key}: required key is missing"
+    message = err["msg"].removeprefix("Value error, ")
+    if kind not in ("value_error", "assertion_error") and "input" in err:
+        shown = MASK if is_secret_key(key) else repr(err["input"])
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        message = f"{message} (got {shown})"
+    return f"{key}: {message}"
+
+
+def _norm(segment: str) -> str:
+    return re.sub(r"[._-]", "_", segment).lower()
+
+
+def apply_env_overrides(raw: dict, environ: dict[str, str]) -> None:
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        segments = [s for s in name[len(ENV_PREFIX):].split("__") if s]
+        if not segments:
+            continue
+        node: dict = raw
+        for depth, segment in enumerate(segments):
+            match = next((k for k in node if _norm(str(k)) == _norm(segment)), None)
+            if match is None:
+                is_client_property = depth >= 2 and _norm(segments[0]) == "clusters"
+                match = segment.lower().replace("_", ".") if is_client_property else segment.lower()
+            if depth == len(segments) - 1:
+                value = yaml.safe_load(environ[name]) if environ[name] != "" else ""
+                node[match] = value
+            else:
+                child = node.get(match)
+                if not isinstance(child, dict):
+                    child = node[match] = {}
+                node = child
+
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _interpolate(node: Any, environ: dict[str, str], key: str) -> Any:
+    if isinstance(node, dict):
+        return {k: _interpolate(v, environ, f"{key}.{k}" if key else str(k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_interpolate(v, environ, f"{key}.{i}") for i, v in enumerate(node)]
+    if isinstance(node, str) and "${" in node:
+
+        def substitute(m: re.Match) -> str:
+            var, default = m.group(1), m.group(2)
+            if var in environ:
+                return environ[var]
+            if default is not None:
+                return default
+            raise ConfigError(f"config error: {key}: environment variable {var} is not set")
+
+        return _VAR_RE.sub(substitute, node)
+    return node

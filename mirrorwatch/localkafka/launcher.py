@@ -1,0 +1,265 @@
+"""Start, stop, kill and restart single-node KRaft clusters on loopback.
+
+Each cluster lives in its own folder: ``server.properties``, ``data/`` (the log dir), ``logs/server.log``
+(the broker's log4j2 output), ``broker.out`` (stdout/stderr), and ``ports.json`` so that a restart reuses
+the same ports and clients keep their bootstrap address.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from .jars import KAFKA_VERSION, LauncherError, ensure_jars, require_tool
+
+HEAP = os.environ.get("MIRRORWATCH_BROKER_HEAP", "-Xms256m -Xmx768m")
+STARTUP_TIMEOUT_S = float(os.environ.get("MIRRORWATCH_BROKER_STARTUP_TIMEOUT", "90"))
+_LOG4J2 = Path(__file__).with_name("log4j2.xml")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _die_with_parent() -> None:
+    # If the Python process that started a broker dies (even by SIGKILL), the broker gets SIGTERM and shuts
+    # down cleanly instead of lingering on its ports. PR_SET_PDEATHSIG = 1.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass
+    os.setsid()  # own process group: a terminal's Ctrl-C reaches us, and we stop brokers in order
+
+
+class LocalCluster:
+    def __init__(self, name: str, base_dir: str | os.PathLike, port: int | None = None, controller_port: int | None = None):
+        self.name = name
+        self.dir = Path(base_dir) / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._ports_file = self.dir / "ports.json"
+        saved = json.loads(self._ports_file.read_text()) if self._ports_file.exists() else {}
+        self.port = port or saved.get("port") or free_port()
+        self.controller_port = controller_port or saved.get("controller_port") or free_port()
+        self._ports_file.write_text(json.dumps({"port": self.port, "controller_port": self.controller_port}))
+        self.proc: subprocess.Popen | None = None
+        self.startup_seconds: float | None = None
+
+    # ------------------------------------------------------------ addresses and files
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "logs" / "server.log"
+
+    @property
+    def out_path(self) -> Path:
+        return self.dir / "broker.out"
+
+    def log_tail(self, lines: int = 15) -> str:
+        text = ""
+        for path in (self.out_path, self.log_path):
+            if path.exists():
+                text += path.read_text(errors="replace")
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _write_properties(self) -> Path:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.dir / "data"),
+            "num.partitions": "1",
+            # one node: every internal topic must be satisfiable with a single replica
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "default.replication.factor": "1",
+            "min.insync.replicas": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # as in production: topics are created on purpose, so a component that forgets fails in tests
+            "auto.create.topics.enable": "false",
+            "log.segment.bytes": str(256 * 1024 * 1024),
+            "log.retention.check.interval.ms": "60000",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+        }
+        path = self.dir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        return path
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> "LocalCluster":
+        """Start and wait until a metadata request succeeds.
+
+        Call from a long-lived thread: the broker is tied to the spawning *thread* (PR_SET_PDEATHSIG).
+        """
+        self.spawn()
+        self.wait_ready(timeout_s)
+        return self
+
+    def spawn(self) -> None:
+        if self.is_running():
+            return
+        java = require_tool("java", "install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)")
+        for port in (self.port, self.controller_port):
+            if port_in_use(port):
+                raise LauncherError(f"cannot start Kafka cluster '{self.name}': port 127.0.0.1:{port} is already in use (stop what holds it, or remove {self._ports_file} to pick new ports)")
+        jars = ensure_jars("broker")
+        props = self._write_properties()
+        classpath = f"{jars}/*"
+        (self.dir / "logs").mkdir(exist_ok=True)
+        if not (self.dir / "data" / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            fmt = subprocess.run(
+                [java, "-cp", classpath, f"-Dlog4j2.configurationFile={_LOG4J2}", f"-Dkafka.logs.dir={self.dir / 'logs'}",
+                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), "--ignore-formatted"],
+                capture_output=True, text=True,
+            )
+            if fmt.returncode != 0:
+                tail = " | ".join((fmt.stdout + fmt.stderr).strip().splitlines()[-3:])
+                raise LauncherError(f"formatting storage for Kafka cluster '{self.name}' failed: {tail}")
+        cmd = [java, *HEAP.split(), "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+               f"-Dlog4j2.configurationFile={_LOG4J2}", f"-Dkafka.logs.dir={self.dir / 'logs'}",
+               "-cp", classpath, "kafka.Kafka", str(props)]
+        self._spawned_at = time.monotonic()
+        out = open(self.out_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        out.close()
+        _REGISTRY.add(self)
+
+    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        try:
+            self._wait_ready(self._spawned_at + timeout_s)
+        except LauncherError:
+            self.kill()
+            raise
+        self.startup_seconds = time.monotonic() - self._spawned_at
+
+    def _wait_ready(self, deadline: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 1000,
+                             "reconnect.backoff.max.ms": 200, "log_level": 0})
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise LauncherError(f"Kafka cluster '{self.name}' exited with code {self.proc.returncode} while starting; log {self.out_path}:\n{self.log_tail()}")
+            try:
+                md = admin.list_topics(timeout=1.0)
+                if md.brokers:
+                    return
+            except Exception:  # KafkaException until the listener is up
+                pass
+            time.sleep(0.2)
+        raise LauncherError(f"Kafka cluster '{self.name}' did not answer a metadata request within {STARTUP_TIMEOUT_S:.0f} s; log {self.log_path}:\n{self.log_tail()}")
+
+    def stop(self, timeout_s: float = 30) -> None:
+        """Clean shutdown (SIGTERM: the broker flushes and writes its clean-shutdown marker)."""
+        if not self.is_running():
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: as a machine crash looks to the broker (unflushed page cache aside)."""
+        if self.is_running():
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> "LocalCluster":
+        self.stop()
+        return self.start()
+
+    def __repr__(self) -> str:
+        return f"LocalCluster({self.name!r}, {self.bootstrap}, {'running' if self.is_running() else 'stopped'})"
+
+
+class LocalClusters:
+    """N independent clusters under one folder; a context manager that stops them all on exit."""
+
+    def __init__(self, names: list[str], base_dir: str | os.PathLike):
+        self.clusters = {name: LocalCluster(name, base_dir) for name in names}
+
+    def start(self) -> "LocalClusters":
+        # Spawn all from this thread (the brokers die with the spawning thread), then wait for each:
+        # they boot in parallel, so the total is about one broker's startup time.
+        try:
+            for cluster in self.clusters.values():
+                cluster.spawn()
+            for cluster in self.clusters.values():
+                cluster.wait_ready()
+        except LauncherError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for cluster in self.clusters.values():
+            cluster.stop()
+
+    def __getitem__(self, name: str) -> LocalCluster:
+        return self.clusters[name]
+
+    def __enter__(self) -> "LocalClusters":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self._clusters: list[LocalCluster] = []
+        atexit.register(self.stop_all)
+
+    def add(self, cluster: LocalCluster) -> None:
+        if cluster not in self._clusters:
+            self._clusters.append(cluster)
+
+    def stop_all(self) -> None:
+        for cluster in self._clusters:
+            try:
+                cluster.stop(timeout_s=15)
+            except Exception:
+                pass
+
+
+_REGISTRY = _Registry()
+__all__ = ["KAFKA_VERSION", "LocalCluster", "LocalClusters", "free_port", "port_in_use"]

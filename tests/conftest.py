@@ -1,0 +1,106 @@
+"""Test harness: two real local Kafka clusters per test session ("source" and "target").
+
+Set MIRRORWATCH_TEST_SOURCE_BOOTSTRAP and MIRRORWATCH_TEST_TARGET_BOOTSTRAP to run against external clusters
+instead (tests that stop or kill a broker are skipped then). Tests that use a cluster fixture are marked
+``kafka`` automatically; ``-m "not kafka"`` runs only the fast pure tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mirrorwatch.localkafka import LocalCluster, LocalClusters
+
+KAFKA_FIXTURES = {"source", "target", "kafka_pair", "mirror_config"}
+_LOG_PATHS: list[Path] = []
+
+
+@dataclass
+class TestCluster:
+    __test__ = False
+    name: str
+    bootstrap: str
+    local: LocalCluster | None  # None when the test session uses external clusters
+
+    def config(self) -> dict:
+        return {"bootstrap.servers": self.bootstrap}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
+
+
+@pytest.fixture(scope="session")
+def kafka_pair(tmp_path_factory):
+    src = os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP")
+    tgt = os.environ.get("MIRRORWATCH_TEST_TARGET_BOOTSTRAP")
+    if src and tgt:
+        yield TestCluster("source", src, None), TestCluster("target", tgt, None)
+        return
+    base = tmp_path_factory.mktemp("kafka")
+    clusters = LocalClusters(["source", "target"], base)
+    _LOG_PATHS.extend(c.log_path for c in clusters.clusters.values())
+    clusters.start()
+    try:
+        yield tuple(TestCluster(n, c.bootstrap, c) for n, c in clusters.clusters.items())
+    finally:
+        clusters.stop()
+
+
+@pytest.fixture(scope="session")
+def source(kafka_pair) -> TestCluster:
+    return kafka_pair[0]
+
+
+@pytest.fixture(scope="session")
+def target(kafka_pair) -> TestCluster:
+    return kafka_pair[1]
+
+
+@pytest.fixture
+def topic_name(request) -> str:
+    """A topic name unique to this test (and this run), safe to create on either cluster."""
+    base = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name)[:40].strip("-")
+    return f"t-{base}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    """Write a YAML config (a dict) to a file and return its path."""
+
+    def write(body: dict, name: str = "mirrorwatch.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(body, sort_keys=False))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def mirror_config(source, target, write_config):
+    """A config dict for the east(source) → west(target) pair; tests adjust it and write it."""
+    return {
+        "clusters": {"east": source.config(), "west": target.config()},
+        "flows": {"east-west": {"source": "east", "target": "west"}},
+    }
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "kafka" in item.keywords and _LOG_PATHS:
+        report.sections.append(("broker logs", "\n".join(str(p) for p in _LOG_PATHS)))
+
+
+def pytest_report_header(config):
+    return [f"mirrorwatch: local Kafka broker logs are kept under pytest's basetemp (see 'broker logs' on failure)"]
