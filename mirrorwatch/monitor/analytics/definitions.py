@@ -1,0 +1,33 @@
+"""Shared definitions of the analytics: defaults, key columns and the meaning of each derived flag.
+
+Both the Spark job and the generator's numpy ground truth follow these, so keep them in one place.
+
+- A *sample* is one row of the history: one partition at one time.
+- A partition's *series* is identified by ``PARTITION_KEYS`` and ordered by ``ts``.
+- ``spacing_ms`` = time to the next sample of the same series (null for the last one).
+- ``median_spacing_ms`` = exact median of a series' spacings over the analysed period.
+- A *sampling gap* is a spacing > ``gap_factor`` × median spacing.
+- A sample's *weight* (the time it stands for) = min(spacing, floor(gap_factor × median)) ms; the last sample of a
+  series stands for floor(median) ms. So a gap contributes at most the cap; the rest is *unobserved* time,
+  counted neither as compliant nor as breached.
+- *breach*: a known ``true_lag`` > SLO lag, or a known ``time_lag_s`` > SLO time.
+- *compliant*: both known and within the SLO. Neither → *unknown* (weight goes to ``unknown_ms``).
+- *compliance* = compliant_ms / (compliant_ms + breach_ms).
+- An *incident* (per partition) is a maximal run of consecutive breach samples of one series with no sampling
+  gap inside. See ``incidents`` for its fields.
+"""
+
+from __future__ import annotations
+
+DEFAULT_SLO_LAG = 10_000  # messages
+DEFAULT_SLO_TIME_S = 60.0  # seconds
+DEFAULT_GAP_FACTOR = 3.0
+
+PARTITION_KEYS = ["flow", "source", "target", "group", "topic", "partition"]
+TOPIC_KEYS = ["flow", "source", "target", "group", "topic"]
+FLOW_KEYS = ["flow", "source", "target", "group"]
+
+# Percentiles reported for every lag kind. Exact (Spark's ``percentile``, linear interpolation between the two
+# nearest ranks — numpy's default method), so there is no approximation error to document.
+PERCENTILES = (0.5, 0.95, 0.99)
+LAG_KINDS = ("true_lag", "committed_lag", "time_lag_s")
