@@ -1,0 +1,67 @@
+"""``mirror``: run the engine, list upstream clusters from heartbeats, failover tools."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+
+import click
+
+from ..core.cli import UserError, run_click, setup_logging
+from ..core.config import load_config
+
+log = logging.getLogger("mirrorwatch.mirror")
+config_option = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+                             help="mirrorwatch YAML config")
+flow_option = click.option("--flow", default=None, help="flow name (default: the only flow)")
+
+
+@click.group(help="The mirrorwatch mirror engine and its failover tools.")
+def cli() -> None:
+    pass
+
+
+@cli.command(help="Replicate the flow's topics from source to target until SIGTERM/SIGINT.")
+@config_option
+@flow_option
+@click.option("-v", "--verbose", is_flag=True)
+def run(config_path: str, flow: str | None, verbose: bool) -> int:
+    from .engine import MirrorEngine, MirrorFailure
+    from .serve import start_metrics
+
+    setup_logging(verbose)
+    config = load_config(config_path)
+    engine = MirrorEngine(config, flow)
+    port = start_metrics(engine, config.mirror.metrics_host, config.mirror.metrics_port)
+    if port is not None:
+        log.info("metrics on http://%s:%d/metrics", config.mirror.metrics_host, port)
+
+    def on_signal(signum, _frame):
+        log.info("%s received: stopping (flush, commit what the target acknowledged)", signal.Signals(signum).name)
+        engine.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("mirroring flow %s: %s → %s (group %s, policy %s)", engine.flow_name, engine.flow.source,
+             engine.flow.target, engine.group, engine.flow.policy)
+    try:
+        engine.run()
+    except MirrorFailure as exc:
+        raise UserError(str(exc), 1) from None
+    log.info("stopped cleanly")
+    return 0
+
+
+def _register() -> None:
+    from .failover import commands as failover_commands
+
+    for command in failover_commands:
+        cli.add_command(command)
+
+
+_register()
+main = run_click(cli, "mirror")
+
+if __name__ == "__main__":
+    sys.exit(main())

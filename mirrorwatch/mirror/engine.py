@@ -1,0 +1,377 @@
+"""The mirror engine: consume from the source, produce to the target, commit only what the target acknowledged.
+
+Threads: the data path (consume, produce, delivery reports, commits, offset syncs) runs on the caller's
+thread and owns the consumer; a topic thread lists, creates and syncs topics (admin calls block, so they stay
+off the data path) and hands new subscriptions over; the heartbeat producer runs on its own.
+
+How acknowledgements find their source offset without a closure per record: the idempotent producer
+delivers reports in order per partition, so each partition keeps a FIFO of the source offsets it sent and a
+report pops the oldest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from confluent_kafka import OFFSET_INVALID, KafkaError, KafkaException, TopicPartition
+
+from ..core.clients import make_admin, make_consumer, make_producer
+from ..core.config import Config
+from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
+from ..core.records import PROVENANCE_HEADER, OffsetSync
+from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
+from .metrics import LatencyHistogram
+from .topics import TargetTopics, TopicFilter, list_matching
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+
+class MirrorFailure(Exception):
+    """A record that cannot be written to the target: the engine stopped rather than skip it."""
+
+
+@dataclass
+class PartitionState:
+    read_next: int | None = None  # next source offset to fetch
+    acked_next: int | None = None  # last source offset acknowledged by the target + 1
+    committed: int | None = None  # last offset committed for the mirror group
+    in_flight: deque = field(default_factory=deque)  # source offsets sent, not yet acknowledged, in order
+    last_upstream: int = -1  # newest acknowledged source offset ...
+    last_downstream: int = -1  # ... and its offset on the target
+    failed_at: int | None = None  # a record here could not be written: never commit past it
+    synced_acked: int | None = None  # acked_next at the last offset sync
+    synced_read: int | None = None
+    acked_since_sync: int = 0
+    records: int = 0
+    bytes: int = 0
+
+
+class MirrorEngine:
+    def __init__(self, config: Config, flow_name: str | None = None):
+        self.flow_name, self.flow = config.flow(flow_name)
+        self.config = config
+        self.settings = config.mirror
+        self.policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
+        self.group = mirror_group(self.flow.source, self.flow.target, self.flow.group)
+        self.source_cluster = config.clusters[self.flow.source]
+        self.target_cluster = config.clusters[self.flow.target]
+        self.syncs_topic = offset_syncs_topic(self.flow.source)
+        self.origin = self.flow.source.encode()
+        self.loop_guard = self.flow.target.encode() if self.flow.policy == "identity" else None
+
+        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.target_names: dict[str, str] = {}
+        self.latency = LatencyHistogram()
+        self.produce_errors: dict[tuple[str, bool], int] = {}
+        self.in_flight = 0
+        self.rebalances = 0
+        self.heartbeats_sent = 0
+        self.failure: str | None = None
+
+        self._stop = threading.Event()
+        self._pending_subscription: list[str] | None = None
+        self._subscription_lock = threading.Lock()
+        self._subscribed: list[str] = []
+
+        producer_props = {
+            "acks": "all", "enable.idempotence": True, "linger.ms": 10, "batch.size": 1_000_000,
+            "queue.buffering.max.messages": max(self.settings.max_in_flight, 100_000),
+            "queue.buffering.max.kbytes": 1_048_576, "message.max.bytes": 100_000_000,
+            "compression.type": "none",  # the target topic's compression.type applies broker-side
+        }
+        producer_props.update(self.settings.producer)
+        consumer_props = {
+            "auto.offset.reset": "earliest", "enable.auto.offset.store": False,
+            "partition.assignment.strategy": "cooperative-sticky", "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000,
+            "topic.metadata.refresh.interval.ms": int(self.settings.refresh_interval_s * 1000),
+        }
+        consumer_props.update(self.settings.consumer)
+        self.producer = make_producer(self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", **producer_props)
+        self.consumer = make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props)
+        self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
+        self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
+        always = {self.settings.heartbeats_topic, config.canary.topic}
+        self.topic_filter = TopicFilter(self.flow, self.policy, always)
+        self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
+        self.heartbeats: HeartbeatProducer | None = None
+
+    # ------------------------------------------------------------------ topics
+    def refresh_topics(self, with_configs: bool) -> None:
+        topics = list_matching(self.source_admin, self.topic_filter)
+        ready = self.target_topics.sync(topics, with_configs)
+        for name in ready:
+            self.target_names.setdefault(name, self.policy.target_topic(name))
+        with self._subscription_lock:
+            if sorted(ready) != self._subscribed:
+                self._pending_subscription = sorted(ready)
+
+    def _topic_loop(self) -> None:
+        last_config_sync = time.monotonic()
+        while not self._stop.wait(self.settings.refresh_interval_s):
+            with_configs = time.monotonic() - last_config_sync >= self.settings.config_sync_interval_s
+            try:
+                self.refresh_topics(with_configs)
+                if with_configs:
+                    last_config_sync = time.monotonic()
+            except Exception as exc:  # a cluster away for a while: try again next round
+                log.warning("topic refresh failed (will retry): %s", exc)
+
+    def _apply_subscription(self) -> None:
+        with self._subscription_lock:
+            topics, self._pending_subscription = self._pending_subscription, None
+        if topics is None:
+            return
+        added = sorted(set(topics) - set(self._subscribed))
+        self._subscribed = topics
+        if topics:
+            self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
+            log.info("mirroring %d topic(s)%s", len(topics), f"; new: {', '.join(added)}" if added else "")
+
+    # ------------------------------------------------------------------ rebalances
+    def _on_assign(self, consumer, partitions) -> None:
+        self.rebalances += 1
+        if not partitions:
+            return
+        committed = consumer.committed(partitions, timeout=30)
+        for tp in committed:
+            state = self.partitions.setdefault((tp.topic, tp.partition), PartitionState())
+            start = tp.offset if tp.offset >= 0 else None
+            if start is None:
+                low, _ = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=30)
+                start = low
+            else:
+                state.committed = start
+            state.read_next = state.acked_next = start
+            state.failed_at = None
+        log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
+
+    def _on_revoke(self, consumer, partitions) -> None:
+        self.rebalances += 1
+        # hand the partitions over cleanly: everything sent must be acknowledged and committed first
+        self.producer.flush(30)
+        self._commit([(tp.topic, tp.partition) for tp in partitions])
+        self._emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
+        for tp in partitions:
+            self.partitions.pop((tp.topic, tp.partition), None)
+
+    def _on_lost(self, consumer, partitions) -> None:
+        self.rebalances += 1
+        for tp in partitions:  # another worker owns them now: committing would be wrong
+            self.partitions.pop((tp.topic, tp.partition), None)
+
+    # ------------------------------------------------------------------ delivery reports
+    def _delivered(self, err, msg) -> None:
+        key = (self.policy.source_topic(msg.topic()) if self.policy.kind == "prefix" else msg.topic(), msg.partition())
+        state = self.partitions.get(key)
+        self.in_flight -= 1
+        if state is None or not state.in_flight:
+            return  # revoked meanwhile (its flush accounted for it)
+        source_offset = state.in_flight.popleft()
+        if err is not None:
+            retriable = err.retriable()
+            self.produce_errors[(key[0], retriable)] = self.produce_errors.get((key[0], retriable), 0) + 1
+            if state.failed_at is None or source_offset < state.failed_at:
+                state.failed_at = source_offset
+            if self.failure is None:
+                self.failure = (f"cannot mirror {key[0]}[{key[1]}] offset {source_offset} to "
+                                f"{self.flow.target}:{msg.topic()}: {err.str()} ({err.name()}); stopped without skipping it")
+            self._stop.set()
+            return
+        if state.failed_at is not None:
+            return
+        state.acked_next = source_offset + 1
+        if not state.in_flight and state.read_next is not None:
+            state.acked_next = state.read_next  # records skipped by the loop guard count as handled
+        state.last_upstream, state.last_downstream = source_offset, msg.offset()
+        state.acked_since_sync += 1
+        state.records += 1
+        value, k = msg.value(), msg.key()
+        state.bytes += (len(value) if value else 0) + (len(k) if k else 0)
+        ts_type, ts = msg.timestamp()
+        if ts_type:
+            self.latency.observe(max(0.0, time.time() - ts / 1000.0))
+
+    # ------------------------------------------------------------------ commits and syncs
+    def _commit(self, keys=None) -> None:
+        offsets = []
+        for key in keys if keys is not None else list(self.partitions):
+            state = self.partitions.get(key)
+            if state is None or state.acked_next is None:
+                continue
+            target = state.acked_next if state.failed_at is None else min(state.acked_next, state.failed_at)
+            if state.committed is None or target > state.committed:
+                offsets.append(TopicPartition(key[0], key[1], target))
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
+            return
+        for tp in offsets:
+            state = self.partitions.get((tp.topic, tp.partition))
+            if state is not None:
+                state.committed = tp.offset
+
+    def _emit_syncs(self, keys=None, force: bool = False) -> None:
+        now = int(time.time() * 1000)
+        for key in keys if keys is not None else list(self.partitions):
+            state = self.partitions.get(key)
+            if state is None or state.acked_next is None:
+                continue
+            moved = state.acked_next != state.synced_acked or state.read_next != state.synced_read
+            if not (moved or force):
+                continue
+            sync = OffsetSync(key[0], key[1], state.last_upstream, state.last_downstream,
+                              state.acked_next, state.read_next if state.read_next is not None else state.acked_next, now)
+            self._produce_internal(self.syncs_topic, sync.key(), sync.to_value())
+            state.synced_acked, state.synced_read, state.acked_since_sync = state.acked_next, state.read_next, 0
+
+    def _produce_internal(self, topic: str, key: bytes, value: bytes) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, key=key, value=value)
+                return
+            except BufferError:
+                self.producer.poll(0.1)
+
+    # ------------------------------------------------------------------ the data path
+    def _send(self, messages) -> None:
+        produce = self.producer.produce
+        delivered = self._delivered
+        origin = (PROVENANCE_HEADER, self.origin)
+        loop_guard = self.loop_guard
+        names = self.target_names
+        partitions = self.partitions
+        for msg in messages:
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                log.warning("consume error: %s", msg.error().str())
+                continue
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            state = partitions.get((topic, partition))
+            if state is None:
+                continue
+            state.read_next = offset + 1
+            headers = msg.headers()
+            if loop_guard is not None and headers and (PROVENANCE_HEADER, loop_guard) in headers:
+                if not state.in_flight:
+                    state.acked_next = offset + 1
+                continue  # it came from the target side originally: mirroring it back would loop
+            if headers is None:
+                headers = [origin]
+            elif not any(h[0] == PROVENANCE_HEADER for h in headers):
+                headers.append(origin)
+            target_topic = names.get(topic) or names.setdefault(topic, self.policy.target_topic(topic))
+            state.in_flight.append(offset)
+            self.in_flight += 1
+            while True:
+                try:
+                    produce(target_topic, msg.value(), msg.key(), partition, on_delivery=delivered,
+                            timestamp=msg.timestamp()[1], headers=headers)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+                except KafkaException as exc:
+                    state.in_flight.pop()
+                    self.in_flight -= 1
+                    self._produce_rejected(exc, topic, partition, offset, target_topic)
+                    break
+            if self.in_flight >= self.settings.max_in_flight:
+                self.producer.poll(0.05)
+        self.producer.poll(0)
+
+    def _produce_rejected(self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str) -> None:
+        err = exc.args[0]
+        if err.code() == KafkaError._UNKNOWN_PARTITION:
+            # the source grew partitions before our topic thread caught up: grow the target, then retry
+            self.refresh_topics(with_configs=False)
+            self.consumer.seek(TopicPartition(topic, partition, offset))
+            self.partitions[(topic, partition)].read_next = offset
+            time.sleep(0.5)
+            return
+        state = self.partitions[(topic, partition)]
+        state.failed_at = offset if state.failed_at is None else min(state.failed_at, offset)
+        self.produce_errors[(topic, err.retriable())] = self.produce_errors.get((topic, err.retriable()), 0) + 1
+        self.failure = (f"cannot mirror {topic}[{partition}] offset {offset} to {self.flow.target}:{target_topic}: "
+                        f"{err.str()} ({err.name()}); stopped without skipping it")
+        self._stop.set()
+
+    def start_background(self) -> None:
+        self.target_topics.ensure_internal()
+        if self.settings.heartbeats:
+            ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
+            self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
+                                                self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent)
+            self.heartbeats.start()
+        self.refresh_topics(with_configs=True)
+        threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
+
+    def _heartbeat_sent(self) -> None:
+        self.heartbeats_sent += 1
+
+    def run(self) -> None:
+        """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
+        self.start_background()
+        next_commit = time.monotonic() + self.settings.commit_interval_s
+        batch = self.settings.batch_size
+        idle_synced = False
+        try:
+            while not self._stop.is_set():
+                self._apply_subscription()
+                if not self._subscribed:
+                    self._stop.wait(0.2)
+                    continue
+                messages = self.consumer.consume(batch, 0.1)
+                if messages:
+                    self._send(messages)
+                    idle_synced = False
+                else:
+                    self.producer.poll(0.01 if self.in_flight else 0)
+                now = time.monotonic()
+                if not messages and self.in_flight == 0 and not idle_synced:
+                    # idle flush: everything read is acknowledged; publish exact positions now
+                    self._commit()
+                    self._emit_syncs()
+                    self.producer.poll(0)
+                    idle_synced = True
+                    next_commit = now + self.settings.commit_interval_s
+                elif now >= next_commit:
+                    self._commit()
+                    self._emit_syncs()
+                    next_commit = now + self.settings.commit_interval_s
+                elif messages:
+                    self._emit_due_syncs()
+        finally:
+            self._shutdown()
+        if self.failure:
+            raise MirrorFailure(self.failure)
+
+    def _emit_due_syncs(self) -> None:
+        every = self.settings.offset_sync_every
+        due = [k for k, s in self.partitions.items() if s.acked_since_sync >= every]
+        if due:
+            self._emit_syncs(due)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _shutdown(self) -> None:
+        if self.heartbeats:
+            self.heartbeats.stop()
+        remaining = self.producer.flush(8)
+        if remaining:
+            log.warning("%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining)
+        self._commit()
+        self._emit_syncs()
+        self.producer.flush(2)
+        try:
+            self.consumer.close()
+        except Exception as exc:
+            log.warning("closing the consumer: %s", exc)

@@ -1,0 +1,2 @@
+"""Failover tools (filled in below)."""
+commands: list = []

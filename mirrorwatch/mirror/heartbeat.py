@@ -1,0 +1,55 @@
+"""Heartbeats: Heartbeat(source, target, ts) written to the source's heartbeats topic every interval.
+
+They are mirrored like any topic, so their age on the target is an end-to-end liveness signal that needs no
+access to the mirror process (MirrorMaker 2's heartbeats, same idea).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka.admin import NewTopic
+
+from ..core.clients import make_admin, make_producer
+from ..core.config import ClusterConfig
+from ..core.records import Heartbeat
+
+log = logging.getLogger("mirrorwatch.mirror.heartbeat")
+
+
+def ensure_heartbeats_topic(cluster: ClusterConfig, topic: str) -> None:
+    admin = make_admin(cluster, "mirrorwatch-heartbeat-admin")
+    if topic in admin.list_topics(timeout=30).topics:
+        return
+    futures = admin.create_topics([NewTopic(topic, 1, -1, config={"retention.ms": str(24 * 3600 * 1000)})])
+    try:
+        futures[topic].result(30)
+    except Exception as exc:  # created concurrently by another worker: fine
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise
+
+
+class HeartbeatProducer(threading.Thread):
+    def __init__(self, cluster: ClusterConfig, topic: str, source: str, target: str, interval_s: float, on_sent=None):
+        super().__init__(name="heartbeats", daemon=True)
+        self.topic, self.source, self.target, self.interval_s = topic, source, target, interval_s
+        self._producer = make_producer(cluster, "mirrorwatch-heartbeat", **{"linger.ms": 0, "acks": "all"})
+        self._stop = threading.Event()
+        self._on_sent = on_sent or (lambda: None)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            beat = Heartbeat(self.source, self.target, int(time.time() * 1000))
+            try:
+                self._producer.produce(self.topic, key=beat.key(), value=beat.to_value(),
+                                       on_delivery=lambda err, _: self._on_sent() if err is None else None)
+            except BufferError:  # the source is down and the queue is full: skip this beat, it is only a signal
+                pass
+            self._producer.poll(0)
+            self._stop.wait(self.interval_s)
+        self._producer.flush(2)
+
+    def stop(self) -> None:
+        self._stop.set()

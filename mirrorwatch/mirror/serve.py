@@ -1,0 +1,17 @@
+"""The engine's metrics endpoint (prometheus-client, 127.0.0.1 by default)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from .metrics import EngineCollector
+
+
+def start_metrics(engine, host: str, port: int | None) -> int | None:
+    """Serve /metrics; port 0 picks a free one. Returns the port, or None when metrics are off."""
+    if port is None:
+        return None
+    registry = CollectorRegistry()
+    registry.register(EngineCollector(engine))
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return server.server_port

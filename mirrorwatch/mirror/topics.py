@@ -1,0 +1,142 @@
+"""Which source topics a flow mirrors, and keeping their target topics in shape.
+
+Target topics get the source's partition count and the source's explicitly-set values of the configs that
+change what a topic keeps or accepts. Only explicitly-set (dynamic) source configs are copied, so a target
+cluster's own defaults stay in force where the source relies on defaults.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                   NewPartitions, NewTopic)
+
+from ..core.config import FlowConfig
+from ..core.naming import ReplicationPolicy, checkpoints_topic, is_internal, offset_syncs_topic
+
+log = logging.getLogger("mirrorwatch.mirror.topics")
+
+SYNCED_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "compression.type",
+                  "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms")
+ADMIN_TIMEOUT_S = 30
+
+
+class TopicFilter:
+    """Include/exclude regexes (full match) plus the default excludes: internal topics and loop-backs."""
+
+    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, always: set[str] = frozenset()):
+        self._include = [re.compile(p) for p in flow.topics]
+        self._exclude = [re.compile(p) for p in flow.exclude]
+        self._policy = policy
+        self._always = set(always)  # mirrorwatch's own topics (heartbeats, canary) are always mirrored
+
+    def matches(self, topic: str) -> bool:
+        if is_internal(topic) or self._policy.came_from_target(topic):
+            return False
+        if any(p.fullmatch(topic) for p in self._exclude):
+            return False
+        return topic in self._always or any(p.fullmatch(topic) for p in self._include)
+
+
+@dataclass
+class SourceTopic:
+    name: str
+    partitions: int
+
+
+def list_matching(admin: AdminClient, topic_filter: TopicFilter) -> list[SourceTopic]:
+    metadata = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+    return sorted(
+        (SourceTopic(name, len(md.partitions)) for name, md in metadata.topics.items()
+         if md.error is None and topic_filter.matches(name)),
+        key=lambda t: t.name,
+    )
+
+
+def explicit_configs(admin: AdminClient, topics: list[str]) -> dict[str, dict[str, str]]:
+    """The SYNCED_CONFIGS each topic sets explicitly (not inherited from broker defaults)."""
+    if not topics:
+        return {}
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    out: dict[str, dict[str, str]] = {}
+    for resource, future in admin.describe_configs(resources).items():
+        entries = future.result(ADMIN_TIMEOUT_S)
+        out[resource.name] = {
+            k: e.value for k, e in entries.items()
+            if k in SYNCED_CONFIGS and e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None
+        }
+    return out
+
+
+def _result(futures: dict, what: str) -> None:
+    for name, future in futures.items():
+        try:
+            future.result(ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            code = exc.args[0].name() if exc.args else ""
+            if code not in ("TOPIC_ALREADY_EXISTS", "INVALID_PARTITIONS"):
+                raise
+        log.debug("%s %s", what, name)
+
+
+class TargetTopics:
+    """Creates and syncs target topics for one flow."""
+
+    def __init__(self, source_admin: AdminClient, target_admin: AdminClient, policy: ReplicationPolicy):
+        self.source_admin = source_admin
+        self.target_admin = target_admin
+        self.policy = policy
+
+    def ensure_internal(self) -> None:
+        compacted = {"cleanup.policy": "compact"}
+        wanted = {offset_syncs_topic(self.policy.source): 1, checkpoints_topic(self.policy.source): 1}
+        existing = self.target_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+        new = [NewTopic(t, n, -1, config=compacted) for t, n in wanted.items() if t not in existing]
+        if new:
+            _result(self.target_admin.create_topics(new), "created")
+
+    def sync(self, topics: list[SourceTopic], with_configs: bool) -> list[str]:
+        """Create missing target topics, add partitions, and (with_configs) copy configs.
+
+        Returns the source topics whose target is ready to receive records.
+        """
+        existing = self.target_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+        missing = [t for t in topics if self.policy.target_topic(t.name) not in existing]
+        configs = explicit_configs(self.source_admin, [t.name for t in (topics if with_configs else missing)])
+        if missing:
+            new = [NewTopic(self.policy.target_topic(t.name), t.partitions, -1, config=configs.get(t.name, {}))
+                   for t in missing]
+            _result(self.target_admin.create_topics(new), "created")
+            for t in missing:
+                log.info("created target topic %s (%d partitions) for %s", self.policy.target_topic(t.name), t.partitions, t.name)
+        grow = {}
+        for t in topics:
+            md = existing.get(self.policy.target_topic(t.name))
+            if md is not None and md.error is None and len(md.partitions) < t.partitions:
+                grow[self.policy.target_topic(t.name)] = t.partitions
+        if grow:
+            _result(self.target_admin.create_partitions([NewPartitions(n, c) for n, c in grow.items()]), "grew")
+            for name, count in grow.items():
+                log.info("increased partitions of %s to %d", name, count)
+        if with_configs:
+            self._sync_configs({t.name: configs.get(t.name, {}) for t in topics if t not in missing})
+        return [t.name for t in topics]
+
+    def _sync_configs(self, wanted: dict[str, dict[str, str]]) -> None:
+        targets = {self.policy.target_topic(s): c for s, c in wanted.items() if c}
+        if not targets:
+            return
+        current = explicit_configs(self.target_admin, list(targets))
+        changes = []
+        for name, config in targets.items():
+            diff = {k: v for k, v in config.items() if current.get(name, {}).get(k) != v}
+            if diff:
+                entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in diff.items()]
+                changes.append(ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=entries))
+                log.info("syncing config of %s: %s", name, diff)
+        if changes:
+            _result(self.target_admin.incremental_alter_configs(changes), "altered")

@@ -1,0 +1,81 @@
+"""Running the real mirror engine (`mirror run`) as a process in tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+BIN = Path(sys.executable).parent
+
+
+def fast_mirror_settings(**overrides) -> dict:
+    settings = {"commit_interval_s": 1.0, "refresh_interval_s": 1.0, "config_sync_interval_s": 2.0,
+                "heartbeat_interval_s": 0.5, "metrics_port": 0, "checkpoint_interval_s": 1.0}
+    settings.update(overrides)
+    return settings
+
+
+class MirrorProcess:
+    def __init__(self, config: dict, path: Path, flow: str | None = None, log_name: str = "mirror.log"):
+        self.path = path
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.flow = flow
+        self.log_path = path.with_name(log_name)
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "MirrorProcess":
+        cmd = [str(BIN / "mirror"), "run", "--config", str(self.path)]
+        if self.flow:
+            cmd += ["--flow", self.flow]
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ})
+        return self
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def terminate(self, timeout: float = 15) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def __enter__(self) -> "MirrorProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.terminate()
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.5, what: str = "condition", alive=None):
+    """Poll ``predicate``; fail early if the process ``alive`` (a MirrorProcess) has exited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if alive is not None and not alive.running():
+            raise AssertionError(f"mirror exited with {alive.proc.returncode} while waiting for {what}:\n{alive.log_text()[-2000:]}")
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
