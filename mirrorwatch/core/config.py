@@ -147,6 +147,12 @@ class MonitorSettings(_Section):
     webhooks: list[str] = Field(default_factory=list)
     webhook_timeout_s: float = Field(5.0, gt=0)
     groups: list[WatchedGroup] = Field(default_factory=list, description="other consumer groups to watch")
+    # added by the monitor (issue 5)
+    stop_grace_s: float = Field(0.0, ge=0, description="floor for the window span in the STOP rule (0 = Burrow)")
+    interpolation_points: int = Field(60, ge=2, description="(source_end, time) pairs kept per partition")
+    history: bool = Field(True, description="write lag samples to Parquet under history_dir")
+    history_roll_s: float = Field(3600.0, gt=0, le=3600, description="roll history files at least this often")
+    webhook_retries: int = Field(3, ge=0, description="retries after a failed webhook POST")
 
 
 class Config(_Section):

@@ -1,0 +1,93 @@
+"""The monitor's reads from a cluster, one admin client per cluster: topics, end offsets, a group's committed
+offsets and whether it has members. Every call is bounded by a timeout; failures raise ``ClusterUnreachable``
+(the whole cluster) or come back as -1 for a single partition (e.g. a target topic not created yet)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from ..core.clients import make_admin
+from ..core.config import ClusterConfig
+from ..core.redact import redact_text
+
+log = logging.getLogger("mirrorwatch.monitor.kafka")
+
+TP = tuple[str, int]
+
+
+class ClusterUnreachable(Exception):
+    pass
+
+
+class ClusterReader:
+    def __init__(self, alias: str, cluster: ClusterConfig, timeout_s: float = 5.0):
+        self.alias, self.timeout_s = alias, timeout_s
+        # short reconnect backoff: an unreachable cluster should be noticed back soon after it returns
+        self.admin = make_admin(cluster, f"mirrorwatch-monitor-{alias}", **{"reconnect.backoff.max.ms": 2000})
+
+    def _fail(self, what: str, exc: BaseException) -> ClusterUnreachable:
+        return ClusterUnreachable(f"cluster '{self.alias}': {what}: {redact_text(str(exc))}")
+
+    def topics(self) -> dict[str, int]:
+        """{topic: partition count} of every topic the cluster lists."""
+        try:
+            md = self.admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._fail("cannot list topics", exc) from None
+        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+
+    def end_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """Log-end offsets (high watermarks); -1 for a partition that could not be read."""
+        partitions = list(partitions)
+        if not partitions:
+            return {}
+        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
+        try:
+            futures = self.admin.list_offsets(request, request_timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise self._fail("cannot list offsets", exc) from None
+        out: dict[TP, int] = {}
+        failures = 0
+        for tp, future in futures.items():
+            try:
+                out[(tp.topic, tp.partition)] = future.result(self.timeout_s + 1).offset
+            except Exception:  # one missing partition (topic not there yet) must not sink the rest
+                out[(tp.topic, tp.partition)] = -1
+                failures += 1
+        if failures == len(partitions) and not self._reachable():
+            raise ClusterUnreachable(f"cluster '{self.alias}': no end offset could be read")
+        return out
+
+    def committed(self, group: str) -> dict[TP, int] | None:
+        """The group's committed offsets ({} = group has none); None when the group is unknown to the cluster."""
+        try:
+            future = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                             request_timeout=self.timeout_s)[group]
+            result = future.result(self.timeout_s + 1)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() in (KafkaError.GROUP_ID_NOT_FOUND,):
+                return None
+            raise self._fail(f"cannot read offsets of group '{group}'", exc) from None
+        except Exception as exc:  # timeouts surface as concurrent.futures errors
+            raise self._fail(f"cannot read offsets of group '{group}'", exc) from None
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or () if tp.offset >= 0}
+
+    def group_members(self, group: str) -> int | None:
+        """Members of the group now (None when it cannot be told); members mean a live, subscribed consumer."""
+        try:
+            desc = self.admin.describe_consumer_groups([group], request_timeout=self.timeout_s)[group]
+            return len(desc.result(self.timeout_s + 1).members or ())
+        except Exception:
+            return None
+
+    def _reachable(self) -> bool:
+        try:
+            self.admin.list_topics(timeout=min(self.timeout_s, 2.0))
+            return True
+        except KafkaException:
+            return False

@@ -1,0 +1,132 @@
+"""What one sampling cycle produces: a :class:`Snapshot` of :class:`GroupView` s, read (never changed) by the
+exporter, the HTTP API, the history writer and the webhook notifier. Per-partition values are numpy arrays in
+(topic, partition) order, -1 (or NaN for seconds) meaning unknown, so a cycle builds no per-partition objects
+until a reader asks for rows."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.records import LagSample
+from .lag import describe_forecast
+from .status import GROUP_STATUS, PARTITION_STATUS
+
+
+@dataclass(frozen=True)
+class GroupView:
+    kind: str  # "mirror" (a flow's engine group) or "group" (a plain watched consumer group)
+    flow: str  # "" for a plain group
+    cluster: str  # where the group commits: the flow's source cluster
+    target: str  # "" for a plain group
+    group: str
+    ts_ms: int
+    group_status: int
+    error: str | None = None  # why the status is UNKNOWN / NOTFOUND
+    last_ok_ms: int | None = None
+    topics: list[str] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
+    source_end: np.ndarray | None = None
+    committed: np.ndarray | None = None
+    read_position: np.ndarray | None = None
+    acked_next: np.ndarray | None = None
+    target_end: np.ndarray | None = None
+    committed_lag: np.ndarray | None = None
+    read_lag: np.ndarray | None = None
+    true_lag: np.ndarray | None = None
+    time_lag_s: np.ndarray | None = None
+    target_behind: np.ndarray | None = None
+    catch_up_s: np.ndarray | None = None  # per partition
+    status: np.ndarray | None = None  # partition status codes
+    window_start: tuple[np.ndarray, np.ndarray] | None = None  # (offsets, times) of the oldest stored commit
+    window_end: tuple[np.ndarray, np.ndarray] | None = None
+    window_count: np.ndarray | None = None
+    window_size: int = 0
+    complete: float = 0.0
+    totallag: int = 0
+    maxlag_row: int | None = None
+    topic_catch_up_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        return self.cluster
+
+    @property
+    def status_name(self) -> str:
+        return GROUP_STATUS[self.group_status]
+
+    def __len__(self) -> int:
+        return len(self.topics)
+
+    # ------------------------------------------------------------------ rows
+
+    def value(self, name: str, i: int):
+        arr = getattr(self, name)
+        if arr is None:
+            return None
+        v = arr[i]
+        if arr.dtype.kind == "f":
+            return None if math.isnan(v) else float(v)
+        if arr.dtype.kind == "b":
+            return bool(v)
+        return None if v < 0 else int(v)
+
+    def partition_row(self, i: int) -> dict:
+        """One partition as plain JSON-able values (API, CLI)."""
+        v = self.value
+        row = {
+            "topic": self.topics[i], "partition": self.partitions[i],
+            "status": PARTITION_STATUS[int(self.status[i])] if self.status is not None else "UNKNOWN",
+            "source_end": v("source_end", i), "committed": v("committed", i),
+            "committed_lag": v("committed_lag", i),
+        }
+        if self.kind == "mirror":
+            catch_up = v("catch_up_s", i)
+            row.update({
+                "read_position": v("read_position", i), "acked_next": v("acked_next", i),
+                "target_end": v("target_end", i), "read_lag": v("read_lag", i), "true_lag": v("true_lag", i),
+                "time_lag_s": v("time_lag_s", i), "target_behind": v("target_behind", i),
+                "catch_up_s": None if catch_up is None or math.isinf(catch_up) else catch_up,
+                "forecast": describe_forecast(catch_up),
+            })
+        return row
+
+    def rows(self) -> list[dict]:
+        return [self.partition_row(i) for i in range(len(self.topics))]
+
+    def lag_samples(self) -> list[LagSample]:
+        """History rows (one per partition) for this sample."""
+        v = self.value
+        out = []
+        for i in range(len(self.topics)):
+            status = PARTITION_STATUS[int(self.status[i])] if self.status is not None else "UNKNOWN"
+            out.append(LagSample(
+                ts_ms=self.ts_ms, flow=self.flow, source=self.cluster, target=self.target, group=self.group,
+                topic=self.topics[i], partition=self.partitions[i],
+                source_end=v("source_end", i) if v("source_end", i) is not None else -1,
+                committed=v("committed", i), read_position=v("read_position", i), acked_next=v("acked_next", i),
+                target_end=v("target_end", i), committed_lag=v("committed_lag", i), read_lag=v("read_lag", i),
+                true_lag=v("true_lag", i), time_lag_s=v("time_lag_s", i), status=status))
+        return out
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    ts_ms: int
+    views: list[GroupView]
+    cluster_up: dict[str, bool]
+    seq: int = 0  # increases every cycle; lets readers cache per snapshot
+
+    def view(self, cluster: str, group: str) -> GroupView | None:
+        for v in self.views:
+            if v.cluster == cluster and v.group == group:
+                return v
+        return None
+
+    def flow_views(self) -> list[GroupView]:
+        return [v for v in self.views if v.kind == "mirror"]
+
+
+EMPTY = Snapshot(0, [], {}, 0)

@@ -1,0 +1,277 @@
+"""One sampling cycle over every flow and watched group: Kafka reads → lags → evaluator → a Snapshot.
+
+Per flow and mirrored partition, in this order (so the source end is never older than a position and no lag
+comes out negative): the mirror group's committed offsets on the source, the newest OffsetSync per partition
+(kept current by a tracker thread on the target), the source end offsets, the target end offsets. Plain
+watched groups get their committed offsets and the source end offsets (committed lag only, Burrow-style).
+
+An unreachable cluster turns every view that needs it into UNKNOWN (partition layout kept from the last good
+sample, values unknown); the next cycle tries again, so the monitor recovers on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.clients import make_consumer
+from ..core.config import Config
+from ..core.naming import mirror_group, offset_syncs_topic
+from .evaluator import WindowSet, summarize
+from .flows import mirrored_topics, policy_of
+from .kafka_io import ClusterReader, ClusterUnreachable
+from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, target_behind
+from .model import GroupView, Snapshot
+from .status import G_NOTFOUND, G_UNKNOWN, P_UNKNOWN
+from .syncs import UNUSED_GROUP, OffsetSyncTracker
+from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
+
+log = logging.getLogger("mirrorwatch.monitor.sampler")
+
+RATE_SAMPLES = 6  # forecast rates are measured over the last few cycles (≈30 s at the default interval)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _GroupState:
+    """What the monitor remembers about one group between cycles."""
+
+    keys: list[tuple[str, int]] = field(default_factory=list)
+    windows: WindowSet | None = None
+    history: deque = field(default_factory=lambda: deque(maxlen=RATE_SAMPLES))  # (ts, source_end, acked)
+    sync_ts: np.ndarray | None = None
+    last_ok_ms: int | None = None
+
+
+class Sampler:
+    def __init__(self, config: Config, *, timeout_s: float | None = None, start_trackers: bool = True):
+        self.config = config
+        settings = config.monitor
+        self.timeout_s = timeout_s if timeout_s is not None else max(1.0, min(10.0, settings.interval_s))
+        self.readers = {alias: ClusterReader(alias, c, self.timeout_s) for alias, c in config.clusters.items()}
+        self.trackers: dict[tuple[str, str], OffsetSyncTracker] = {}
+        for flow in config.flows.values():
+            key = (flow.source, flow.target)
+            if key not in self.trackers:
+                self.trackers[key] = OffsetSyncTracker(config.clusters[flow.target], offset_syncs_topic(flow.source),
+                                                       f"mirrorwatch-monitor-syncs-{flow.source}")
+        self.ts_readers: dict[str, RecordTimestampReader] = {}
+        self.time_tables: dict[str, OffsetTimeTable] = {}
+        self.states: dict[tuple[str, str, str], _GroupState] = {}
+        self.seq = 0
+        self._lock = threading.Lock()  # one cycle at a time
+        if start_trackers:
+            self.start()
+
+    def start(self) -> None:
+        for tracker in self.trackers.values():
+            if tracker._thread is None:
+                tracker.start()
+
+    def close(self) -> None:
+        for tracker in self.trackers.values():
+            tracker.close()
+        for reader in self.ts_readers.values():
+            reader.close()
+
+    # ------------------------------------------------------------------ cycle
+
+    def sample(self) -> Snapshot:
+        with self._lock:
+            ts = now_ms()
+            topics: dict[str, dict[str, int] | ClusterUnreachable] = {}
+            for alias, reader in self.readers.items():
+                try:
+                    topics[alias] = reader.topics()
+                except ClusterUnreachable as exc:
+                    log.warning("%s", exc)
+                    topics[alias] = exc
+            views = []
+            for name, flow in self.config.flows.items():
+                views.append(self._guarded(("mirror", name, flow.source), flow.source, flow.target,
+                                           mirror_group(flow.source, flow.target, flow.group), name, topics, ts))
+            for watched in self.config.monitor.groups:
+                if any(v.cluster == watched.cluster and v.group == watched.group for v in views):
+                    continue  # already watched as a flow's mirror group
+                views.append(self._guarded(("group", watched.cluster, watched.group), watched.cluster, "",
+                                           watched.group, "", topics, ts))
+            self.seq += 1
+            up = {alias: not isinstance(t, ClusterUnreachable) for alias, t in topics.items()}
+            return Snapshot(ts, views, up, self.seq)
+
+    def _guarded(self, key, cluster, target, group, flow_name, topics, ts) -> GroupView:
+        state = self.states.setdefault(key, _GroupState())
+        try:
+            for alias in filter(None, (cluster, target)):
+                if isinstance(topics[alias], ClusterUnreachable):
+                    raise topics[alias]
+            if flow_name:
+                view = self._sample_flow(flow_name, group, state, topics, ts)
+            else:
+                view = self._sample_group(cluster, group, state, topics[cluster], ts)
+            if view.group_status != G_NOTFOUND:
+                state.last_ok_ms = ts
+            return view
+        except ClusterUnreachable as exc:
+            return self._unknown(flow_name, cluster, target, group, state, ts, str(exc))
+
+    def _unknown(self, flow, cluster, target, group, state: _GroupState, ts, error) -> GroupView:
+        n = len(state.keys)
+        return GroupView(kind="mirror" if flow else "group", flow=flow, cluster=cluster, target=target, group=group,
+                         ts_ms=ts, group_status=G_UNKNOWN, error=error, last_ok_ms=state.last_ok_ms,
+                         topics=[k[0] for k in state.keys], partitions=[k[1] for k in state.keys],
+                         status=np.full(n, P_UNKNOWN, np.int8))
+
+    def _windows_for(self, state: _GroupState, keys: list[tuple[str, int]]) -> WindowSet:
+        s = self.config.monitor
+        if state.windows is None or keys != state.keys:
+            if state.windows is None:
+                state.windows = WindowSet(len(keys), s.window, int(s.min_distance_s * 1000), s.allowed_lag,
+                                          int(s.stop_grace_s * 1000))
+            else:
+                state.windows = state.windows.remapped(state.keys, keys)
+            state.keys = list(keys)
+            state.history.clear()
+            state.sync_ts = None
+        return state.windows
+
+    # ------------------------------------------------------------------ flows
+
+    def _sample_flow(self, name: str, group: str, state: _GroupState, topics, ts_cycle: int) -> GroupView:
+        flow = self.config.flows[name]
+        src, dst = self.readers[flow.source], self.readers[flow.target]
+        source_topics = topics[flow.source]
+        keys = [(t, p) for t in mirrored_topics(flow, source_topics) for p in range(source_topics[t])]
+        policy = policy_of(flow)
+
+        committed_map = src.committed(group) or {}
+        syncs = self.trackers[(flow.source, flow.target)].latest()
+        members = src.group_members(group)
+        ts = now_ms()
+        ends = src.end_offsets(keys)
+        target_ends = dst.end_offsets([(policy.target_topic(t), p) for t, p in keys])
+
+        n = len(keys)
+        committed = np.fromiter((committed_map.get(k, -1) for k in keys), np.int64, n)
+        source_end = np.fromiter((ends.get(k, -1) for k in keys), np.int64, n)
+        target_end = np.fromiter((target_ends.get((policy.target_topic(t), p), -1) for t, p in keys), np.int64, n)
+        sync_rows = [syncs.get(k) for k in keys]
+        sync_acked = np.fromiter((s.acked_next if s else -1 for s in sync_rows), np.int64, n)
+        sync_read = np.fromiter((s.read_position if s else -1 for s in sync_rows), np.int64, n)
+        sync_down = np.fromiter((s.downstream_offset if s else -1 for s in sync_rows), np.int64, n)
+        sync_ts = np.fromiter((s.ts_ms if s else -1 for s in sync_rows), np.int64, n)
+
+        lags = mirror_lags(source_end, committed, sync_acked, sync_read)
+        windows = self._windows_for(state, keys)
+        # the engine is alive if the group has members or it published a newer sync for the partition
+        alive = np.full(n, bool(members), bool)
+        if state.sync_ts is not None:
+            alive |= sync_ts > state.sync_ts
+        state.sync_ts = sync_ts
+        windows.observe(ts, committed, source_end, alive)
+        statuses = windows.evaluate(ts).copy()
+        summary = summarize(windows, statuses)
+
+        time_lag = self._time_lag(flow.source, keys, lags.acked_next, lags.true_lag, source_end, ts)
+        catch_up, topic_catch_up = self._forecast(state, keys, ts, source_end, lags.acked_next, lags.true_lag)
+        return self._view("mirror", name, flow.source, flow.target, group, ts, summary, windows, keys,
+                          statuses, source_end=source_end, committed=committed, read_position=lags.read_position,
+                          acked_next=lags.acked_next, target_end=target_end, committed_lag=lags.committed_lag,
+                          read_lag=lags.read_lag, true_lag=lags.true_lag, time_lag_s=time_lag,
+                          target_behind=target_behind(target_end, sync_down), catch_up_s=catch_up,
+                          topic_catch_up_s=topic_catch_up, last_ok_ms=ts)
+
+    def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts) -> np.ndarray:
+        out = np.where(true_lag == 0, 0.0, np.nan)
+        behind = np.flatnonzero(true_lag > 0)
+        if self.config.monitor.time_lag_mode == "interpolate":
+            table = self.time_tables.setdefault(cluster, OffsetTimeTable(self.config.monitor.interpolation_points))
+            for i, k in enumerate(keys):
+                table.add(k, int(source_end[i]), ts)
+            for i in behind:
+                value = time_lag_interpolated(table.points(keys[i]), int(acked[i]), ts)
+                out[i] = np.nan if value is None else value
+            return out
+        if len(behind):
+            reader = self.ts_readers.get(cluster)
+            if reader is None:
+                cfg = self.config.clusters[cluster]
+                reader = self.ts_readers[cluster] = RecordTimestampReader(
+                    lambda: make_consumer(cfg, f"mirrorwatch-monitor-timelag-{cluster}", group_id=UNUSED_GROUP,
+                                          **{"auto.offset.reset": "earliest", "enable.partition.eof": False,
+                                             "fetch.max.bytes": 1048576, "max.partition.fetch.bytes": 65536}),
+                    timeout_s=min(2.0, self.timeout_s))
+            wanted = [(keys[i][0], keys[i][1], int(acked[i])) for i in behind]
+            try:
+                found = reader.timestamps(wanted)
+            except Exception as exc:  # time lag is a bonus; never let it sink the sample
+                log.warning("time lag: cannot read record timestamps on '%s': %s", cluster, exc)
+                found = {}
+            for i, w in zip(behind, wanted):
+                if w in found:
+                    out[i] = max(0.0, (ts - found[w]) / 1000.0)
+        return out
+
+    def _forecast(self, state: _GroupState, keys, ts, source_end, acked, true_lag):
+        state.history.append((ts, source_end, acked))
+        old_ts, old_end, old_acked = state.history[0]
+        produce, mirror = rate(old_end, old_ts, source_end, ts), rate(old_acked, old_ts, acked, ts)
+        per_partition = catch_up_seconds(true_lag, produce, mirror)
+        per_topic: dict[str, float] = {}
+        topics = np.array([k[0] for k in keys], dtype=object)
+        for topic in dict.fromkeys(k[0] for k in keys):
+            m = topics == topic
+            known = (true_lag[m] >= 0) & ~np.isnan(produce[m]) & ~np.isnan(mirror[m])
+            if not known.any():
+                per_topic[topic] = math.nan
+                continue
+            value = catch_up_seconds([true_lag[m][known].sum()], [produce[m][known].sum()],
+                                     [mirror[m][known].sum()])[0]
+            per_topic[topic] = float(value)
+        return per_partition, per_topic
+
+    # ------------------------------------------------------------------ plain groups
+
+    def _sample_group(self, cluster: str, group: str, state: _GroupState, cluster_topics, ts_cycle) -> GroupView:
+        reader = self.readers[cluster]
+        committed_map = reader.committed(group)
+        if not committed_map:
+            return GroupView(kind="group", flow="", cluster=cluster, target="", group=group, ts_ms=ts_cycle,
+                             group_status=G_NOTFOUND, error=f"group '{group}' has no committed offsets on '{cluster}'",
+                             last_ok_ms=state.last_ok_ms)
+        keys = sorted(k for k in committed_map if k[0] in cluster_topics)
+        members = reader.group_members(group)
+        ts = now_ms()
+        ends = reader.end_offsets(keys)
+        n = len(keys)
+        committed = np.fromiter((committed_map[k] for k in keys), np.int64, n)
+        source_end = np.fromiter((ends.get(k, -1) for k in keys), np.int64, n)
+        windows = self._windows_for(state, keys)
+        windows.observe(ts, committed, source_end, bool(members))
+        statuses = windows.evaluate(ts).copy()
+        summary = summarize(windows, statuses)
+        return self._view("group", "", cluster, "", group, ts, summary, windows, keys, statuses,
+                          source_end=source_end, committed=committed,
+                          committed_lag=plain_lag(source_end, committed), last_ok_ms=ts)
+
+    def _view(self, kind, flow, cluster, target, group, ts, summary, windows: WindowSet, keys, statuses,
+              **values) -> GroupView:
+        w = windows.window
+        first = np.minimum(w - windows.count, w - 1)
+        cols = np.arange(len(keys))
+        return GroupView(
+            kind=kind, flow=flow, cluster=cluster, target=target, group=group, ts_ms=ts,
+            group_status=summary.status, topics=[k[0] for k in keys], partitions=[k[1] for k in keys],
+            status=statuses, complete=summary.complete, totallag=summary.totallag, maxlag_row=summary.maxlag_row,
+            window_start=(windows.offsets[first, cols].copy(), windows.times[first, cols].copy()),
+            window_end=(windows.offsets[-1].copy(), windows.times[-1].copy()),
+            window_count=windows.count.copy(), window_size=w, **values)

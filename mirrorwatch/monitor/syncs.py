@@ -1,0 +1,96 @@
+"""Keeps the newest OffsetSync per source partition, read continuously from the offset-syncs topic on the
+target cluster with an assign()-only consumer (no group, nothing committed: the monitor must not show up as a
+consumer group or move anybody's offsets)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+from ..core.clients import make_consumer
+from ..core.config import ClusterConfig
+from ..core.records import OffsetSync, RecordFormatError
+
+log = logging.getLogger("mirrorwatch.monitor.syncs")
+
+# confluent-kafka 2.16 refuses a Consumer without group.id even for assign()-only use. The monitor's readers
+# assign(), never subscribe() and never commit, so this group is never joined and never has offsets.
+UNUSED_GROUP = "mirrorwatch-monitor-assign-only"
+
+
+class OffsetSyncTracker:
+    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str = "mirrorwatch-monitor-syncs"):
+        self.topic = topic
+        self._cluster, self._client_id = cluster, client_id
+        self._latest: dict[tuple[str, int], OffsetSync] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._partitions = 0
+        self.bad_records = 0
+
+    def start(self) -> "OffsetSyncTracker":
+        self._thread = threading.Thread(target=self._run, name=f"syncs-{self.topic}", daemon=True)
+        self._thread.start()
+        return self
+
+    def latest(self) -> dict[tuple[str, int], OffsetSync]:
+        with self._lock:
+            return dict(self._latest)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        consumer = make_consumer(self._cluster, self._client_id, group_id=UNUSED_GROUP,
+                                 **{"enable.partition.eof": False, "reconnect.backoff.max.ms": 2000})
+        try:
+            while not self._stop.is_set():
+                if not self._assign_new_partitions(consumer):
+                    self._stop.wait(1.0)
+                    continue
+                for msg in consumer.consume(1000, 0.5):
+                    if msg.error():
+                        if msg.error().code() != KafkaError._PARTITION_EOF:
+                            log.debug("offset syncs: %s", msg.error())
+                        continue
+                    self._apply(msg.value())
+        except Exception:  # the tracker must never die silently; the sampler reads stale syncs meanwhile
+            log.exception("offset sync tracker for %s stopped", self.topic)
+        finally:
+            consumer.close()
+
+    _next_check = 0.0
+
+    def _assign_new_partitions(self, consumer) -> bool:
+        """Assign partitions of the topic not yet assigned (the topic may appear or grow later)."""
+        import time
+
+        if self._partitions and time.monotonic() < self._next_check:
+            return True
+        self._next_check = time.monotonic() + 10.0
+        try:
+            md = consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
+        except Exception:
+            return self._partitions > 0
+        count = len(md.partitions) if md is not None and md.error is None else 0
+        if count > self._partitions:
+            consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING)
+                                         for p in range(self._partitions, count)])
+            self._partitions = count
+        return self._partitions > 0
+
+    def _apply(self, value: bytes | None) -> None:
+        if value is None:
+            return  # a tombstone: compaction of a partition that is gone; keep what we have
+        try:
+            sync = OffsetSync.from_value(value)
+        except RecordFormatError:
+            self.bad_records += 1
+            return
+        with self._lock:
+            self._latest[(sync.topic, sync.partition)] = sync  # log order: the later record is the newer
