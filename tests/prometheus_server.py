@@ -55,6 +55,14 @@ def write_rules_copy(dst: Path, for_: str | None = "5s", thresholds: dict[str, f
     return dst
 
 
+def check_metrics(url: str) -> str:
+    """``promtool check metrics`` on an exporter's live output (``http://host:port/metrics``). Returns the
+    lint findings ("" when clean); the caller asserts on them, so a failure shows promtool's words."""
+    text = requests.get(url, timeout=10).text
+    proc = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    return (proc.stdout + proc.stderr).strip() if proc.returncode else ""
+
+
 class PrometheusServer:
     def __init__(self, url: str, process: subprocess.Popen, log: Path):
         self.url, self.process, self.log = url, process, log

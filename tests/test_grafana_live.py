@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from grafana import promql
 
-from .prometheus_server import PromQLError, free_port, prometheus_server, write_rules_copy
+from .prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
 
 METRICS_MD = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 LABEL_VALUES = {"flow": "east-west", "source": "east", "target": "west", "topic": "orders", "partition": "0",
@@ -58,14 +58,14 @@ def live(tmp_path_factory):
                "mirrorwatch-canary": [f"127.0.0.1:{free_port()}"]}  # nothing listens: up == 0
     try:
         with prometheus_server(targets, [rules], workdir=tmp_path_factory.mktemp("prometheus")) as prom:
-            yield prom, series
+            yield prom, series, f"http://127.0.0.1:{httpd.server_port}/metrics"
     finally:
         httpd.shutdown()
         httpd.server_close()
 
 
 def test_scrapes_and_queries(live):
-    prom, _ = live
+    prom = live[0]
     up = prom.wait_for(lambda: {r["metric"]["job"]: r["value"][1] for r in prom.query("up")}.get("mirrorwatch-monitor"),
                        what="stand-in scraped")
     assert up == "1"
@@ -75,13 +75,17 @@ def test_scrapes_and_queries(live):
         prom.query("sum(mirrorwatch_lag_records")
 
 
+def test_check_metrics_on_live_output(live):
+    assert check_metrics(live[2]) == ""
+
+
 def query_part(where: str, expr: str) -> str:
     """Alert expressions only return series while they hold; check that their query part returns data."""
     return promql.split_condition(expr)[0] if where.startswith("rule Mirrorwatch") else expr
 
 
 def test_every_expression_parses_and_returns_series(live):
-    prom, _ = live
+    prom = live[0]
     expressions = promql.all_promql_expressions()
     assert len(expressions) > 40
     for where, expr in expressions:
@@ -94,13 +98,13 @@ def test_every_expression_parses_and_returns_series(live):
         return [f"{w}: {e}" for w, e in expressions if not prom.query(query_part(w, e))]
     # rate()/increase() need two scrapes and recording rules one evaluation: poll, then report what is empty
     try:
-        prom.wait_for(lambda: not empty(), 30, "every expression returning series")
+        prom.wait_for(lambda: not empty(), 60, "every expression returning series")
     except AssertionError:
         pytest.fail("expressions without series:\n" + "\n".join(empty()), pytrace=False)
 
 
 def test_short_for_alerts_fire_and_resolve(live):
-    prom, series = live
+    prom, series, _ = live
     firing = lambda: sorted({a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"})  # noqa: E731
     prom.wait_for(lambda: firing() == ["MirrorwatchExporterDown", "MirrorwatchTrueLagHigh"], 30,
                   "true-lag and exporter-down alerts firing")
@@ -112,4 +116,4 @@ def test_short_for_alerts_fire_and_resolve(live):
     assert down["labels"]["job"] == "mirrorwatch-canary"
 
     series["mirrorwatch_lag_records", "true"].set(10)
-    prom.wait_for(lambda: not prom.firing("MirrorwatchTrueLagHigh"), 30, "true-lag alert resolved")
+    prom.wait_for(lambda: not prom.firing("MirrorwatchTrueLagHigh"), 60, "true-lag alert resolved")
