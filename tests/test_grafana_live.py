@@ -106,7 +106,7 @@ def test_every_expression_parses_and_returns_series(live):
 def test_short_for_alerts_fire_and_resolve(live):
     prom, series, _ = live
     firing = lambda: sorted({a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"})  # noqa: E731
-    prom.wait_for(lambda: firing() == ["MirrorwatchExporterDown", "MirrorwatchTrueLagHigh"], 30,
+    prom.wait_for(lambda: firing() == ["MirrorwatchExporterDown", "MirrorwatchTrueLagHigh"], 60,
                   "true-lag and exporter-down alerts firing")
     (lag,) = prom.firing("MirrorwatchTrueLagHigh")
     assert lag["labels"]["flow"] == "east-west" and lag["labels"]["severity"] == "critical"
