@@ -1,0 +1,63 @@
+"""Small wrappers over Hadoop's FileSystem (through Spark's JVM), so every path is a URI: file://, hdfs://,
+s3a://, abfs:// … — whatever the cluster's Hadoop configuration can open. All I/O lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    uri: str
+    length: int
+
+
+class HadoopFS:
+    def __init__(self, spark):
+        self._jvm = spark.sparkContext._jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _path(self, uri: str):
+        return self._jvm.org.apache.hadoop.fs.Path(uri)
+
+    def _fs(self, path):
+        return path.getFileSystem(self._conf)
+
+    def exists(self, uri: str) -> bool:
+        path = self._path(uri)
+        return bool(self._fs(path).exists(path))
+
+    def list_files(self, uri: str) -> list[RemoteFile]:
+        """Every file under ``uri``, recursively, in path order."""
+        path = self._path(uri)
+        it = self._fs(path).listFiles(path, True)
+        out = []
+        while it.hasNext():
+            status = it.next()
+            out.append(RemoteFile(status.getPath().toString(), int(status.getLen())))
+        return sorted(out, key=lambda f: f.uri)
+
+    def read_range(self, uri: str, offset: int, length: int) -> bytes:
+        """A few bytes (footer magic and length). Byte by byte on purpose: py4j copies Java byte arrays into
+        Python, so a buffer filled on the Java side cannot be shared; a dozen calls per file is cheap."""
+        path = self._path(uri)
+        stream = self._fs(path).open(path)
+        try:
+            stream.seek(offset)
+            out = bytearray()
+            for _ in range(length):
+                b = stream.read()
+                if b < 0:
+                    break
+                out.append(b)
+            return bytes(out)
+        finally:
+            stream.close()
+
+    def write_text(self, uri: str, text: str) -> None:
+        path = self._path(uri)
+        stream = self._fs(path).create(path, True)
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()

@@ -1,0 +1,119 @@
+"""Finding and checking the history's Parquet files before Spark reads them.
+
+Spark's ``ignoreCorruptFiles`` skips bad files without naming them, so each file is checked here first and
+every skipped one is named in a warning:
+- every URI (local or remote, through Hadoop FS): the file must start and end with the Parquet magic ``PAR1``
+  and its footer length must fit in the file — this catches truncated and half-written files cheaply, reading
+  12 bytes per file;
+- local files (``file:`` or plain paths) additionally have their whole footer parsed by pyarrow and their
+  columns compared with the history schema.
+Corruption inside data pages of a remote file is not visible in the footer; for those, Spark's
+``ignoreCorruptFiles`` stays on as a last resort (it skips without naming the file).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from urllib.parse import urlparse
+
+from ...core.records import lag_sample_arrow_schema
+from .hadoopfs import HadoopFS
+
+MAGIC = b"PAR1"
+
+
+class HistoryUnavailable(Exception):
+    """The history path is missing or holds no usable samples."""
+
+
+@dataclass
+class HistoryFiles:
+    good: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (uri, reason)
+
+
+def lag_root(history_uri: str) -> str:
+    return history_uri.rstrip("/") + "/lag"
+
+
+def local_path(uri: str) -> str | None:
+    """The local filesystem path of a ``file:`` or scheme-less URI, else None."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return parsed.path if parsed.scheme else uri
+    return None
+
+
+def date_of(uri: str) -> date | None:
+    for part in uri.split("/"):
+        if part.startswith("date="):
+            try:
+                return date.fromisoformat(part[5:])
+            except ValueError:
+                return None
+    return None
+
+
+def within_period(uri: str, start: datetime | None, end: datetime | None) -> bool:
+    """Prune by the ``date=`` folder; a file without one is always read (rows are filtered by ts anyway)."""
+    day = date_of(uri)
+    if day is None:
+        return True
+    return (start is None or day >= start.date()) and (end is None or day <= end.date())
+
+
+def footer_problem(head: bytes, tail: bytes, length: int) -> str | None:
+    """Why a file is not a complete Parquet file, from its first 4 and last 8 bytes; None if it looks whole."""
+    if length < 12:
+        return f"too short for Parquet ({length} bytes)"
+    if head != MAGIC:
+        return "no Parquet magic at the start"
+    if tail[4:] != MAGIC:
+        return "no Parquet magic at the end (truncated or still being written?)"
+    footer_len = struct.unpack("<I", tail[:4])[0]
+    if footer_len + 12 > length:
+        return f"footer length {footer_len} exceeds the file ({length} bytes)"
+    return None
+
+
+def local_footer_problem(path: str) -> str | None:
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception as exc:  # pyarrow raises several types for damaged footers
+        return f"unreadable footer: {exc}"
+    expected = lag_sample_arrow_schema()
+    missing = [f.name for f in expected if f.name not in schema.names]
+    if missing:
+        return f"not a lag history file (missing columns: {', '.join(missing)})"
+    return None
+
+
+def find_history_files(spark, history_uri: str, start: datetime | None = None, end: datetime | None = None) -> HistoryFiles:
+    fs = HadoopFS(spark)
+    root = lag_root(history_uri)
+    if not fs.exists(history_uri):
+        raise HistoryUnavailable(f"history not found: {history_uri}")
+    if not fs.exists(root):
+        raise HistoryUnavailable(f"no lag history under {history_uri} (expected {root}/date=YYYY-MM-DD/*.parquet)")
+    result = HistoryFiles()
+    for f in fs.list_files(root):
+        name = f.uri.rsplit("/", 1)[-1]
+        if not name.endswith(".parquet") or name.startswith((".", "_")) or not within_period(f.uri, start, end):
+            continue
+        problem = None
+        if f.length >= 12:
+            problem = footer_problem(fs.read_range(f.uri, 0, 4), fs.read_range(f.uri, f.length - 8, 8), f.length)
+        else:
+            problem = footer_problem(b"", b"", f.length)
+        local = local_path(f.uri)
+        if problem is None and local is not None:
+            problem = local_footer_problem(local)
+        if problem:
+            result.skipped.append((f.uri, problem))
+        else:
+            result.good.append(f.uri)
+    return result

@@ -1,0 +1,165 @@
+"""The analytics job: history → Parquet tables + ``summary.json``. Also the ``spark-submit`` entry point:
+
+    spark-submit --master spark://host:7077 --driver-memory 2g \\
+        "$(python -c 'import mirrorwatch.monitor.analytics.job as j; print(j.__file__)')" \\
+        --history hdfs:///mirrorwatch/history --out hdfs:///mirrorwatch/analytics
+
+(same options as ``monitor analyze``). Only the driver imports mirrorwatch: the job uses no Python UDFs, so
+executors need nothing but Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ...core.cli import UserError
+from .definitions import FLOW_KEYS, TOPIC_KEYS
+from .inputs import HistoryUnavailable, find_history_files, lag_root, local_path
+from .progress import Progress
+from .session import spark_session
+
+TABLES = (
+    "lag_hourly", "lag_daily", "sampling_gaps", "slo_by_topic", "slo_by_flow",
+    "incidents", "incidents_by_topic", "committed_view", "trend_daily", "trend",
+)
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    history_uri: str
+    out_uri: str
+    start: datetime | None = None
+    end: datetime | None = None
+    slo_lag: int = 10_000
+    slo_time_s: float = 60.0
+    gap_factor: float = 3.0
+
+
+def run_job(settings: AnalysisSettings, master: str = "local[*]", progress: Progress | None = None) -> dict:
+    """Start (or reuse) Spark, run the analysis, stop Spark if started here. User problems → ``UserError``."""
+    progress = progress or Progress(quiet=True)
+    local = local_path(settings.history_uri)
+    if local is not None and not os.path.isdir(local):  # fail fast, before paying for a JVM
+        raise UserError(f"history not found: {settings.history_uri}", 2)
+    if local is not None and not os.path.isdir(local_path(lag_root(settings.history_uri))):
+        raise UserError(f"no lag history under {settings.history_uri} (expected lag/date=YYYY-MM-DD/*.parquet)", 2)
+    with progress.stage(f"starting Spark ({master})"):
+        spark, created = spark_session(master)
+    try:
+        return run_analysis(spark, settings, progress)
+    except HistoryUnavailable as exc:
+        raise UserError(str(exc), 2) from None
+    finally:
+        if created:
+            spark.stop()
+
+
+def build_tables(enriched, settings: AnalysisSettings) -> dict:
+    """Every output table as a lazy DataFrame, by name."""
+    from . import incidents as inc
+    from . import tables as t
+
+    partition_incidents = inc.incidents(enriched)
+    daily = t.trend_daily(enriched)
+    return {
+        "lag_hourly": t.lag_stats(enriched, "hour"),
+        "lag_daily": t.lag_stats(enriched, "day"),
+        "sampling_gaps": t.sampling_gaps(enriched),
+        "slo_by_topic": t.slo_compliance(enriched, TOPIC_KEYS),
+        "slo_by_flow": t.slo_compliance(enriched, FLOW_KEYS),
+        "incidents": partition_incidents,
+        "incidents_by_topic": inc.incidents_by_topic(partition_incidents),
+        "committed_view": t.committed_view(enriched, settings.slo_lag),
+        "trend_daily": daily,
+        "trend": t.trend(daily),
+    }
+
+
+def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
+    from pyspark import StorageLevel
+
+    from .hadoopfs import HadoopFS
+    from .prepare import enrich, read_samples
+
+    with progress.stage("checking history files"):
+        files = find_history_files(spark, settings.history_uri, settings.start, settings.end)
+    for uri, reason in files.skipped:
+        progress.warn(f"skipping corrupt Parquet file {uri}: {reason}")
+    if not files.good:
+        raise HistoryUnavailable(f"no readable lag history files under {lag_root(settings.history_uri)}"
+                                 + (" in the requested period" if settings.start or settings.end else ""))
+
+    with progress.stage(f"reading {len(files.good)} files"):
+        samples = read_samples(spark, files.good, settings.start, settings.end)
+        enriched = enrich(samples, settings.slo_lag, settings.slo_time_s, settings.gap_factor)
+        enriched = enriched.persist(StorageLevel.MEMORY_AND_DISK)
+        rows = enriched.count()
+    try:
+        if rows == 0:
+            raise HistoryUnavailable(f"the lag history under {settings.history_uri} is empty"
+                                     + (" in the requested period" if settings.start or settings.end else ""))
+        out = settings.out_uri.rstrip("/")
+        for name, df in build_tables(enriched, settings).items():
+            with progress.stage(f"writing {name}"):
+                df.repartition(1).write.mode("overwrite").parquet(f"{out}/{name}")
+        with progress.stage("writing summary.json"):
+            summary = build_summary(spark, settings, files, rows)
+            HadoopFS(spark).write_text(f"{out}/summary.json", json.dumps(summary, indent=1, default=str))
+        return summary
+    finally:
+        enriched.unpersist()
+
+
+def _rows(spark, uri: str, columns: list[str], order: list[str] | None = None) -> list[dict]:
+    df = spark.read.parquet(uri).select(*columns)
+    return [r.asDict() for r in (df.orderBy(*order) if order else df).collect()]
+
+
+def build_summary(spark, settings: AnalysisSettings, files, rows: int) -> dict:
+    """Small figures for dashboards and humans, read back from the tables just written (no recomputation)."""
+    from pyspark.sql import functions as F
+
+    out = settings.out_uri.rstrip("/")
+    slo_cols = ["compliance", "compliance_lower_bound", "compliant_ms", "breach_ms", "unknown_ms", "unobserved_ms",
+                "first_sample", "last_sample"]
+    incidents = spark.read.parquet(f"{out}/incidents")
+    inc = incidents.agg(
+        F.count(F.lit(1)).alias("count"),
+        F.sum(F.col("open").cast("int")).alias("open"),
+        F.sum("duration_s").alias("total_duration_s"),
+        F.max("peak_true_lag").alias("max_peak_true_lag"),
+    ).first().asDict()
+    gaps = spark.read.parquet(f"{out}/sampling_gaps").agg(F.count(F.lit(1)).alias("count"), F.sum("gap_s").alias("total_gap_s")).first()
+    return {
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "history": settings.history_uri,
+        "period": {"from": settings.start, "to": settings.end},
+        "slo": {"true_lag": settings.slo_lag, "time_lag_s": settings.slo_time_s, "gap_factor": settings.gap_factor},
+        "rows": rows,
+        "files": {"read": len(files.good), "skipped": [{"uri": u, "reason": r} for u, r in files.skipped]},
+        "compliance_by_flow": _rows(spark, f"{out}/slo_by_flow", FLOW_KEYS + slo_cols, FLOW_KEYS),
+        "compliance_by_topic": _rows(spark, f"{out}/slo_by_topic", TOPIC_KEYS + slo_cols, TOPIC_KEYS),
+        "incidents": {**inc, "by_topic_windows": spark.read.parquet(f"{out}/incidents_by_topic").count()},
+        "sampling_gaps": gaps.asDict(),
+        "committed_view": _rows(spark, f"{out}/committed_view",
+                                TOPIC_KEYS + ["samples", "committed_minus_true_p50", "committed_minus_true_p99",
+                                              "false_pages", "false_page_share", "missed_breaches"], TOPIC_KEYS),
+        "trend": _rows(spark, f"{out}/trend", TOPIC_KEYS + ["first_day", "last_day", "first_true_lag_p99", "last_true_lag_p99",
+                                                            "true_lag_p99_change", "true_lag_p99_slope_per_day"], TOPIC_KEYS),
+        "tables": {name: f"{out}/{name}" for name in TABLES},
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m mirrorwatch.monitor.analytics.job`` / ``spark-submit job.py``: the ``analyze`` command alone."""
+    from ...core.cli import run_click
+    from .cli import analyze
+
+    run_click(analyze, "analyze")(argv)
+
+
+if __name__ == "__main__":
+    main()

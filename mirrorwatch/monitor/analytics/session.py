@@ -1,0 +1,70 @@
+"""SparkSession construction, tuned for a small machine (2 cores, tens of GiB) and quiet logs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import warnings
+
+# Spark's and Hadoop's INFO/WARN chatter would drown the stage progress. Start-up runs at WARN (Hadoop and
+# Parquet at ERROR), then setLogLevel("ERROR") quiets everything. Root and org.apache.spark stay at WARN during
+# start-up on purpose: Spark prints "Setting default log level to ..." whenever they differ.
+_LOG4J2 = """\
+status = error
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.sparkutils.name = org.apache.spark.util.Utils
+logger.sparkutils.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.sparkproject.name = org.sparkproject
+logger.sparkproject.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+"""
+
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "2g",  # in local mode the driver is also the only executor
+    "spark.sql.shuffle.partitions": "4",  # a few partitions per core; AQE coalesces further
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",  # hour/day buckets are UTC, like the history's date= folders
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
+}
+
+
+def _log4j_config_path() -> str:
+    digest = hashlib.sha256(_LOG4J2.encode()).hexdigest()[:12]  # a changed config gets a new file
+    path = os.path.join(tempfile.gettempdir(), f"mirrorwatch-spark-log4j2-{digest}.properties")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(_LOG4J2)
+    return path
+
+
+def spark_session(master: str = "local[*]", app_name: str = "mirrorwatch-analytics", conf: dict[str, str] | None = None):
+    """Return ``(spark, created)``; ``created`` is False when a session was already running (tests, notebooks,
+    spark-submit) — then static settings such as the master and driver memory are the running session's, and
+    the caller must not stop it."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config_path()}"
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_opts, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    with warnings.catch_warnings():
+        # pyspark warns about the installed pandas version while converting conf values; this job uses no pandas.
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark, True
