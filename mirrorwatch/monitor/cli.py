@@ -14,8 +14,14 @@ def cli() -> None:
 
 def _register() -> None:
     # Subcommands live beside the code they drive; each module exposes a list ``commands``.
-    from .analytics.cli import commands as analytics_commands
+    from .commands import commands as monitor_commands
 
+    for command in monitor_commands:
+        cli.add_command(command)
+    try:
+        from .analytics.cli import commands as analytics_commands
+    except ImportError:  # analytics/ is being written in parallel; the monitor must work without it meanwhile
+        analytics_commands = []
     for command in analytics_commands:
         cli.add_command(command)
 

@@ -29,6 +29,8 @@ class OffsetSyncTracker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._partitions = 0
+        self._targets: dict[int, int] = {}  # partition → end offset when assigned (for caught_up)
+        self.caught_up = threading.Event()  # set once everything present at start-up has been read
         self.bad_records = 0
 
     def start(self) -> "OffsetSyncTracker":
@@ -59,6 +61,10 @@ class OffsetSyncTracker:
                             log.debug("offset syncs: %s", msg.error())
                         continue
                     self._apply(msg.value())
+                    if self._targets.get(msg.partition(), -1) <= msg.offset() + 1:
+                        self._targets.pop(msg.partition(), None)
+                if not self._targets:
+                    self.caught_up.set()
         except Exception:  # the tracker must never die silently; the sampler reads stale syncs meanwhile
             log.exception("offset sync tracker for %s stopped", self.topic)
         finally:
@@ -79,6 +85,13 @@ class OffsetSyncTracker:
             return self._partitions > 0
         count = len(md.partitions) if md is not None and md.error is None else 0
         if count > self._partitions:
+            for p in range(self._partitions, count):
+                try:
+                    low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)
+                except Exception:
+                    low = high = 0
+                if high > low:
+                    self._targets[p] = high
             consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING)
                                          for p in range(self._partitions, count)])
             self._partitions = count

@@ -1,0 +1,131 @@
+"""HTTP status API, Burrow-like JSON (Burrow's /v3 paths where they fit) plus /v1/flows for the three lags.
+
+- ``/v3/kafka``: clusters; ``/v3/kafka/{cluster}``: one cluster;
+- ``/v3/kafka/{cluster}/consumer``: groups watched on that cluster (mirror groups and ``monitor.groups``);
+- ``/v3/kafka/{cluster}/consumer/{group}/status``: group status, only the partitions that are not OK (Burrow);
+- ``/v3/kafka/{cluster}/consumer/{group}/lag``: the same with every partition;
+- ``/v1/flows``, ``/v1/flows/{flow}``: per partition committed/read/true lag, time lag, status and forecast.
+
+A name the monitor does not watch → 404 ``{"error": true, "message": ...}``. A watched group with no
+committed offsets answers 200 with status NOTFOUND; an unreachable cluster answers 200 with status UNKNOWN
+and the reason (without secrets: errors are redacted where they are made).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+from urllib.parse import unquote
+
+from ..core.redact import redact_text
+from .httpserver import Response, json_response
+from .model import GroupView, Snapshot
+from .status import PARTITION_STATUS, P_OK
+
+
+def _request(path: str) -> dict:
+    return {"url": path, "host": "mirrorwatch-monitor"}
+
+
+def _not_found(path: str, message: str) -> Response:
+    return json_response(404, {"error": True, "message": message, "request": _request(path)})
+
+
+def _ok(path: str, message: str, **body) -> Response:
+    return json_response(200, {"error": False, "message": message, **body, "request": _request(path)})
+
+
+def _finite(x):
+    return None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else x
+
+
+def _burrow_partition(v: GroupView, i: int) -> dict:
+    """Burrow's partition object: start/end = oldest/newest stored commit of the window."""
+    def commit(pair, lag):
+        offsets, times = pair
+        return None if offsets[i] < 0 else {"offset": int(offsets[i]), "timestamp": int(times[i]), "lag": lag}
+
+    count = int(v.window_count[i]) if v.window_count is not None else 0
+    current = v.value("committed_lag", i)
+    return {
+        "topic": v.topics[i], "partition": v.partitions[i],
+        "status": PARTITION_STATUS[int(v.status[i])],
+        "start": commit(v.window_start, None) if v.window_start else None,
+        "end": commit(v.window_end, current) if v.window_end else None,
+        "current_lag": current if current is not None else 0,
+        "complete": count / v.window_size if v.window_size else 0.0,
+    }
+
+
+def group_status_body(v: GroupView, all_partitions: bool) -> dict:
+    n = len(v.topics)
+    partitions = [_burrow_partition(v, i) for i in range(n) if all_partitions or int(v.status[i]) != P_OK]
+    maxlag = _burrow_partition(v, v.maxlag_row) if v.maxlag_row is not None else None
+    body = {"cluster": v.cluster, "group": v.group, "status": v.status_name, "complete": v.complete,
+            "partitions": partitions, "partition_count": n, "maxlag": maxlag, "totallag": v.totallag}
+    if v.error:
+        body["reason"] = redact_text(v.error)
+    if v.kind == "mirror":
+        body["flow"], body["target"] = v.flow, v.target
+    return body
+
+
+def flow_body(v: GroupView) -> dict:
+    rows = v.rows()
+    totals = {}
+    for name in ("committed_lag", "read_lag", "true_lag"):
+        known = [r[name] for r in rows if r.get(name) is not None]
+        totals[name] = sum(known) if known else None
+    times = [r["time_lag_s"] for r in rows if r.get("time_lag_s") is not None]
+    totals["max_time_lag_s"] = max(times) if times else None
+    body = {"flow": v.flow, "source": v.cluster, "target": v.target, "group": v.group, "status": v.status_name,
+            "ts_ms": v.ts_ms, "last_ok_ms": v.last_ok_ms, "complete": v.complete, "totals": totals,
+            "catch_up_s": {t: _finite(s) for t, s in v.topic_catch_up_s.items()},
+            "not_catching_up": sorted(t for t, s in v.topic_catch_up_s.items() if math.isinf(s)),
+            "partitions": rows}
+    if v.error:
+        body["reason"] = redact_text(v.error)
+    return body
+
+
+def make_router(snapshot: Callable[[], Snapshot], clusters: list[str]) -> Callable[[str], Response]:
+    def route(path: str) -> Response:
+        parts = [unquote(p) for p in path.strip("/").split("/") if p]
+        snap = snapshot()
+        if parts == ["v3", "kafka"]:
+            return _ok(path, "cluster list returned", clusters=sorted(clusters))
+        if parts[:2] == ["v3", "kafka"] and len(parts) >= 3:
+            cluster = parts[2]
+            if cluster not in clusters:
+                return _not_found(path, f"cluster '{cluster}' not found")
+            if len(parts) == 3:
+                return _ok(path, "cluster detail returned",
+                           module={"name": cluster, "up": snap.cluster_up.get(cluster)})
+            if parts[3] != "consumer":
+                return _not_found(path, f"no such path: {path}")
+            groups = sorted({v.group for v in snap.views if v.cluster == cluster})
+            if len(parts) == 4:
+                return _ok(path, "consumer list returned", consumers=groups)
+            group = parts[4]
+            view = snap.view(cluster, group)
+            if view is None:
+                return _not_found(path, f"consumer group '{group}' not found on cluster '{cluster}'")
+            if len(parts) == 5 or (len(parts) == 6 and parts[5] == "lag"):
+                return _ok(path, "consumer status returned", status=group_status_body(view, all_partitions=True))
+            if len(parts) == 6 and parts[5] == "status":
+                return _ok(path, "consumer status returned", status=group_status_body(view, all_partitions=False))
+            return _not_found(path, f"no such path: {path}")
+        if parts[:2] == ["v1", "flows"]:
+            flows = snap.flow_views()
+            if len(parts) == 2:
+                return _ok(path, "flows returned", flows=[flow_body(v) for v in flows])
+            if len(parts) == 3:
+                for v in flows:
+                    if v.flow == parts[2]:
+                        return _ok(path, "flow returned", flow=flow_body(v))
+                return _not_found(path, f"flow '{parts[2]}' not found")
+        if parts == ["healthz"]:
+            return _ok(path, "ok", seq=snap.seq, ts_ms=snap.ts_ms)
+        return _not_found(path, f"no such path: {path}")
+
+    return route

@@ -1,0 +1,155 @@
+"""The monitor's own commands: ``monitor run`` (the service) and ``monitor lag`` (a one-shot table)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+
+import click
+
+from ..core.cli import UserError, setup_logging
+from ..core.config import Config, load_config
+from .api import flow_body, group_status_body
+from .lag import describe_forecast, format_duration
+from .model import GroupView, Snapshot
+from .sampler import Sampler
+from .status import G_UNKNOWN
+
+EXIT_UNKNOWN = 3  # a cluster could not be reached (the Nagios convention the canary uses too)
+
+
+def _load(path: str) -> Config:
+    return load_config(path)
+
+
+@click.command("run", help="Run the monitor service: sampling, evaluator, history, Prometheus and status API.")
+@click.option("--config", "config_path", required=True, help="mirrorwatch YAML config file")
+@click.option("-v", "--verbose", is_flag=True)
+def run(config_path: str, verbose: bool) -> None:
+    config = _load(config_path)
+    setup_logging(verbose)
+    from .service import MonitorService, run_until_signalled
+
+    service = MonitorService(config)
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        logging.getLogger("mirrorwatch.monitor").info("monitor: signal %d, stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        run_until_signalled(service, stop)
+    except OSError as exc:  # e.g. the port is taken
+        raise UserError(f"cannot start the monitor: {exc.strerror or exc}") from None
+
+
+@click.command("lag", help="One-shot lag table: committed, read and true lag, time lag and status per partition.")
+@click.option("--config", "config_path", required=True, help="mirrorwatch YAML config file")
+@click.option("--flow", "flow_name", default=None, help="only this flow (default: every flow and watched group)")
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+@click.option("--samples", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="samples taken (the status needs more than one to tell STOP from STALL from progress)")
+@click.option("--every", default=1.0, show_default=True, type=click.FloatRange(0.1, 60), help="seconds between samples")
+def lag(config_path: str, flow_name: str | None, as_json: bool, samples: int, every: float) -> None:
+    config = _load(config_path)
+    if flow_name is not None:
+        name, flow = config.flow(flow_name)
+        config = config.model_copy(update={"flows": {name: flow},
+                                           "monitor": config.monitor.model_copy(update={"groups": []})})
+    if not config.flows and not config.monitor.groups:
+        raise UserError("nothing to watch: the config defines no flows and no monitor.groups")
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)  # librdkafka retries are noise in a one-shot
+    sampler = Sampler(config)
+    try:
+        for tracker in sampler.trackers.values():
+            tracker.caught_up.wait(min(10.0, 2 * sampler.timeout_s))
+        snap = sampler.sample()
+        for _ in range(samples - 1):
+            time.sleep(every)
+            snap = sampler.sample()
+    finally:
+        sampler.close()
+    if as_json:
+        click.echo(json.dumps(snapshot_json(snap), indent=2, allow_nan=False))
+    else:
+        print_tables(snap)
+    unknown = [v for v in snap.views if v.group_status == G_UNKNOWN]
+    if unknown:
+        raise UserError(unknown[0].error or f"cannot reach cluster '{unknown[0].cluster}'", EXIT_UNKNOWN)
+
+
+def snapshot_json(snap: Snapshot) -> dict:
+    return {
+        "ts_ms": snap.ts_ms,
+        "clusters": {c: {"up": up} for c, up in snap.cluster_up.items()},
+        "flows": [flow_body(v) for v in snap.views if v.kind == "mirror"],
+        "groups": [dict(group_status_body(v, all_partitions=True), partitions_detail=v.rows())
+                   for v in snap.views if v.kind == "group"],
+    }
+
+
+def _n(x) -> str:
+    return "-" if x is None else str(x)
+
+
+def _t(x) -> str:
+    return "-" if x is None else format_duration(x)
+
+
+def print_tables(snap: Snapshot) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(soft_wrap=False, width=max(160, Console().width))
+    for v in snap.views:
+        title = (f"flow {v.flow}: {v.cluster} → {v.target}, group {v.group}" if v.kind == "mirror"
+                 else f"group {v.group} on {v.cluster}")
+        table = Table(title=f"{title} — {v.status_name}", title_justify="left")
+        mirror = v.kind == "mirror"
+        headers = ["TOPIC", "PARTITION", "SOURCE-END", "COMMITTED", "COMMITTED-LAG"]
+        if mirror:
+            headers += ["READ-LAG", "TRUE-LAG", "TIME-LAG", "TARGET-END", "FORECAST"]
+        headers += ["STATUS"]
+        for h in headers:
+            table.add_column(h, justify="left" if h in ("TOPIC", "STATUS", "FORECAST") else "right")
+        rows = v.rows()
+        for r in rows:
+            cells = [r["topic"], str(r["partition"]), _n(r["source_end"]), _n(r["committed"]), _n(r["committed_lag"])]
+            if mirror:
+                flag = " (!)" if r.get("target_behind") else ""
+                cells += [_n(r["read_lag"]), _n(r["true_lag"]), _t(r["time_lag_s"]), _n(r["target_end"]) + flag,
+                          r["forecast"]]
+            cells.append(r["status"])
+            table.add_row(*cells)
+        console.print(table)
+        console.print(_totals_line(v, rows))
+        if v.error:
+            console.print(f"  reason: {v.error}")
+
+
+def _totals_line(v: GroupView, rows: list[dict]) -> str:
+    def total(name):
+        known = [r[name] for r in rows if r.get(name) is not None]
+        return sum(known) if known else None
+
+    parts = [f"TOTAL {len(rows)} partitions", f"committed-lag {_n(total('committed_lag'))}"]
+    if v.kind == "mirror":
+        times = [r["time_lag_s"] for r in rows if r.get("time_lag_s") is not None]
+        finite = [s for s in v.topic_catch_up_s.values() if not math.isnan(s)]
+        parts += [f"read-lag {_n(total('read_lag'))}", f"true-lag {_n(total('true_lag'))}",
+                  f"max time-lag {_t(max(times) if times else None)}",
+                  f"forecast {describe_forecast(max(finite) if finite else None)}"]
+    parts.append(f"status {v.status_name}")
+    if v.group_status != G_UNKNOWN:
+        parts.append(f"window complete {v.complete:.0%}")
+    return "  ".join(parts)
+
+
+commands = [run, lag]

@@ -1,0 +1,151 @@
+"""Lag history: every sample appended as LagSample rows to Parquet, and a reader that survives bad files.
+
+Layout: ``<history_dir>/lag/date=YYYY-MM-DD/part-<start>-<pid>.parquet`` (UTC dates; Spark and pyarrow read
+``date`` as a partition column). A file is written under a hidden name (``.part-….parquet.inprogress``,
+which Spark, pyarrow datasets and the reader here all ignore) and renamed when it is closed — every
+``history_roll_s`` (≤ 1 h), at a date change, and on shutdown — so readers only ever see complete files.
+Each cycle is one row group. The schema is :func:`mirrorwatch.core.records.lag_sample_arrow_schema`.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..core.records import LagSample, lag_sample_arrow_schema
+from .model import Snapshot
+from .status import G_NOTFOUND, G_UNKNOWN, PARTITION_STATUS
+
+log = logging.getLogger("mirrorwatch.monitor.history")
+
+COLUMNS = [f.name for f in lag_sample_arrow_schema()]
+
+
+def samples_table(samples: list[LagSample]) -> pa.Table:
+    schema = lag_sample_arrow_schema()
+    cols: dict[str, list] = {name: [] for name in COLUMNS}
+    for s in samples:
+        for name in COLUMNS:
+            cols[name].append(s.ts_ms if name == "ts" else getattr(s, name))
+    return pa.Table.from_pydict(cols, schema=schema)
+
+
+def snapshot_table(snap: Snapshot) -> pa.Table:
+    """History rows of a snapshot, built from the views' arrays (no per-row objects).
+
+    Views the monitor could not sample (UNKNOWN, NOTFOUND) and partitions whose source end offset could not
+    be read add no rows: the gap in the history is the record of the outage.
+    """
+    schema = lag_sample_arrow_schema()
+    parts = []
+    for v in snap.views:
+        if v.source_end is None or v.group_status in (G_UNKNOWN, G_NOTFOUND):
+            continue
+        keep = v.source_end >= 0
+        n = int(keep.sum())
+        if not n:
+            continue
+
+        def ints(arr):
+            if arr is None:
+                return pa.nulls(n, pa.int64())
+            a = arr[keep]
+            return pa.array(a, pa.int64(), mask=a < 0)
+
+        time_lag = v.time_lag_s[keep] if v.time_lag_s is not None else None
+        cols = {
+            "ts": pa.array(np.full(n, v.ts_ms, np.int64), pa.int64()).cast(schema.field("ts").type),
+            "flow": pa.array([v.flow] * n, pa.string()), "source": pa.array([v.cluster] * n, pa.string()),
+            "target": pa.array([v.target] * n, pa.string()), "group": pa.array([v.group] * n, pa.string()),
+            "topic": pa.array([t for t, k in zip(v.topics, keep) if k], pa.string()),
+            "partition": pa.array(np.asarray(v.partitions, np.int32)[keep], pa.int32()),
+            "source_end": ints(v.source_end), "committed": ints(v.committed),
+            "read_position": ints(v.read_position), "acked_next": ints(v.acked_next),
+            "target_end": ints(v.target_end), "committed_lag": ints(v.committed_lag),
+            "read_lag": ints(v.read_lag), "true_lag": ints(v.true_lag),
+            "time_lag_s": pa.nulls(n, pa.float64()) if time_lag is None
+            else pa.array(time_lag, pa.float64(), mask=np.isnan(time_lag)),
+            "status": pa.array(np.asarray(PARTITION_STATUS, dtype=object)[v.status[keep]], pa.string()),
+        }
+        parts.append(pa.Table.from_pydict(cols, schema=schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+class HistoryWriter:
+    def __init__(self, history_dir: str | os.PathLike, roll_s: float = 3600.0, clock=time.time):
+        self.root = Path(history_dir) / "lag"
+        self.roll_s, self._clock = roll_s, clock
+        self._writer: pq.ParquetWriter | None = None
+        self._tmp: Path | None = None
+        self._final: Path | None = None
+        self._opened_at = 0.0
+        self._date: str | None = None
+        self.rows_written = 0
+        self.files_closed: list[Path] = []
+
+    def append(self, rows: "list[LagSample] | pa.Table") -> None:
+        table = rows if isinstance(rows, pa.Table) else samples_table(rows)
+        if not table.num_rows:
+            self.roll_if_due()
+            return
+        now = self._clock()
+        date = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%d")
+        if self._writer is not None and (date != self._date or now - self._opened_at >= self.roll_s):
+            self.close()
+        if self._writer is None:
+            self._open(now, date)
+        self._writer.write_table(table)
+        self.rows_written += table.num_rows
+
+    def roll_if_due(self) -> None:
+        """Close the current file if its time is up even when no samples arrive (a quiet or stopped monitor)."""
+        if self._writer is not None and self._clock() - self._opened_at >= self.roll_s:
+            self.close()
+
+    def _open(self, now: float, date: str) -> None:
+        folder = self.root / f"date={date}"
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%H%M%S%f")
+        name = f"part-{stamp}-{os.getpid()}.parquet"
+        self._final, self._tmp = folder / name, folder / f".{name}.inprogress"
+        self._writer = pq.ParquetWriter(self._tmp, lag_sample_arrow_schema(), compression="zstd")
+        self._opened_at, self._date = now, date
+
+    def close(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        os.replace(self._tmp, self._final)
+        self.files_closed.append(self._final)
+        log.info("history: closed %s", self._final)
+        self._writer = self._tmp = self._final = None
+
+
+def history_files(history_dir: str | os.PathLike) -> list[str]:
+    root = Path(history_dir) / "lag"
+    return sorted(glob.glob(str(root / "date=*" / "*.parquet")))  # hidden in-progress files don't match
+
+
+def read_history(history_dir: str | os.PathLike, files: Iterable[str] | None = None) -> pa.Table:
+    """All complete history files as one table (with the schema's columns); a truncated or corrupt file is
+    skipped with a warning that names it."""
+    tables = []
+    for path in files if files is not None else history_files(history_dir):
+        try:
+            table = pq.read_table(path, schema=lag_sample_arrow_schema())
+        except Exception as exc:  # pyarrow raises ArrowInvalid / OSError variants for damaged files
+            log.warning("history: skipping unreadable file %s: %s", path, exc)
+            continue
+        tables.append(table)
+    if not tables:
+        return lag_sample_arrow_schema().empty_table()
+    return pa.concat_tables(tables)

@@ -1,0 +1,118 @@
+"""``monitor run``: sampler + evaluator + history + exporter + HTTP API in one process.
+
+APScheduler runs one sampling cycle every ``monitor.interval_s`` (never two at once; a late cycle is
+coalesced, not queued). Every cycle publishes a new immutable Snapshot; the exporter, the API and the
+webhook notifier only read snapshots, so none of them can slow or break sampling. Any failure inside a cycle
+is logged and the next cycle runs as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from ..core.config import Config
+from .api import make_router
+from .exporter import MetricsCache
+from .history import HistoryWriter, snapshot_table
+from .httpserver import Server
+from .model import EMPTY, Snapshot
+from .sampler import Sampler
+from .webhooks import Notifier
+
+log = logging.getLogger("mirrorwatch.monitor.service")
+
+
+class MonitorService:
+    def __init__(self, config: Config):
+        self.config = config
+        s = config.monitor
+        self.sampler = Sampler(config, start_trackers=False)
+        self.history = HistoryWriter(s.history_dir, s.history_roll_s) if s.history else None
+        self.notifier = Notifier(s.webhooks, s.webhook_timeout_s, s.webhook_retries)
+        self.metrics = MetricsCache(self.snapshot)
+        self._snapshot: Snapshot = EMPTY
+        self._cycle_lock = threading.Lock()
+        self.scheduler = BackgroundScheduler(timezone="UTC")
+        self.api_server = self.metrics_server = None
+        self.cycles = 0
+
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    def start(self) -> "MonitorService":
+        s = self.config.monitor
+        if s.metrics_port is not None:
+            self.metrics_server = Server(s.host, s.metrics_port, self._metrics_route, "metrics").start()
+        if s.http_port is not None:
+            router = make_router(self.snapshot, list(self.config.clusters))
+            self.api_server = Server(s.host, s.http_port, router, "status-api").start()
+        self.sampler.start()
+        # let the sync trackers read what is already there, so the first samples do not show a jump
+        for tracker in self.sampler.trackers.values():
+            tracker.caught_up.wait(min(5.0, s.interval_s))
+        self.scheduler.add_job(self.cycle, "interval", seconds=s.interval_s, id="sample", max_instances=1,
+                               coalesce=True, next_run_time=_now_dt())
+        self.scheduler.start()
+        log.info("monitor: sampling every %gs; metrics on %s:%s, API on %s:%s", s.interval_s, s.host,
+                 self.metrics_server.port if self.metrics_server else "-", s.host,
+                 self.api_server.port if self.api_server else "-")
+        return self
+
+    def cycle(self) -> Snapshot | None:
+        with self._cycle_lock:
+            try:
+                snap = self.sampler.sample()
+            except Exception:
+                log.exception("sampling cycle failed; trying again next interval")
+                return None
+            self._snapshot = snap
+            self.cycles += 1
+            try:
+                if self.history is not None:
+                    self.history.append(snapshot_table(snap))
+            except Exception:
+                log.exception("history: cannot append samples")
+            try:
+                self.notifier.observe(snap)
+            except Exception:
+                log.exception("webhooks: cannot queue notifications")
+            return snap
+
+    def _metrics_route(self, path: str):
+        if path in ("/metrics", "/"):
+            return 200, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render()
+        return 404, "text/plain", b"not found\n"
+
+    def stop(self) -> None:
+        try:
+            self.scheduler.shutdown(wait=True)
+        except Exception:  # not started
+            pass
+        with self._cycle_lock:
+            if self.history is not None:
+                self.history.close()
+        for server in (self.api_server, self.metrics_server):
+            if server is not None:
+                server.close()
+        self.notifier.close()
+        self.sampler.close()
+        log.info("monitor: stopped")
+
+
+def _now_dt():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)
+
+
+def run_until_signalled(service: MonitorService, stop: threading.Event) -> None:
+    service.start()
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        service.stop()
