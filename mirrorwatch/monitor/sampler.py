@@ -82,6 +82,9 @@ class Sampler:
             tracker.close()
         for reader in self.ts_readers.values():
             reader.close()
+        # AdminClient has no close(): dropping the references lets librdkafka destroy the handles now
+        self.readers.clear()
+        self.ts_readers.clear()
 
     # ------------------------------------------------------------------ cycle
 
