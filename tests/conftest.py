@@ -104,3 +104,17 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_report_header(config):
     return [f"mirrorwatch: local Kafka broker logs are kept under pytest's basetemp (see 'broker logs' on failure)"]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession shared by every analytics test (start-up costs seconds, so it is paid once).
+
+    Code under test that asks for a session (``spark_session``) gets this one and does not stop it.
+    """
+    from mirrorwatch.monitor.analytics.session import spark_session
+
+    session, created = spark_session("local[2]")
+    yield session
+    if created:
+        session.stop()
