@@ -37,7 +37,8 @@ def parse_time(text: str | None, option: str) -> datetime | None:
 @click.option("--slo-time", type=click.FloatRange(min=0), default=DEFAULT_SLO_TIME_S, show_default=True, help="SLO: max time lag (seconds).")
 @click.option("--gap-factor", type=click.FloatRange(min=1), default=DEFAULT_GAP_FACTOR, show_default=True,
               help="A sampling gap is a spacing longer than this many times the partition's median spacing.")
-@click.option("--master", default="local[*]", show_default=True, help="Spark master (ignored if a session already runs).")
+@click.option("--master", default=None,
+              help="Spark master [default: local[*]; under spark-submit, its --master]. Ignored if a session already runs.")
 @click.option("--quiet", is_flag=True, help="No progress output (warnings still go to stderr).")
 def analyze(history_uri, out_uri, from_text, to_text, slo_lag, slo_time, gap_factor, master, quiet):
     from .job import AnalysisSettings, run_job

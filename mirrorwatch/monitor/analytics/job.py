@@ -1,11 +1,9 @@
-"""The analytics job: history → Parquet tables + ``summary.json``. Also the ``spark-submit`` entry point:
+"""The analytics job: history → Parquet tables + ``summary.json``.
 
-    spark-submit --master spark://host:7077 --driver-memory 2g \\
-        "$(python -c 'import mirrorwatch.monitor.analytics.job as j; print(j.__file__)')" \\
-        --history hdfs:///mirrorwatch/history --out hdfs:///mirrorwatch/analytics
-
-(same options as ``monitor analyze``). Only the driver imports mirrorwatch: the job uses no Python UDFs, so
-executors need nothing but Spark.
+Entry points: ``monitor analyze`` (cli), ``python -m mirrorwatch.monitor.analytics.job`` (same options), and
+for ``spark-submit`` the script ``submit.py`` beside this module (spark-submit runs a file, not a module, and
+this one uses package-relative imports). Only the driver imports mirrorwatch: the job uses no Python UDFs,
+so executors need nothing but Spark. See docs/analytics.md.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ class AnalysisSettings:
     gap_factor: float = 3.0
 
 
-def run_job(settings: AnalysisSettings, master: str = "local[*]", progress: Progress | None = None) -> dict:
+def run_job(settings: AnalysisSettings, master: str | None = None, progress: Progress | None = None) -> dict:
     """Start (or reuse) Spark, run the analysis, stop Spark if started here. User problems → ``UserError``."""
     progress = progress or Progress(quiet=True)
     local = local_path(settings.history_uri)
@@ -46,7 +44,7 @@ def run_job(settings: AnalysisSettings, master: str = "local[*]", progress: Prog
         raise UserError(f"history not found: {settings.history_uri}", 2)
     if local is not None and not os.path.isdir(local_path(lag_root(settings.history_uri))):
         raise UserError(f"no lag history under {settings.history_uri} (expected lag/date=YYYY-MM-DD/*.parquet)", 2)
-    with progress.stage(f"starting Spark ({master})"):
+    with progress.stage(f"starting Spark ({master or 'default master'})"):
         spark, created = spark_session(master)
     try:
         return run_analysis(spark, settings, progress)
@@ -154,7 +152,7 @@ def build_summary(spark, settings: AnalysisSettings, files, rows: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m mirrorwatch.monitor.analytics.job`` / ``spark-submit job.py``: the ``analyze`` command alone."""
+    """``python -m mirrorwatch.monitor.analytics.job`` and ``submit.py``: the ``analyze`` command on its own."""
     from ...core.cli import run_click
     from .cli import analyze
 

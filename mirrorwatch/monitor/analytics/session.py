@@ -49,18 +49,33 @@ def _log4j_config_path() -> str:
     return path
 
 
-def spark_session(master: str = "local[*]", app_name: str = "mirrorwatch-analytics", conf: dict[str, str] | None = None):
-    """Return ``(spark, created)``; ``created`` is False when a session was already running (tests, notebooks,
-    spark-submit) — then static settings such as the master and driver memory are the running session's, and
-    the caller must not stop it."""
+def launched_by_spark_submit() -> bool:
+    # spark-submit's PythonRunner starts the JVM first and hands this process its gateway through these.
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_session(master: str | None = None, app_name: str = "mirrorwatch-analytics", conf: dict[str, str] | None = None):
+    """Return ``(spark, created)``; ``created`` is False when a session was already running (tests, notebooks)
+    — then its settings (master, driver memory …) stand, and the caller must not stop it.
+
+    ``master`` None means ``local[*]``, except under ``spark-submit``, whose ``--master`` and ``--conf`` then
+    stand: only the UTC session time zone (which the hour/day buckets rely on) is imposed there.
+    """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
-    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config_path()}"
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_opts, **(conf or {})}.items():
+    builder = SparkSession.builder.appName(app_name)
+    if launched_by_spark_submit():
+        settings = {"spark.sql.session.timeZone": "UTC", **(conf or {})}
+    else:
+        java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config_path()}"
+        settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_opts, **(conf or {})}
+        master = master or "local[*]"
+    if master:
+        builder = builder.master(master)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     with warnings.catch_warnings():
         # pyspark warns about the installed pandas version while converting conf values; this job uses no pandas.

@@ -43,7 +43,9 @@ def lag_stats(enriched: DataFrame, bucket: str) -> DataFrame:
             (F.sum("unobserved_ms") / 1000.0).alias("unobserved_s"),
         )
     )
-    expected = F.lit(float(BUCKET_MS[bucket])) / F.col("median_spacing_ms")
+    # try_divide: Spark 4 runs in ANSI mode, where x/0 fails the job; a median spacing of 0 (duplicate samples)
+    # or null (a single sample) gives null here instead.
+    expected = F.try_divide(F.lit(float(BUCKET_MS[bucket])), F.col("median_spacing_ms"))
     return grouped.select(
         *PARTITION_KEYS,
         "bucket_start",
@@ -51,7 +53,7 @@ def lag_stats(enriched: DataFrame, bucket: str) -> DataFrame:
         *[f"{kind}_known" for kind in LAG_KINDS],
         *finals,
         expected.alias("expected_samples"),
-        F.least(F.lit(1.0), F.col("samples") / expected).alias("coverage"),
+        F.least(F.lit(1.0), F.try_divide(F.col("samples"), expected)).alias("coverage"),
         "gaps",
         "unobserved_s",
     )
@@ -65,7 +67,7 @@ def sampling_gaps(enriched: DataFrame) -> DataFrame:
         F.timestamp_millis(F.col("ts_ms") + F.col("spacing_ms")).alias("gap_end"),
         (F.col("spacing_ms") / 1000.0).alias("gap_s"),
         (F.col("median_spacing_ms") / 1000.0).alias("median_spacing_s"),
-        (F.col("spacing_ms") / F.col("median_spacing_ms")).alias("spacing_ratio"),
+        F.try_divide(F.col("spacing_ms"), F.col("median_spacing_ms")).alias("spacing_ratio"),
         (F.col("unobserved_ms") / 1000.0).alias("unobserved_s"),
     )
 
