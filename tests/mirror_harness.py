@@ -34,7 +34,10 @@ class MirrorProcess:
         if self.flow:
             cmd += ["--flow", self.flow]
         self._log = open(self.log_path, "ab")
+        already = len(self.log_text())
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ})
+        # ready = signal handlers installed and the engine starting (a SIGTERM before that kills it outright)
+        wait_until(lambda: "mirroring flow" in self.log_text()[already:] or not self.running(), 60, 0.1, "mirror start")
         return self
 
     def log_text(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -13,6 +14,29 @@ from .config import ClusterConfig
 from .redact import redact_text
 
 log = logging.getLogger("mirrorwatch.kafka")
+
+
+class _RepeatThrottle(logging.Filter):
+    """librdkafka repeats a connection failure every few ms while a broker is away: say it once per window."""
+
+    def __init__(self, window_s: float = 30.0):
+        super().__init__()
+        self.window_s = window_s
+        self._last: dict[str, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # the address and error name identify a repeat; timings inside the text vary, so drop digits after them
+        key = " ".join(record.getMessage().split("(after")[0].split()[-8:])
+        now = time.monotonic()
+        if now - self._last.get(key, -1e9) < self.window_s:
+            return False
+        if len(self._last) > 1000:
+            self._last.clear()
+        self._last[key] = now
+        return True
+
+
+log.addFilter(_RepeatThrottle())
 
 
 def _error_cb(err) -> None:

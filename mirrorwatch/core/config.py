@@ -112,6 +112,7 @@ class MirrorSettings(_Section):
     heartbeats_topic: str = "heartbeats"
     batch_size: int = Field(5000, ge=1, description="records per consume() call")
     max_in_flight: int = Field(200_000, ge=1, description="records sent but not yet acknowledged")
+    instance_id: str | None = Field(None, description="static group membership id; unique per worker")
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9641, ge=0, le=65535, description="0 = any free port, null = off")
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)

@@ -70,7 +70,7 @@ class MirrorEngine:
         self.in_flight = 0
         self.rebalances = 0
         self.heartbeats_sent = 0
-        self.failure: str | None = None
+        self.failures: list[tuple[str, int, int, str, int, KafkaError]] = []  # topic, partition, offset, target, size, error
 
         self._stop = threading.Event()
         self._pending_subscription: list[str] | None = None
@@ -89,7 +89,12 @@ class MirrorEngine:
             "partition.assignment.strategy": "cooperative-sticky", "fetch.max.bytes": 52_428_800,
             "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000,
             "topic.metadata.refresh.interval.ms": int(self.settings.refresh_interval_s * 1000),
+            # a crashed worker's partitions move after this long (Kafka's default is 45 s)
+            "session.timeout.ms": 10_000, "heartbeat.interval.ms": 2_000,
         }
+        if self.settings.instance_id:
+            # static membership: a restarted worker with the same id takes its partitions back at once
+            consumer_props["group.instance.id"] = self.settings.instance_id
         consumer_props.update(self.settings.consumer)
         self.producer = make_producer(self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", **producer_props)
         self.consumer = make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props)
@@ -177,9 +182,8 @@ class MirrorEngine:
             self.produce_errors[(key[0], retriable)] = self.produce_errors.get((key[0], retriable), 0) + 1
             if state.failed_at is None or source_offset < state.failed_at:
                 state.failed_at = source_offset
-            if self.failure is None:
-                self.failure = (f"cannot mirror {key[0]}[{key[1]}] offset {source_offset} to "
-                                f"{self.flow.target}:{msg.topic()}: {err.str()} ({err.name()}); stopped without skipping it")
+            size = len(msg.value() or b"") + len(msg.key() or b"")
+            self.failures.append((key[0], key[1], source_offset, msg.topic(), size, err))
             self._stop.set()
             return
         if state.failed_at is not None:
@@ -299,9 +303,20 @@ class MirrorEngine:
         state = self.partitions[(topic, partition)]
         state.failed_at = offset if state.failed_at is None else min(state.failed_at, offset)
         self.produce_errors[(topic, err.retriable())] = self.produce_errors.get((topic, err.retriable()), 0) + 1
-        self.failure = (f"cannot mirror {topic}[{partition}] offset {offset} to {self.flow.target}:{target_topic}: "
-                        f"{err.str()} ({err.name()}); stopped without skipping it")
+        self.failures.append((topic, partition, offset, target_topic, -1, err))
         self._stop.set()
+
+    def failure_message(self) -> str | None:
+        """One line naming the record that could not be written (the culprit, not its batch-mates)."""
+        if not self.failures:
+            return None
+        topic, partition, offset, target_topic, size, err = self.failures[0]
+        if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            # the broker refuses the whole batch holding a too-large record: name the largest one
+            topic, partition, offset, target_topic, size, err = max(self.failures, key=lambda f: f[4])
+        detail = f" ({size} bytes)" if size >= 0 and err.code() == KafkaError.MSG_SIZE_TOO_LARGE else ""
+        return (f"cannot mirror {topic}[{partition}] offset {offset}{detail} to {self.flow.target}:{target_topic}: "
+                f"{err.str()} ({err.name()}); stopped without skipping it")
 
     def start_background(self) -> None:
         self.target_topics.ensure_internal()
@@ -350,8 +365,8 @@ class MirrorEngine:
                     self._emit_due_syncs()
         finally:
             self._shutdown()
-        if self.failure:
-            raise MirrorFailure(self.failure)
+        if self.failures:
+            raise MirrorFailure(self.failure_message())
 
     def _emit_due_syncs(self) -> None:
         every = self.settings.offset_sync_every
