@@ -25,15 +25,25 @@ class ClusterUnreachable(Exception):
 
 class ClusterReader:
     def __init__(self, alias: str, cluster: ClusterConfig, timeout_s: float = 5.0):
-        self.alias, self.timeout_s = alias, timeout_s
+        self.alias, self.timeout_s, self._cluster = alias, timeout_s, cluster
+        self.admin = self._new_admin()
+        self._stale = False
+
+    def _new_admin(self):
         # short reconnect backoff: an unreachable cluster should be noticed back soon after it returns
-        self.admin = make_admin(cluster, f"mirrorwatch-monitor-{alias}", **{"reconnect.backoff.max.ms": 2000})
+        return make_admin(self._cluster, f"mirrorwatch-monitor-{self.alias}", **{"reconnect.backoff.max.ms": 2000})
 
     def _fail(self, what: str, exc: BaseException) -> ClusterUnreachable:
+        # After a broker restart, a long-lived AdminClient can keep timing out on group requests while a new
+        # one succeeds at once (seen with librdkafka 2.16 and a restarted single-broker cluster). So after
+        # any failure the next cycle starts with a fresh client.
+        self._stale = True
         return ClusterUnreachable(f"cluster '{self.alias}': {what}: {redact_text(str(exc))}")
 
     def topics(self) -> dict[str, int]:
-        """{topic: partition count} of every topic the cluster lists."""
+        """{topic: partition count} of every topic the cluster lists. Called first in every cycle."""
+        if self._stale:
+            self.admin, self._stale = self._new_admin(), False
         try:
             md = self.admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:

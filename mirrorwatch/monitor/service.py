@@ -56,6 +56,9 @@ class MonitorService:
             tracker.caught_up.wait(min(5.0, s.interval_s))
         self.scheduler.add_job(self.cycle, "interval", seconds=s.interval_s, id="sample", max_instances=1,
                                coalesce=True, next_run_time=_now_dt())
+        # a cycle slowed by an unreachable cluster makes APScheduler skip the next run (coalesced, by design)
+        # and warn each time; the cluster's own warning already says what is wrong
+        logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
         self.scheduler.start()
         log.info("monitor: sampling every %gs; metrics on %s:%s, API on %s:%s", s.interval_s, s.host,
                  self.metrics_server.port if self.metrics_server else "-", s.host,

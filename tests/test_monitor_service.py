@@ -1,0 +1,140 @@
+"""``monitor run`` as a service: HTTP API and metrics over real sockets, an unreachable cluster → UNKNOWN and
+recovery, history closed on shutdown, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.localkafka import LocalCluster
+from mirrorwatch.monitor.history import history_files, read_history
+from mirrorwatch.monitor.service import MonitorService
+from tests.helpers import create_topic, produce_numbered
+from tests.test_monitor_kafka import PARTS, StandInMirror, commit
+
+EXTERNAL = bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP"))
+
+
+def wait_for(check, timeout_s: float = 60, every: float = 0.3):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except requests.RequestException as exc:
+            last = exc
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout_s}s (last: {last!r})")
+
+
+def metrics(port: int) -> dict:
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def group_status(api: int, cluster: str, group: str) -> str | None:
+    """The group's status, or None before the first sample has reached it (404)."""
+    body = requests.get(f"http://127.0.0.1:{api}/v3/kafka/{cluster}/consumer/{group}/status", timeout=5).json()
+    return None if body["error"] else body["status"]["status"]
+
+
+@pytest.mark.skipif(EXTERNAL, reason="starts and stops a private local cluster")
+def test_unreachable_cluster_is_unknown_then_recovers(source, target, topic_name, tmp_path):
+    flaky = LocalCluster("flaky", tmp_path / "flaky").start()
+    try:
+        create_topic(flaky.bootstrap, "payments", 2)
+        produce_numbered(flaky.bootstrap, "payments", 10, 2)
+        commit(flaky.bootstrap, "billing", "payments", {0: 5, 1: 5})
+        mirror = StandInMirror(source, target, topic_name)
+        produce_numbered(source.bootstrap, topic_name, 30, PARTS)
+        mirror.state(committed=10, acked=10, read=10)
+        config = config_from_dict({
+            "clusters": {"east": source.config(), "west": target.config(),
+                         "flaky": {"bootstrap.servers": flaky.bootstrap}},
+            "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
+            "monitor": {"interval_s": 1, "window": 3, "http_port": 0, "metrics_port": 0,
+                        "history_dir": str(tmp_path / "history"), "history_roll_s": 3,
+                        "groups": [{"cluster": "flaky", "group": "billing"}]}})
+        service = MonitorService(config).start()
+        api, prom = service.api_server.port, service.metrics_server.port
+        try:
+            wait_for(lambda: group_status(api, "flaky", "billing") in ("OK", "WARN", "ERR"))
+            assert metrics(prom)[("mirrorwatch_cluster_up", (("cluster", "flaky"),))] == 1
+
+            flaky.stop()
+            wait_for(lambda: group_status(api, "flaky", "billing") == "UNKNOWN")
+            m = metrics(prom)
+            assert m[("mirrorwatch_cluster_up", (("cluster", "flaky"),))] == 0
+            billing = (("flow", ""), ("group", "billing"), ("source", "flaky"), ("target", ""))
+            assert m[("mirrorwatch_group_status", billing)] == 7
+            assert m[("mirrorwatch_partition_status", billing[:2] + (("partition", "0"),) + billing[2:3]
+                      + (("target", ""), ("topic", "payments")))] == 5
+            body = requests.get(f"http://127.0.0.1:{api}/v3/kafka/flaky/consumer/billing/status", timeout=5).json()
+            assert "flaky" in body["status"]["reason"]
+            # the rest keeps being monitored
+            cycles = service.cycles
+            wait_for(lambda: service.cycles >= cycles + 2)
+            assert group_status(api, "east", "mirrorwatch-east-west") == "OK"
+
+            flaky.start()
+            wait_for(lambda: group_status(api, "flaky", "billing") != "UNKNOWN", timeout_s=60)
+            assert metrics(prom)[("mirrorwatch_cluster_up", (("cluster", "flaky"),))] == 1
+        finally:
+            service.stop()
+        table = read_history(tmp_path / "history")
+        assert table.num_rows > 0 and set(table.column("status").to_pylist()) <= {"OK", "WARN", "STOP", "STALL", "REWIND"}
+        assert not list((tmp_path / "history").rglob("*.inprogress"))
+    finally:
+        flaky.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_monitor_run_sigterm_closes_history(source, target, topic_name, tmp_path, write_config):
+    mirror = StandInMirror(source, target, topic_name)
+    produce_numbered(source.bootstrap, topic_name, 12, PARTS)
+    mirror.state(committed=2, acked=3, read=4)
+    api = _free_port()
+    path = write_config({
+        "clusters": {"east": source.config(), "west": target.config()},
+        "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
+        "monitor": {"interval_s": 1, "http_port": api, "metrics_port": 0, "history_dir": str(tmp_path / "h")}})
+    proc = subprocess.Popen([sys.executable, "-c", "from mirrorwatch.monitor.cli import main; main()", "run",
+                             "--config", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def flow():
+            body = requests.get(f"http://127.0.0.1:{api}/v1/flows/ew", timeout=2).json()
+            return None if body["error"] else body["flow"]
+
+        flows = wait_for(lambda: (f := flow()) and f["partitions"][0]["read_position"] == 4 and f, 60)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out and flows["flow"] == "ew"
+    assert [(p["committed_lag"], p["true_lag"], p["read_lag"]) for p in flows["partitions"]] == [(2, 1, 0)] * PARTS
+    files = history_files(tmp_path / "h")
+    assert files and not list((tmp_path / "h").rglob("*.inprogress"))
+    table = read_history(tmp_path / "h")
+    assert table.num_rows >= PARTS
