@@ -68,3 +68,35 @@ def test_corrupt_files_are_skipped_with_a_warning_naming_them(tmp_path, capsys, 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rows"] == rows_day1
     assert len(summary["files"]["skipped"]) == 2
+
+
+@pytest.mark.spark
+def test_odd_series_and_a_period_filter_with_progress_on_stderr(tmp_path, capsys, spark):
+    """A single-sample partition, duplicate timestamps (median spacing 0) and --from/--to must not break the
+    job (Spark 4 runs in ANSI mode, where a division by zero fails); progress shows one line per stage."""
+    import pyarrow as pa
+
+    def row(ts_ms, partition, true_lag):
+        return {"ts": ts_ms, "flow": "f", "source": "s", "target": "t", "group": "g", "topic": "x", "partition": partition,
+                "source_end": 100, "committed": None, "read_position": None, "acked_next": None, "target_end": None,
+                "committed_lag": None, "read_lag": None, "true_lag": true_lag, "time_lag_s": 1.0, "status": "OK"}
+
+    day = 1_767_571_200_000  # 2026-01-05T00:00Z
+    rows = [row(day + i * 10_000, 0, 10 * i) for i in range(100)]
+    rows += [row(day + 5_000, 1, 7)]
+    rows += [row(day + 20_000, 2, 20_000), row(day + 20_000, 2, 20_000), row(day + 30_000, 2, 1)]
+    rows += [row(day + 86_400_000 + 1000, 0, 5)]  # next day, outside --to
+    for d in ("2026-01-05", "2026-01-06"):
+        (tmp_path / "lag" / f"date={d}").mkdir(parents=True)
+    first = [r for r in rows if r["ts"] < day + 86_400_000]
+    pq.write_table(pa.Table.from_pylist(first, schema=lag_sample_arrow_schema()), tmp_path / "lag/date=2026-01-05/a.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[-1:], schema=lag_sample_arrow_schema()), tmp_path / "lag/date=2026-01-06/a.parquet")
+    out = tmp_path / "out"
+    assert run_cli(["analyze", "--history", str(tmp_path), "--out", str(out), "--from", "2026-01-05T00:00:05Z",
+                    "--to", "2026-01-06", "--slo-lag", "1000"]) == 0
+    err = capsys.readouterr().err
+    assert "writing incidents" in err and "writing summary.json" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rows"] == len(first) - 1  # the sample at 00:00:00 is before --from
+    incidents = pq.read_table(out / "incidents").to_pylist()
+    assert [(i["partition"], i["samples"], i["open"]) for i in incidents] == [(2, 2, False)]

@@ -14,15 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from ...core.cli import UserError
-from .definitions import FLOW_KEYS, TOPIC_KEYS
+from .definitions import DEFAULT_GAP_FACTOR, DEFAULT_SLO_LAG, DEFAULT_SLO_TIME_S, FLOW_KEYS, TOPIC_KEYS
 from .inputs import HistoryUnavailable, find_history_files, lag_root, local_path
 from .progress import Progress
 from .session import spark_session
-
-TABLES = (
-    "lag_hourly", "lag_daily", "sampling_gaps", "slo_by_topic", "slo_by_flow",
-    "incidents", "incidents_by_topic", "committed_view", "trend_daily", "trend",
-)
 
 
 @dataclass(frozen=True)
@@ -31,9 +26,9 @@ class AnalysisSettings:
     out_uri: str
     start: datetime | None = None
     end: datetime | None = None
-    slo_lag: int = 10_000
-    slo_time_s: float = 60.0
-    gap_factor: float = 3.0
+    slo_lag: int = DEFAULT_SLO_LAG
+    slo_time_s: float = DEFAULT_SLO_TIME_S
+    gap_factor: float = DEFAULT_GAP_FACTOR
 
 
 def run_job(settings: AnalysisSettings, master: str | None = None, progress: Progress | None = None) -> dict:
@@ -56,23 +51,22 @@ def run_job(settings: AnalysisSettings, master: str | None = None, progress: Pro
 
 
 def build_tables(enriched, settings: AnalysisSettings) -> dict:
-    """Every output table as a lazy DataFrame, by name."""
+    """Every output table by name, in writing order, as a function of ``read`` (which loads a table already
+    written). Tables derived from another table read it back instead of recomputing it from the samples."""
     from . import incidents as inc
     from . import tables as t
 
-    partition_incidents = inc.incidents(enriched)
-    daily = t.trend_daily(enriched)
     return {
-        "lag_hourly": t.lag_stats(enriched, "hour"),
-        "lag_daily": t.lag_stats(enriched, "day"),
-        "sampling_gaps": t.sampling_gaps(enriched),
-        "slo_by_topic": t.slo_compliance(enriched, TOPIC_KEYS),
-        "slo_by_flow": t.slo_compliance(enriched, FLOW_KEYS),
-        "incidents": partition_incidents,
-        "incidents_by_topic": inc.incidents_by_topic(partition_incidents),
-        "committed_view": t.committed_view(enriched, settings.slo_lag),
-        "trend_daily": daily,
-        "trend": t.trend(daily),
+        "lag_hourly": lambda read: t.lag_stats(enriched, "hour"),
+        "lag_daily": lambda read: t.lag_stats(enriched, "day"),
+        "sampling_gaps": lambda read: t.sampling_gaps(enriched),
+        "slo_by_topic": lambda read: t.slo_compliance(enriched, TOPIC_KEYS),
+        "slo_by_flow": lambda read: t.slo_compliance(enriched, FLOW_KEYS),
+        "incidents": lambda read: inc.incidents(enriched),
+        "incidents_by_topic": lambda read: inc.incidents_by_topic(read("incidents")),
+        "committed_view": lambda read: t.committed_view(enriched, settings.slo_lag),
+        "trend_daily": lambda read: t.trend_daily(enriched),
+        "trend": lambda read: t.trend(read("trend_daily")),
     }
 
 
@@ -100,11 +94,16 @@ def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
             raise HistoryUnavailable(f"the lag history under {settings.history_uri} is empty"
                                      + (" in the requested period" if settings.start or settings.end else ""))
         out = settings.out_uri.rstrip("/")
-        for name, df in build_tables(enriched, settings).items():
+        def read(name):
+            return spark.read.parquet(f"{out}/{name}")
+
+        tables = build_tables(enriched, settings)
+        for name, table in tables.items():
             with progress.stage(f"writing {name}"):
-                df.repartition(1).write.mode("overwrite").parquet(f"{out}/{name}")
+                # One file per table: they are small (per partition × hour at most).
+                table(read).repartition(1).write.mode("overwrite").parquet(f"{out}/{name}")
         with progress.stage("writing summary.json"):
-            summary = build_summary(spark, settings, files, rows)
+            summary = build_summary(spark, settings, files, rows, list(tables))
             HadoopFS(spark).write_text(f"{out}/summary.json", json.dumps(summary, indent=1, default=str))
         return summary
     finally:
@@ -116,7 +115,7 @@ def _rows(spark, uri: str, columns: list[str], order: list[str] | None = None) -
     return [r.asDict() for r in (df.orderBy(*order) if order else df).collect()]
 
 
-def build_summary(spark, settings: AnalysisSettings, files, rows: int) -> dict:
+def build_summary(spark, settings: AnalysisSettings, files, rows: int, table_names: list[str]) -> dict:
     """Small figures for dashboards and humans, read back from the tables just written (no recomputation)."""
     from pyspark.sql import functions as F
 
@@ -147,7 +146,7 @@ def build_summary(spark, settings: AnalysisSettings, files, rows: int) -> dict:
                                               "false_pages", "false_page_share", "missed_breaches"], TOPIC_KEYS),
         "trend": _rows(spark, f"{out}/trend", TOPIC_KEYS + ["first_day", "last_day", "first_true_lag_p99", "last_true_lag_p99",
                                                             "true_lag_p99_change", "true_lag_p99_slope_per_day"], TOPIC_KEYS),
-        "tables": {name: f"{out}/{name}" for name in TABLES},
+        "tables": {name: f"{out}/{name}" for name in table_names},
     }
 
 
