@@ -37,6 +37,9 @@ class _RepeatThrottle(logging.Filter):
 
 
 log.addFilter(_RepeatThrottle())
+# One-shot commands configure no logging: client noise must not reach stderr beside their one-line answer.
+# Services call setup_logging(), whose root handler still receives these records.
+log.addHandler(logging.NullHandler())
 
 
 def _error_cb(err) -> None:
@@ -59,15 +62,15 @@ def make_producer(cluster: ClusterConfig, client_id: str, **overrides: Any) -> P
 
 
 def make_consumer(cluster: ClusterConfig, client_id: str, group_id: str | None = None, **overrides: Any) -> Consumer:
-    """A consumer; without ``group_id`` it is for assign()-only reading and never commits."""
-    base: dict[str, Any] = {"enable.auto.commit": False}
-    if group_id is not None:
-        base["group.id"] = group_id
+    """A consumer; without ``group_id`` it is for assign()-only reading and never commits.
+
+    The client library insists on a group.id even then; an assign()-only consumer that never commits does
+    not join or create that group on the broker, so nothing is left behind.
+    """
+    base: dict[str, Any] = {"enable.auto.commit": False, "group.id": group_id or "mirrorwatch-assign-only"}
     base.update(overrides)
     return Consumer(client_properties(cluster, client_id, base))
 
 
 def make_admin(cluster: ClusterConfig, client_id: str, **overrides: Any) -> AdminClient:
-    props = client_properties(cluster, client_id, overrides)
-    props.pop("logger", None)  # AdminClient accepts a logger too, but keep its noise down
-    return AdminClient(props)
+    return AdminClient(client_properties(cluster, client_id, overrides))

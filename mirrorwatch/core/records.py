@@ -79,6 +79,7 @@ class Checkpoint(_JsonRecord):
     upstream_offset: int
     downstream_offset: int
     ts_ms: int
+    max_duplicates: int | None = None  # records resuming at downstream_offset may re-deliver
 
     def key(self) -> bytes:
         return f"{self.group}:{self.topic}:{self.partition}".encode()

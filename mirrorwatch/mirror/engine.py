@@ -104,6 +104,7 @@ class MirrorEngine:
         self.topic_filter = TopicFilter(self.flow, self.policy, always)
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
         self.heartbeats: HeartbeatProducer | None = None
+        self.checkpoints = None
 
     # ------------------------------------------------------------------ topics
     def refresh_topics(self, with_configs: bool) -> None:
@@ -193,6 +194,8 @@ class MirrorEngine:
             state.acked_next = state.read_next  # records skipped by the loop guard count as handled
         state.last_upstream, state.last_downstream = source_offset, msg.offset()
         state.acked_since_sync += 1
+        if state.acked_since_sync >= self.settings.offset_sync_every:
+            self._emit_syncs([key])  # dense syncs make checkpoint translation precise
         state.records += 1
         value, k = msg.value(), msg.key()
         state.bytes += (len(value) if value else 0) + (len(k) if k else 0)
@@ -327,6 +330,11 @@ class MirrorEngine:
             self.heartbeats.start()
         self.refresh_topics(with_configs=True)
         threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
+        if self.flow.checkpoint_groups:
+            from .checkpoints import CheckpointEmitter
+
+            self.checkpoints = CheckpointEmitter(self.config, self.flow_name)
+            self.checkpoints.start()
 
     def _heartbeat_sent(self) -> None:
         self.heartbeats_sent += 1
@@ -361,18 +369,10 @@ class MirrorEngine:
                     self._commit()
                     self._emit_syncs()
                     next_commit = now + self.settings.commit_interval_s
-                elif messages:
-                    self._emit_due_syncs()
         finally:
             self._shutdown()
         if self.failures:
             raise MirrorFailure(self.failure_message())
-
-    def _emit_due_syncs(self) -> None:
-        every = self.settings.offset_sync_every
-        due = [k for k, s in self.partitions.items() if s.acked_since_sync >= every]
-        if due:
-            self._emit_syncs(due)
 
     def stop(self) -> None:
         self._stop.set()
@@ -380,6 +380,8 @@ class MirrorEngine:
     def _shutdown(self) -> None:
         if self.heartbeats:
             self.heartbeats.stop()
+        if self.checkpoints:
+            self.checkpoints.stop()
         remaining = self.producer.flush(8)
         if remaining:
             log.warning("%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining)

@@ -1,2 +1,200 @@
-"""Failover tools (filled in below)."""
-commands: list = []
+"""``mirror failover translate`` and ``mirror failover reset-to-time``: where consumers resume on the target.
+
+translate: a group's source offsets through the offset syncs (live, while the source answers) or, when the
+source is gone — the real failover — from the latest checkpoints written to the target.
+reset-to-time: the first target offset at or after a time, for every mirrored partition (the seeds'
+time-based failover; re-delivers whatever arrived after that time).
+Both only show a plan unless ``--apply``; applying refuses while the group is active on the target.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+import click
+from confluent_kafka import KafkaError, TopicPartition
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from ..core.cli import UserError
+from ..core.clients import make_admin, make_consumer
+from ..core.config import load_config
+from ..core.naming import ReplicationPolicy, checkpoints_topic, offset_syncs_topic
+from ..core.records import Checkpoint, RecordFormatError
+from .checkpoints import apply_offsets, committed_offsets, group_is_active, translate_group
+from .syncs_reader import OffsetSyncReader
+
+config_option = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+flow_option = click.option("--flow", default=None, help="flow name (default: the only flow)")
+REACH_TIMEOUT_S = 5
+
+
+def reachable(cluster, alias: str) -> bool:
+    try:
+        make_admin(cluster, "mirrorwatch-failover", **{"socket.timeout.ms": 3000}).list_topics(timeout=REACH_TIMEOUT_S)
+        return True
+    except Exception:
+        return False
+
+
+def require_reachable(cluster, alias: str) -> None:
+    if not reachable(cluster, alias):
+        raise UserError(f"cannot reach cluster '{alias}' at {cluster.bootstrap_servers}", 3)
+
+
+def latest_checkpoints(cluster, source: str, group: str) -> dict[tuple[str, int], Checkpoint]:
+    """The newest checkpoint per partition for ``group`` from the checkpoints topic on the target."""
+    topic = checkpoints_topic(source)
+    consumer = make_consumer(cluster, "mirrorwatch-failover", **{"enable.partition.eof": True})
+    try:
+        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return {}
+        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
+        latest, at_end, deadline = {}, set(), time.monotonic() + 30
+        while len(at_end) < len(md.partitions) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(msg.partition())
+                    continue
+                try:
+                    cp = Checkpoint.from_value(msg.value())
+                except RecordFormatError:
+                    continue
+                if cp.group == group:
+                    latest[(cp.topic, cp.partition)] = cp
+        return latest
+    finally:
+        consumer.close()
+
+
+def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
+    """('live' | 'checkpoints', rows): where ``group`` would resume on the target."""
+    target = config.clusters[flow.target]
+    require_reachable(target, flow.target)
+    policy = ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
+    if reachable(config.clusters[flow.source], flow.source):
+        reader = OffsetSyncReader(target, offset_syncs_topic(flow.source))
+        store = reader.catch_up(20)
+        reader.close()
+        mirrored = {t for t, _ in store.partitions()}
+        committed = {k: v for k, v in committed_offsets(make_admin(config.clusters[flow.source], "mirrorwatch-failover"), group).items()
+                     if k[0] in mirrored}
+        rows = [{"topic": t.topic, "target_topic": policy.target_topic(t.topic), "partition": t.partition,
+                 "source_offset": t.upstream_committed, "target_offset": t.downstream_offset,
+                 "max_duplicates": t.duplicates, "checkpoint_age_s": None}
+                for t in translate_group(store, committed)]
+        return "live", rows
+    now = time.time() * 1000
+    rows = [{"topic": cp.topic, "target_topic": policy.target_topic(cp.topic), "partition": cp.partition,
+             "source_offset": cp.upstream_offset, "target_offset": cp.downstream_offset,
+             "max_duplicates": cp.max_duplicates,
+             "checkpoint_age_s": round((now - cp.ts_ms) / 1000, 1)}
+            for cp in sorted(latest_checkpoints(target, flow.source, group).values(), key=lambda c: (c.topic, c.partition))]
+    return "checkpoints", rows
+
+
+def _apply(config, flow, group: str, rows: list[dict], field: str) -> int:
+    admin = make_admin(config.clusters[flow.target], "mirrorwatch-failover")
+    if group_is_active(admin, group):
+        raise UserError(f"group '{group}' is active on '{flow.target}': stop its consumers there before applying offsets", 2)
+    return apply_offsets(admin, group, {(r["target_topic"], r["partition"]): r[field] for r in rows}, forward_only=False)
+
+
+def _print_rows(title: str, rows: list[dict], columns: list[tuple[str, str]]) -> None:
+    table = Table(title=title)
+    for _, header in columns:
+        table.add_column(header, justify="right" if header not in ("topic", "target topic") else "left")
+    for row in rows:
+        table.add_row(*["-" if row[key] is None else str(row[key]) for key, _ in columns])
+    Console().print(table)
+
+
+@click.group(help="Failover tools: translate group offsets, reset to a time.")
+def failover() -> None:
+    pass
+
+
+@failover.command(help="Show (and with --apply, commit on the target) a group's translated offsets.")
+@config_option
+@flow_option
+@click.option("--group", required=True)
+@click.option("--apply", "do_apply", is_flag=True, help="commit the translated offsets for the group on the target")
+@click.option("--json", "as_json", is_flag=True)
+def translate(config_path, flow, group, do_apply, as_json):
+    config = load_config(config_path)
+    flow_name, flow_cfg = config.flow(flow)
+    mode, rows = translation_plan(config, flow_cfg, group)
+    if not rows:
+        raise UserError(f"no translation for group '{group}' on flow {flow_name}: it has no committed offsets on mirrored "
+                        f"topics{' (source unreachable and no checkpoints)' if mode == 'checkpoints' else ''}", 2)
+    applied = _apply(config, flow_cfg, group, rows, "target_offset") if do_apply else 0
+    if as_json:
+        click.echo(json.dumps({"flow": flow_name, "group": group, "mode": mode, "applied": applied, "partitions": rows}))
+        return
+    _print_rows(f"{group}: {flow_cfg.source} → {flow_cfg.target} ({mode})", rows,
+                [("topic", "topic"), ("partition", "partition"), ("source_offset", "source offset"),
+                 ("target_topic", "target topic"), ("target_offset", "target offset"),
+                 ("max_duplicates", "re-delivered ≤"), ("checkpoint_age_s", "checkpoint age s")])
+    click.echo(f"applied {applied} offsets on {flow_cfg.target}" if do_apply else "plan only: add --apply to commit these on the target")
+
+
+def parse_time(text: str) -> int:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"--time {text!r} is not an ISO 8601 time (e.g. 2026-11-23T10:15:00Z)", 2) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)  # documented: a time without an offset is UTC
+    return int(moment.timestamp() * 1000)
+
+
+@failover.command("reset-to-time", help="Plan (and with --apply, commit) the first target offsets at/after a time.")
+@config_option
+@flow_option
+@click.option("--group", required=True)
+@click.option("--time", "when", required=True, help="ISO 8601; without an offset it is UTC")
+@click.option("--apply", "do_apply", is_flag=True)
+@click.option("--json", "as_json", is_flag=True)
+def reset_to_time(config_path, flow, group, when, do_apply, as_json):
+    config = load_config(config_path)
+    flow_name, flow_cfg = config.flow(flow)
+    ts_ms = parse_time(when)
+    target = config.clusters[flow_cfg.target]
+    require_reachable(target, flow_cfg.target)
+    policy = ReplicationPolicy(flow_cfg.policy, flow_cfg.source, flow_cfg.target, flow_cfg.separator)
+    reader = OffsetSyncReader(target, offset_syncs_topic(flow_cfg.source))
+    partitions = reader.catch_up(20).partitions()
+    reader.close()
+    if not partitions:
+        raise UserError(f"no mirrored partitions known for flow {flow_name} (no offset syncs on {flow_cfg.target})", 2)
+    consumer = make_consumer(target, "mirrorwatch-failover")
+    rows = []
+    try:
+        with Progress(disable=as_json or len(partitions) < 50, transient=True) as progress:
+            task = progress.add_task("looking up offsets", total=len(partitions))
+            for start in range(0, len(partitions), 500):
+                chunk = partitions[start:start + 500]
+                query = [TopicPartition(policy.target_topic(t), p, ts_ms) for t, p in chunk]
+                for (topic, partition), found in zip(chunk, consumer.offsets_for_times(query, timeout=30)):
+                    offset = found.offset
+                    if offset < 0:  # nothing at or after that time yet: resume at the end
+                        offset = consumer.get_watermark_offsets(TopicPartition(found.topic, partition), timeout=10)[1]
+                    rows.append({"topic": topic, "target_topic": found.topic, "partition": partition, "target_offset": offset})
+                progress.advance(task, len(chunk))
+    finally:
+        consumer.close()
+    applied = _apply(config, flow_cfg, group, rows, "target_offset") if do_apply else 0
+    if as_json:
+        click.echo(json.dumps({"flow": flow_name, "group": group, "time_ms": ts_ms, "applied": applied, "partitions": rows}))
+        return
+    _print_rows(f"{group}: first offsets at/after {when} on {flow_cfg.target}", rows,
+                [("target_topic", "target topic"), ("partition", "partition"), ("target_offset", "target offset")])
+    click.echo(f"applied {applied} offsets on {flow_cfg.target}" if do_apply else "plan only: add --apply to commit these on the target")
+
+
+commands = [failover]

@@ -1,0 +1,122 @@
+"""Checkpoints: source consumer groups' committed offsets translated to the target (MirrorMaker 2's idea).
+
+Every interval: catch up on offset syncs, list the source groups matching the flow's checkpoint regexes,
+translate their committed offsets conservatively (never past what is known to be on the target), write
+Checkpoint records to the checkpoints topic on the target, and with ``sync_group_offsets`` also commit them
+for the group on the target, but only while that group is not active there and only forward.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ..core.clients import make_admin, make_producer
+from ..core.config import Config, FlowConfig
+from ..core.naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
+from ..core.records import Checkpoint
+from .offset_store import OffsetSyncStore, Translation
+from .syncs_reader import OffsetSyncReader
+
+log = logging.getLogger("mirrorwatch.mirror.checkpoints")
+ADMIN_TIMEOUT_S = 30
+
+
+def source_groups(admin: AdminClient, flow: FlowConfig, exclude: set[str]) -> list[str]:
+    patterns = [re.compile(p) for p in flow.checkpoint_groups]
+    listing = admin.list_consumer_groups().result(ADMIN_TIMEOUT_S)
+    return sorted(g.group_id for g in listing.valid
+                  if g.group_id not in exclude and not g.group_id.startswith("mirrorwatch")
+                  and any(p.fullmatch(g.group_id) for p in patterns))
+
+
+def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    request = [ConsumerGroupTopicPartitions(group)]
+    result = admin.list_consumer_group_offsets(request)[group].result(ADMIN_TIMEOUT_S)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def translate_group(store: OffsetSyncStore, committed: dict[tuple[str, int], int]) -> list[Translation]:
+    out = []
+    for (topic, partition), offset in sorted(committed.items()):
+        translation = store.translate(topic, partition, offset)
+        if translation is not None:
+            out.append(translation)
+    return out
+
+
+def group_is_active(admin: AdminClient, group: str) -> bool:
+    try:
+        description = admin.describe_consumer_groups([group])[group].result(ADMIN_TIMEOUT_S)
+    except Exception:
+        return False  # unknown group: nobody is consuming with it
+    return bool(description.members)
+
+
+def apply_offsets(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int], forward_only: bool) -> int:
+    """Commit offsets for ``group`` (topic names as on that cluster). Returns how many were written."""
+    if forward_only:
+        current = committed_offsets(admin, group) if group_exists(admin, group) else {}
+        offsets = {k: v for k, v in offsets.items() if v > current.get(k, -1)}
+    if not offsets:
+        return 0
+    tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(ADMIN_TIMEOUT_S)
+    return len(tps)
+
+
+def group_exists(admin: AdminClient, group: str) -> bool:
+    listing = admin.list_consumer_groups().result(ADMIN_TIMEOUT_S)
+    return any(g.group_id == group for g in listing.valid)
+
+
+class CheckpointEmitter(threading.Thread):
+    def __init__(self, config: Config, flow_name: str):
+        super().__init__(name="checkpoints", daemon=True)
+        _, self.flow = config.flow(flow_name)
+        self.interval_s = config.mirror.checkpoint_interval_s
+        self.policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
+        self.own_group = mirror_group(self.flow.source, self.flow.target, self.flow.group)
+        self.source_admin = make_admin(config.clusters[self.flow.source], "mirrorwatch-checkpoints")
+        self.target_admin = make_admin(config.clusters[self.flow.target], "mirrorwatch-checkpoints")
+        self.reader = OffsetSyncReader(config.clusters[self.flow.target], offset_syncs_topic(self.flow.source))
+        self.producer = make_producer(config.clusters[self.flow.target], "mirrorwatch-checkpoints", **{"acks": "all"})
+        self.topic = checkpoints_topic(self.flow.source)
+        self._stop = threading.Event()
+        self.emitted = 0
+
+    def run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.emit_once()
+            except Exception as exc:  # a cluster away: checkpoints resume when it returns
+                log.warning("checkpointing failed (will retry): %s", exc)
+        self.producer.flush(5)
+
+    def emit_once(self) -> int:
+        store = self.reader.catch_up()
+        mirrored = {topic for topic, _ in store.partitions()}
+        now = int(time.time() * 1000)
+        count = 0
+        for group in source_groups(self.source_admin, self.flow, {self.own_group}):
+            committed = {k: v for k, v in committed_offsets(self.source_admin, group).items() if k[0] in mirrored}
+            translations = translate_group(store, committed)
+            for t in translations:
+                cp = Checkpoint(group, t.topic, t.partition, t.upstream_committed, t.downstream_offset, now, t.duplicates)
+                self.producer.produce(self.topic, key=cp.key(), value=cp.to_value())
+                count += 1
+            if self.flow.sync_group_offsets and translations and not group_is_active(self.target_admin, group):
+                apply_offsets(self.target_admin, group,
+                              {(self.policy.target_topic(t.topic), t.partition): t.downstream_offset for t in translations},
+                              forward_only=True)
+        self.producer.flush(10)
+        self.emitted += count
+        return count
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,92 @@
+"""``mirror topology``: which clusters mirror into a cluster, from the heartbeats found there."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+from confluent_kafka import KafkaError, TopicPartition
+from rich.console import Console
+from rich.table import Table
+
+from ..core.cli import UserError
+from ..core.clients import make_consumer
+from ..core.config import load_config
+from ..core.records import Heartbeat, RecordFormatError
+
+TAIL = 200  # heartbeats read per partition (from the end): plenty for the newest of each upstream
+
+
+def heartbeat_topics(topics, name: str) -> list[str]:
+    return sorted(t for t in topics if t == name or t.endswith("." + name))
+
+
+def latest_heartbeats(cluster, topic_name: str) -> dict[tuple[str, str], tuple[int, str]]:
+    """(source, target) → (newest heartbeat ts_ms, topic it was found in)."""
+    consumer = make_consumer(cluster, "mirrorwatch-topology", **{"enable.partition.eof": True})
+    try:
+        metadata = consumer.list_topics(timeout=10).topics
+        assignment = []
+        for topic in heartbeat_topics(metadata, topic_name):
+            for p in metadata[topic].partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                if high > low:
+                    assignment.append(TopicPartition(topic, p, max(low, high - TAIL)))
+        if not assignment:
+            return {}
+        consumer.assign(assignment)
+        latest, at_end, deadline = {}, set(), time.monotonic() + 15
+        while len(at_end) < len(assignment) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add((msg.topic(), msg.partition()))
+                    continue
+                try:
+                    beat = Heartbeat.from_value(msg.value())
+                except RecordFormatError:
+                    continue
+                key = (beat.source, beat.target)
+                if key not in latest or beat.ts_ms > latest[key][0]:
+                    latest[key] = (beat.ts_ms, msg.topic())
+        return latest
+    finally:
+        consumer.close()
+
+
+@click.command(help="List the upstream clusters mirrored into a cluster and the age of their latest heartbeat.")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--cluster", default=None, help="cluster alias to inspect (default: every flow's target)")
+@click.option("--json", "as_json", is_flag=True)
+def topology(config_path, cluster, as_json):
+    config = load_config(config_path)
+    aliases = [cluster] if cluster else sorted({f.target for f in config.flows.values()}) or sorted(config.clusters)
+    rows = []
+    for alias in aliases:
+        if alias not in config.clusters:
+            raise UserError(f"cluster '{alias}' is not defined (defined: {', '.join(config.clusters)})", 2)
+        try:
+            found = latest_heartbeats(config.clusters[alias], config.mirror.heartbeats_topic)
+        except Exception as exc:
+            raise UserError(f"cannot read heartbeats on '{alias}' at {config.clusters[alias].bootstrap_servers}: {exc}", 3) from None
+        now = time.time() * 1000
+        for (source, target), (ts_ms, topic) in sorted(found.items()):
+            # a heartbeat written on this cluster itself (not mirrored in) is its own outgoing beat
+            if topic != config.mirror.heartbeats_topic or source != alias:
+                rows.append({"cluster": alias, "upstream": source, "via": f"{source}→{target}", "topic": topic,
+                             "age_s": round((now - ts_ms) / 1000, 1)})
+    if as_json:
+        click.echo(json.dumps({"upstreams": rows}))
+        return
+    table = Table(title="upstream clusters (from mirrored heartbeats)")
+    for header in ("cluster", "upstream", "via", "topic", "heartbeat age s"):
+        table.add_column(header)
+    for r in rows:
+        table.add_row(r["cluster"], r["upstream"], r["via"], r["topic"], f"{r['age_s']:.1f}")
+    Console().print(table)
+    if not rows:
+        click.echo("no mirrored heartbeats found")
+
+
+commands = [topology]
