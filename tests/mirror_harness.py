@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -21,6 +22,22 @@ def fast_mirror_settings(**overrides) -> dict:
     return settings
 
 
+_STARTED: list["MirrorProcess"] = []
+
+
+def _die_with_test() -> None:
+    # a test that fails half-way must not leave a mirror running: SIGKILL it when the test process dies
+    import ctypes
+
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for mirror in _STARTED:
+        mirror.kill()
+
+
 class MirrorProcess:
     def __init__(self, config: dict, path: Path, flow: str | None = None, log_name: str = "mirror.log"):
         self.path = path
@@ -35,7 +52,9 @@ class MirrorProcess:
             cmd += ["--flow", self.flow]
         self._log = open(self.log_path, "ab")
         already = len(self.log_text())
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ})
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ},
+                                     preexec_fn=_die_with_test)
+        _STARTED.append(self)
         # ready = signal handlers installed and the engine starting (a SIGTERM before that kills it outright)
         wait_until(lambda: "mirroring flow" in self.log_text()[already:] or not self.running(), 60, 0.1, "mirror start")
         return self

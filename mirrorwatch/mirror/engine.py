@@ -64,7 +64,9 @@ class MirrorEngine:
         self.loop_guard = self.flow.target.encode() if self.flow.policy == "identity" else None
 
         self.partitions: dict[tuple[str, int], PartitionState] = {}
-        self.target_names: dict[str, str] = {}
+        self.target_names: dict[str, str] = {}  # source topic → target topic
+        self.source_names: dict[str, str] = {}  # target topic → source topic (delivery reports name the target)
+        self._clock = time.time()
         self.latency = LatencyHistogram()
         self.produce_errors: dict[tuple[str, bool], int] = {}
         self.in_flight = 0
@@ -111,10 +113,16 @@ class MirrorEngine:
         topics = list_matching(self.source_admin, self.topic_filter)
         ready = self.target_topics.sync(topics, with_configs)
         for name in ready:
-            self.target_names.setdefault(name, self.policy.target_topic(name))
+            self._name(name)
         with self._subscription_lock:
             if sorted(ready) != self._subscribed:
                 self._pending_subscription = sorted(ready)
+
+    def _name(self, source_topic: str) -> str:
+        target_topic = self.policy.target_topic(source_topic)
+        self.source_names[target_topic] = source_topic
+        self.target_names[source_topic] = target_topic
+        return target_topic
 
     def _topic_loop(self) -> None:
         last_config_sync = time.monotonic()
@@ -172,7 +180,8 @@ class MirrorEngine:
 
     # ------------------------------------------------------------------ delivery reports
     def _delivered(self, err, msg) -> None:
-        key = (self.policy.source_topic(msg.topic()) if self.policy.kind == "prefix" else msg.topic(), msg.partition())
+        # hot path: one call per record; plain dict lookups and int adds only
+        key = (self.source_names[msg.topic()], msg.partition())
         state = self.partitions.get(key)
         self.in_flight -= 1
         if state is None or not state.in_flight:
@@ -197,11 +206,11 @@ class MirrorEngine:
         if state.acked_since_sync >= self.settings.offset_sync_every:
             self._emit_syncs([key])  # dense syncs make checkpoint translation precise
         state.records += 1
-        value, k = msg.value(), msg.key()
-        state.bytes += (len(value) if value else 0) + (len(k) if k else 0)
+        state.bytes += len(msg) + len(msg.key() or b"")
         ts_type, ts = msg.timestamp()
         if ts_type:
-            self.latency.observe(max(0.0, time.time() - ts / 1000.0))
+            # the clock is read once per poll, not per record: the error is one poll round (milliseconds)
+            self.latency.observe(max(0.0, self._clock - ts / 1000.0))
 
     # ------------------------------------------------------------------ commits and syncs
     def _commit(self, keys=None) -> None:
@@ -275,7 +284,7 @@ class MirrorEngine:
                 headers = [origin]
             elif not any(h[0] == PROVENANCE_HEADER for h in headers):
                 headers.append(origin)
-            target_topic = names.get(topic) or names.setdefault(topic, self.policy.target_topic(topic))
+            target_topic = names.get(topic) or self._name(topic)
             state.in_flight.append(offset)
             self.in_flight += 1
             while True:
@@ -284,6 +293,7 @@ class MirrorEngine:
                             timestamp=msg.timestamp()[1], headers=headers)
                     break
                 except BufferError:
+                    self._clock = time.time()
                     self.producer.poll(0.05)
                 except KafkaException as exc:
                     state.in_flight.pop()
@@ -291,7 +301,9 @@ class MirrorEngine:
                     self._produce_rejected(exc, topic, partition, offset, target_topic)
                     break
             if self.in_flight >= self.settings.max_in_flight:
+                self._clock = time.time()
                 self.producer.poll(0.05)
+        self._clock = time.time()
         self.producer.poll(0)
 
     def _produce_rejected(self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str) -> None:
@@ -356,6 +368,7 @@ class MirrorEngine:
                     self._send(messages)
                     idle_synced = False
                 else:
+                    self._clock = time.time()
                     self.producer.poll(0.01 if self.in_flight else 0)
                 now = time.monotonic()
                 if not messages and self.in_flight == 0 and not idle_synced:

@@ -1,0 +1,64 @@
+"""Shared pieces for the benchmarks: fresh local clusters, raw produce/consume rates."""
+
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorwatch.localkafka import LocalClusters
+
+
+def machine() -> str:
+    return f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def fresh_clusters() -> LocalClusters:
+    return LocalClusters(["east", "west"], tempfile.mkdtemp(prefix="mw-bench-")).start()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def produce_rate(bootstrap: str, topic: str, count: int, size: int, partitions: int) -> float:
+    """Records/s for a tuned producer (acks=all, idempotent, batching) — the broker's write ceiling here."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 10,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 500_000, "compression.type": "none"})
+    value = b"x" * size
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, None, i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(120)
+    return count / (time.perf_counter() - started)
+
+
+def consume_rate(bootstrap: str, topic: str, count: int, partitions: int) -> float:
+    """Records/s reading the topic whole with no processing — the read ceiling here."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    seen, started = 0, time.perf_counter()
+    while seen < count:
+        seen += sum(1 for m in consumer.consume(10_000, 1.0) if not m.error())
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return count / elapsed
+
+
+def end_total(bootstrap: str, topic: str, partitions: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        consumer.close()
