@@ -23,6 +23,7 @@ from mirrorwatch.monitor.timelag import OffsetTimeTable, produced_at, time_lag_e
     (100, None, None, None, (None, None, None)),
     (None, 90, 95, 98, (None, None, None)),  # source end unknown
     (100, 120, 95, 98, (0, 0, 0)),  # positions beyond a stale end never give negative lag
+    (0, None, None, None, (0, 0, 0)),  # an empty partition: nothing to mirror, before any commit or sync
 ])
 def test_mirror_lag_table(end, committed, acked, read, expected):
     got = mirror_lag(end, committed, acked, read)

@@ -28,6 +28,7 @@ class ClusterReader:
         self.alias, self.timeout_s, self._cluster = alias, timeout_s, cluster
         self.admin = self._new_admin()
         self._stale = False
+        self._topics: dict[str, int] = {}
 
     def _new_admin(self):
         # short reconnect backoff: an unreachable cluster should be noticed back soon after it returns
@@ -48,7 +49,8 @@ class ClusterReader:
             md = self.admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
             raise self._fail("cannot list topics", exc) from None
-        return {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+        self._topics = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+        return self._topics
 
     def end_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Log-end offsets (high watermarks); -1 for a partition that could not be read."""
@@ -74,6 +76,10 @@ class ClusterReader:
 
     def committed(self, group: str) -> dict[TP, int] | None:
         """The group's committed offsets ({} = group has none); None when the group is unknown to the cluster."""
+        if "__consumer_offsets" not in self._topics:
+            # No group has ever committed here. Also: confluent-kafka 2.16's list_consumer_group_offsets crashes
+            # the process (SIGSEGV) when __consumer_offsets does not exist yet, so it must not be called then.
+            return None
         try:
             future = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                              request_timeout=self.timeout_s)[group]

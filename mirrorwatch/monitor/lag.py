@@ -43,7 +43,8 @@ def _a(x) -> np.ndarray:
 
 
 def _lag(end: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return np.where((end >= 0) & (pos >= 0), np.maximum(end - pos, 0), UNKNOWN)
+    # an empty partition (end 0) has nothing to mirror: lag 0 even before any commit or sync exists for it
+    return np.where(end == 0, 0, np.where((end >= 0) & (pos >= 0), np.maximum(end - pos, 0), UNKNOWN))
 
 
 def mirror_lags(source_end, committed, sync_acked_next, sync_read_position) -> Lags:
