@@ -128,6 +128,16 @@ class CanarySettings(_Section):
     heartbeat_max_age_s: float = Field(60.0, gt=0)
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9642, ge=0, le=65535)
+    # added by the canary (issue 4)
+    connect_timeout_s: float = Field(5.0, gt=0, description="metadata request limit; a cluster slower than this is UNKNOWN")
+    replication_factor: int = Field(-1, description="for the canary topics it creates; -1 = broker default")
+    log_append_time: bool = Field(True, description="create the target canary topic with LogAppendTime (exact arrival times)")
+
+    @model_validator(mode="after")
+    def _warn_below_crit(self) -> "CanarySettings":
+        if self.warn_latency_s >= self.crit_latency_s:
+            raise ValueError(f"warn_latency_s ({self.warn_latency_s}) must be below crit_latency_s ({self.crit_latency_s})")
+        return self
 
 
 class WatchedGroup(_Section):

@@ -1,0 +1,168 @@
+"""``canary check``: one probe now, with its own run id and its own reader, bounded in time.
+
+Order matters so that no event can be missed: the target end offsets are read *before* anything is produced,
+and the reader starts there. The reader has a throw-away group id (confluent-kafka insists on one) but only
+ever uses assign() with explicit offsets and never commits, so no consumer group is created on either cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka import TopicPartition
+
+from ..core.clients import make_consumer, make_producer
+from ..core.config import Config
+from .events import MARKER_VALUE, arrival_of, new_run_id, now_ms
+from .heartbeats import HeartbeatWatch, lookback_offset
+from .report import CheckResult
+from .topics import FlowTopics, ProbeUnknown, warm_up
+from .tracker import Tracker
+from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
+
+log = logging.getLogger("mirrorwatch.canary.check")
+
+DRAIN_S = 1.0  # after every event arrived, read on this long at most to catch a duplicate right behind it
+
+
+class _Clock:
+    def __init__(self):
+        self.start = time.monotonic()
+        self.marks: dict[str, float] = {}
+        self._last = self.start
+
+    def mark(self, name: str) -> None:
+        now = time.monotonic()
+        self.marks[name] = (now - self._last) * 1000.0
+        self._last = now
+
+
+def run_check(config: Config, flow_name: str | None = None, timeout_s: float | None = None) -> CheckResult:
+    """Never raises for cluster trouble: that becomes an UNKNOWN result naming the cluster."""
+    settings = config.canary
+    timeout_s = float(timeout_s if timeout_s is not None else settings.crit_latency_s)
+    run_id = new_run_id()
+    topics = FlowTopics(config, flow_name, f"mirrorwatch-canary-check-{run_id}")
+    result = CheckResult(
+        flow=topics.flow_name, source=topics.source_alias, target=topics.target_alias,
+        source_topic=topics.source_topic, target_topic=topics.target_topic, run_id=run_id, timeout_s=timeout_s,
+        warn_latency_s=settings.warn_latency_s, heartbeat_max_age_s=settings.heartbeat_max_age_s,
+        heartbeat_checked=topics.heartbeats_expected,
+    )
+    clock = _Clock()
+    try:
+        _probe(config, topics, result, clock, timeout_s)
+    except ProbeUnknown as exc:
+        result.error = str(exc)
+    result.timings_ms.update(clock.marks)
+    result.timings_ms["total"] = (time.monotonic() - clock.start) * 1000.0
+    result.judge()
+    return result
+
+
+def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Clock, timeout_s: float) -> None:
+    connect_s = min(config.canary.connect_timeout_s, timeout_s)
+    source_partitions = topics.ensure_source(connect_s)
+    target_partitions, created = topics.ensure_target(source_partitions, connect_s)
+    heartbeat_partitions = (topics.partitions("target", topics.heartbeat_topic, connect_s) or []) if topics.heartbeats_expected else []
+    clock.mark("connect")
+    starts = {p: 0 for p in target_partitions} if created else topics.end_offsets("target", topics.target_topic, target_partitions, connect_s)
+    heartbeat_ends = topics.end_offsets("target", topics.heartbeat_topic, heartbeat_partitions, connect_s)
+    clock.mark("offsets")
+
+    reader = make_consumer(topics.target_cluster, f"mirrorwatch-canary-check-{result.run_id}",
+                           group_id=f"mirrorwatch-canary-check-{result.run_id}-never-committed",
+                           **{"auto.offset.reset": "earliest", "enable.auto.offset.store": False,
+                              "enable.partition.eof": False, "fetch.wait.max.ms": 100})
+    producer = make_producer(topics.source_cluster, f"mirrorwatch-canary-check-{result.run_id}",
+                             **{"acks": "all", "enable.idempotence": True, "linger.ms": 0,
+                                "message.timeout.ms": max(1000, int(timeout_s * 1000))})
+    try:
+        assignment = [TopicPartition(topics.target_topic, p, o) for p, o in starts.items()]
+        assignment += [TopicPartition(topics.heartbeat_topic, p, lookback_offset(e)) for p, e in heartbeat_ends.items()]
+        reader.assign(assignment)
+        warm_up(producer, topics, connect_s)
+        tracker = Tracker(result.run_id, topics.source_alias, config.canary.warn_latency_s, timeout_s, own_only=False)
+        heartbeat = HeartbeatWatch(topics.source_alias, topics.target_alias)
+        _produce(producer, topics, result, tracker, source_partitions)
+        clock.mark("produce")
+        _read(reader, producer, topics, tracker, heartbeat, starts, heartbeat_ends, timeout_s)
+        clock.mark("wait")
+        probe = next(p for p in tracker.take_resolved() if p.seq == 0)
+    finally:
+        producer.purge()  # undelivered events must not be sent after we stopped looking
+        producer.flush(0)
+        reader.close()
+    result.partitions = list(source_partitions)
+    result.latencies_ms = dict(sorted(probe.latencies_ms.items()))
+    result.missing = list(probe.missing)
+    result.unsent = dict(probe.unsent)
+    result.lost, result.duplicates, result.reordered = tracker.lost, tracker.duplicates, tracker.reordered
+    result.latency_basis = tracker.basis
+    result.heartbeat_age_s = heartbeat.age_s(now_ms())
+    if probe.unsent and not probe.latencies_ms and not probe.missing:
+        alias, where = topics.source_alias, topics.source_cluster.bootstrap_servers
+        raise ProbeUnknown(f"cannot write canary events to source cluster '{alias}' at {where}: "
+                           f"{next(iter(probe.unsent.values()))}")
+
+
+def _produce(producer, topics: FlowTopics, result: CheckResult, tracker: Tracker, partitions: list[int]) -> None:
+    produced_at = now_ms()
+    tracker.sent(0, partitions, produced_at)
+
+    def delivered(err, msg) -> None:
+        if err is not None:
+            tracker.unsent(0, msg.partition(), err.str())
+
+    for partition in partitions:
+        event = CanaryEvent(result.run_id, 0, int(produced_at), topics.source_alias, partition)
+        producer.produce(topics.source_topic, key=result.run_id.encode(), value=event.to_value(), partition=partition,
+                         timestamp=int(produced_at), headers=[(CANARY_MARKER_HEADER, MARKER_VALUE)], on_delivery=delivered)
+    producer.poll(0)
+
+
+def _read(reader, producer, topics: FlowTopics, tracker: Tracker, heartbeat: HeartbeatWatch,
+          starts: dict[int, int], heartbeat_ends: dict[int, int], timeout_s: float) -> None:
+    """Read until our events are all in and heartbeats caught up, or the timeout.
+
+    Once every event is in, read on to the target's end offsets of that moment (at most DRAIN_S): a
+    duplicate written right behind an event is then counted, not missed by a hair.
+    """
+    deadline = time.monotonic() + timeout_s
+    positions = dict(starts)  # next offset per target canary partition
+    heartbeat_pending = {p for p, end in heartbeat_ends.items() if end > 0}
+    drain_ends: dict[int, int] | None = None
+    drain_deadline = deadline
+    while time.monotonic() < deadline:
+        if drain_ends is not None and not heartbeat_pending and (
+                time.monotonic() >= drain_deadline or all(positions.get(p, 0) >= e for p, e in drain_ends.items())):
+            break
+        messages = reader.consume(500, 0.1)
+        received = now_ms()
+        producer.poll(0)  # delivery reports: an event the source refused is not waited for
+        for msg in messages:
+            if msg.error():
+                continue  # transient (e.g. a leader moving): librdkafka retries by itself
+            if msg.topic() == topics.target_topic:
+                positions[msg.partition()] = msg.offset() + 1
+                arrival = arrival_of(msg, received)
+                if arrival is not None:
+                    tracker.arrived(arrival)
+            else:
+                heartbeat.offer(msg.value())
+                if msg.offset() + 1 >= heartbeat_ends.get(msg.partition(), 0):
+                    heartbeat_pending.discard(msg.partition())
+        tracker.expire(now_ms())
+        if drain_ends is None and 0 not in tracker.probes:
+            drain_deadline = min(deadline, time.monotonic() + DRAIN_S)
+            ends = _target_ends(reader, topics.target_topic, list(positions))
+            drain_ends = ends if ends is not None else {p: 2**62 for p in positions}  # unknown: drain the full time
+    tracker.finish()
+
+
+def _target_ends(reader, topic: str, partitions: list[int]) -> dict[int, int] | None:
+    try:
+        return {p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=0.5, cached=False)[1] for p in partitions}
+    except Exception:  # could not ask: drain for the full DRAIN_S instead
+        return None

@@ -1,0 +1,250 @@
+"""``canary run``: one FlowCanary per flow, probes scheduled with APScheduler, metrics over HTTP.
+
+Per flow: the probe job (scheduler thread) checks both clusters, writes one event per partition and returns
+at once; a reader thread reads the target canary and heartbeat partitions continuously (assign() only, never
+a consumer group) and feeds the tracker. Status is re-judged after every read, so a lost event turns the
+status CRITICAL within a fraction of a second after its critical timeout, not at the next probe.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import signal
+import threading
+import time
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from confluent_kafka import TopicPartition
+from prometheus_client import CollectorRegistry, start_http_server
+
+from ..core.clients import make_consumer, make_producer
+from ..core.config import Config
+from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
+from .events import MARKER_VALUE, arrival_of, new_run_id, now_ms
+from .heartbeats import HeartbeatWatch, lookback_offset
+from .metrics import CanaryMetrics
+from .status import CRITICAL, EXIT_CODES, UNKNOWN, WARNING, worst
+from .topics import FlowTopics, ProbeUnknown, warm_up
+from .tracker import Tracker
+
+log = logging.getLogger("mirrorwatch.canary")
+
+
+class FlowCanary:
+    def __init__(self, config: Config, flow_name: str, metrics: CanaryMetrics):
+        self.settings = config.canary
+        self.topics = FlowTopics(config, flow_name, "mirrorwatch-canary")
+        self.run_id = new_run_id()
+        self.labels = metrics, (self.topics.flow_name, self.topics.source_alias, self.topics.target_alias)
+        self.tracker = Tracker(self.run_id, self.topics.source_alias, self.settings.warn_latency_s,
+                               self.settings.crit_latency_s, own_only=True)
+        self.heartbeat = HeartbeatWatch(self.topics.source_alias, self.topics.target_alias)
+        self.producer = make_producer(self.topics.source_cluster, f"mirrorwatch-canary-{self.run_id}",
+                                      **{"acks": "all", "enable.idempotence": True, "linger.ms": 0,
+                                         "message.timeout.ms": int(self.settings.crit_latency_s * 1000)})
+        self.reader = make_consumer(self.topics.target_cluster, f"mirrorwatch-canary-{self.run_id}",
+                                    group_id=f"mirrorwatch-canary-{self.run_id}-never-committed",
+                                    **{"auto.offset.reset": "earliest", "enable.auto.offset.store": False,
+                                       "enable.partition.eof": False, "fetch.wait.max.ms": 100})
+        self.lock = threading.Lock()
+        self.seq = 0
+        self.assigned: set[tuple[str, int]] = set()
+        self._to_assign: list[TopicPartition] = []
+        self.unknown_reason: str | None = None
+        self.probe_status: str | None = None  # of the probe that resolved last
+        self.status = UNKNOWN
+        self._published: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read_loop, name=f"canary-reader-{flow_name}", daemon=True)
+
+    # ------------------------------------------------------------------ probe (scheduler thread)
+    def probe(self) -> None:
+        connect_s = self.settings.connect_timeout_s
+        try:
+            source_partitions = self.topics.ensure_source(connect_s)
+            target_partitions, created = self.topics.ensure_target(source_partitions, connect_s)
+            self._assign_new(target_partitions, created, connect_s)
+        except ProbeUnknown as exc:
+            self._set_unknown(str(exc))
+            return
+        except Exception as exc:  # never let one bad round stop the service
+            self._set_unknown(f"probe failed: {type(exc).__name__}: {exc}")
+            return
+        if self.seq == 0:
+            try:
+                warm_up(self.producer, self.topics, connect_s)
+            except ProbeUnknown as exc:
+                self._set_unknown(str(exc))
+                return
+        self._set_unknown(None)
+        self.seq += 1
+        produced_at = now_ms()
+        with self.lock:
+            self.tracker.sent(self.seq, source_partitions, produced_at)
+        for partition in source_partitions:
+            event = CanaryEvent(self.run_id, self.seq, int(produced_at), self.topics.source_alias, partition)
+            try:
+                self.producer.produce(self.topics.source_topic, key=self.run_id.encode(), value=event.to_value(),
+                                      partition=partition, timestamp=int(produced_at),
+                                      headers=[(CANARY_MARKER_HEADER, MARKER_VALUE)],
+                                      on_delivery=functools.partial(self._delivered, self.seq))
+            except Exception as exc:  # queue full while the source is away, or a partition gone
+                with self.lock:
+                    self.tracker.unsent(self.seq, partition, str(exc))
+        self.producer.poll(0)
+        metrics, labels = self.labels
+        metrics.probes.labels(*labels).inc()
+
+    def _assign_new(self, target_partitions: list[int], created: bool, connect_s: float) -> None:
+        """Hand partitions the reader does not read yet to it, with start offsets fixed *before* producing."""
+        new = [p for p in target_partitions if (self.topics.target_topic, p) not in self.assigned]
+        heartbeat_new: list[int] = []
+        if self.topics.heartbeats_expected:
+            found = self.topics.partitions("target", self.topics.heartbeat_topic, connect_s) or []
+            heartbeat_new = [p for p in found if (self.topics.heartbeat_topic, p) not in self.assigned]
+        if not new and not heartbeat_new:
+            return
+        starts = {p: 0 for p in new} if created else self.topics.end_offsets("target", self.topics.target_topic, new, connect_s)
+        beat_ends = self.topics.end_offsets("target", self.topics.heartbeat_topic, heartbeat_new, connect_s)
+        assignment = [TopicPartition(self.topics.target_topic, p, o) for p, o in starts.items()]
+        assignment += [TopicPartition(self.topics.heartbeat_topic, p, lookback_offset(e)) for p, e in beat_ends.items()]
+        with self.lock:
+            self._to_assign.extend(assignment)
+            self.assigned.update((tp.topic, tp.partition) for tp in assignment)
+
+    def _delivered(self, seq: int, err, msg) -> None:
+        if err is not None:
+            with self.lock:
+                self.tracker.unsent(seq, msg.partition(), err.str())
+
+    def _set_unknown(self, reason: str | None) -> None:
+        with self.lock:
+            if reason != self.unknown_reason and reason is not None:
+                log.warning("%s: UNKNOWN %s", self.topics.flow_name, reason)
+            self.unknown_reason = reason
+            self._judge()
+
+    # ------------------------------------------------------------------ reader (own thread)
+    def _read_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._read_once()
+            except Exception as exc:  # keep reading: the clusters come back, the service must still be here
+                log.warning("%s: canary reader: %s: %s", self.topics.flow_name, type(exc).__name__, exc)
+                self._stop.wait(1.0)
+
+    def _read_once(self) -> None:
+        with self.lock:
+            adding, self._to_assign = self._to_assign, []
+        if adding:
+            self.reader.incremental_assign(adding)
+        if not self.assigned:
+            self._stop.wait(0.2)
+            messages = []
+        else:
+            messages = self.reader.consume(500, 0.2)
+        received = now_ms()
+        self.producer.poll(0)  # delivery reports
+        with self.lock:
+            for msg in messages:
+                if msg.error():
+                    continue
+                if msg.topic() == self.topics.target_topic:
+                    arrival = arrival_of(msg, received)
+                    if arrival is not None:
+                        self.tracker.arrived(arrival)
+                elif msg.topic() == self.topics.heartbeat_topic:
+                    self.heartbeat.offer(msg.value())
+            self.tracker.expire(now_ms())
+            self._judge()
+
+    # ------------------------------------------------------------------ judging (under self.lock)
+    def _judge(self) -> None:
+        for probe in self.tracker.take_resolved():
+            if probe.status == CRITICAL and probe.status != self.probe_status:
+                log.warning("%s: CRITICAL probe %d: partition(s) %s not seen within %g s", self.topics.flow_name,
+                            probe.seq, ", ".join(map(str, probe.missing)), self.settings.crit_latency_s)
+            self.probe_status = probe.status
+        metrics, labels = self.labels
+        for seconds in self.tracker.take_latencies():
+            metrics.round_trip.labels(*labels).observe(seconds)
+        age = self.heartbeat.age_s(now_ms())
+        heartbeat_status = CRITICAL if age is not None and age > self.settings.heartbeat_max_age_s else None
+        anomaly_status = WARNING if self.tracker.anomaly_pending else None
+        if self.unknown_reason is not None:
+            status = UNKNOWN
+        elif self.probe_status is None and heartbeat_status is None:
+            status = UNKNOWN  # no probe has resolved yet
+        else:
+            status = worst(self.probe_status, heartbeat_status, anomaly_status)
+        if status != self.status:
+            log.info("%s: %s → %s", self.topics.flow_name, self.status, status)
+            self.status = status
+        metrics.status.labels(*labels).set(EXIT_CODES[status])
+        metrics.heartbeat_age.labels(*labels).set(float("nan") if age is None else age)
+        for name in ("lost", "late", "duplicates", "reordered"):
+            value = getattr(self.tracker, name)
+            if value > self._published.get(name, 0):
+                getattr(metrics, name).labels(*labels).inc(value - self._published.get(name, 0))
+                self._published[name] = value
+
+    # ------------------------------------------------------------------ life
+    def start(self) -> None:
+        metrics, labels = self.labels
+        for name in ("lost", "late", "duplicates", "reordered", "probes"):
+            getattr(metrics, name).labels(*labels)  # export zeros from the start, so rate() works at once
+        metrics.status.labels(*labels).set(EXIT_CODES[UNKNOWN])
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.producer.purge()
+        self.producer.flush(1)
+        self.reader.close()
+
+
+class CanaryService:
+    def __init__(self, config: Config, flow_names: list[str]):
+        self.config = config
+        self.registry = CollectorRegistry()
+        self.metrics = CanaryMetrics(self.registry)
+        self.flows = [FlowCanary(config, name, self.metrics) for name in flow_names]
+        self._stop = threading.Event()
+
+    def run_forever(self) -> None:
+        settings = self.config.canary
+        if settings.metrics_port is not None:
+            server, _ = start_http_server(settings.metrics_port, settings.metrics_host, registry=self.registry)
+            log.info("metrics on http://%s:%d/metrics", settings.metrics_host, server.server_address[1])
+        # a probe held up by a slow cluster makes the next ones skip (max_instances=1); that is expected, not news
+        logging.getLogger("apscheduler.executors.default").setLevel(logging.ERROR)
+        logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
+        scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(len(self.flows) + 1)},
+                                        job_defaults={"coalesce": True, "max_instances": 1,
+                                                      "misfire_grace_time": max(1, int(settings.interval_s))})
+        for flow in self.flows:
+            flow.start()
+            scheduler.add_job(flow.probe, "interval", seconds=settings.interval_s, next_run_time=_now(),
+                              id=f"probe-{flow.topics.flow_name}")
+        signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
+        signal.signal(signal.SIGINT, lambda *_: self._stop.set())
+        scheduler.start()
+        log.info("canary running: %d flow(s), a probe every %g s, critical after %g s", len(self.flows),
+                 settings.interval_s, settings.crit_latency_s)
+        try:
+            while not self._stop.wait(1.0):
+                pass
+        finally:
+            scheduler.shutdown(wait=False)
+            for flow in self.flows:
+                flow.stop()
+            log.info("canary stopped")
+
+
+def _now():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)

@@ -1,0 +1,128 @@
+"""The flow's canary and heartbeat topics on both clusters: reachability, creation, end offsets."""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic, OffsetSpec
+
+from ..core.clients import make_admin
+from ..core.config import Config
+from ..core.naming import ReplicationPolicy
+from ..core.redact import redact_text
+
+log = logging.getLogger("mirrorwatch.canary.topics")
+
+
+class ProbeUnknown(Exception):
+    """The probe cannot tell whether the mirror works (a cluster away, a request refused): Nagios UNKNOWN."""
+
+
+class ClusterUnreachable(ProbeUnknown):
+    def __init__(self, role: str, alias: str, bootstrap: str, reason: str):
+        super().__init__(f"cannot reach {role} cluster '{alias}' at {bootstrap}: {redact_text(reason)}")
+        self.role, self.alias, self.bootstrap = role, alias, bootstrap
+
+
+def _reason(exc: Exception) -> str:
+    err = exc.args[0] if exc.args else None
+    text = err.str() if hasattr(err, "str") else str(exc)
+    return text or type(exc).__name__
+
+
+class FlowTopics:
+    """Names and admin access for one flow: ``mw.canary`` on the source, ``east.mw.canary`` on the target."""
+
+    def __init__(self, config: Config, flow_name: str | None, client_id: str):
+        self.flow_name, self.flow = config.flow(flow_name)
+        self.settings = config.canary
+        self.source_alias, self.target_alias = self.flow.source, self.flow.target
+        self.source_cluster = config.clusters[self.flow.source]
+        self.target_cluster = config.clusters[self.flow.target]
+        policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
+        self.source_topic = self.settings.topic
+        self.target_topic = policy.target_topic(self.settings.topic)
+        self.heartbeat_topic = policy.target_topic(config.mirror.heartbeats_topic)
+        self.heartbeats_expected = config.mirror.heartbeats
+        self._admins = {
+            "source": make_admin(self.source_cluster, client_id),
+            "target": make_admin(self.target_cluster, client_id),
+        }
+
+    def _where(self, role: str) -> tuple[str, str]:
+        cluster = self.source_cluster if role == "source" else self.target_cluster
+        return (self.source_alias if role == "source" else self.target_alias), cluster.bootstrap_servers
+
+    def partitions(self, role: str, topic: str, timeout_s: float) -> list[int] | None:
+        """The topic's partitions (None if it does not exist); ClusterUnreachable when metadata fails.
+
+        One topic per request, so a cluster with many topics answers as fast as a small one.
+        """
+        try:
+            md = self._admins[role].list_topics(topic, timeout=timeout_s)
+        except KafkaException as exc:
+            raise ClusterUnreachable(role, *self._where(role), _reason(exc)) from None
+        if not md.brokers:
+            raise ClusterUnreachable(role, *self._where(role), "no brokers in the metadata answer")
+        found = md.topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            return None
+        return sorted(found.partitions)
+
+    def _create(self, role: str, topic: str, partitions: int, config: dict, timeout_s: float) -> None:
+        new = NewTopic(topic, partitions, self.settings.replication_factor, config=config)
+        try:
+            self._admins[role].create_topics([new], request_timeout=timeout_s)[topic].result(timeout_s)
+            log.info("created %s canary topic %s (%d partitions)", role, topic, partitions)
+        except (KafkaException, TimeoutError) as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                alias, _ = self._where(role)
+                raise ProbeUnknown(f"cannot create canary topic {topic} on {role} cluster '{alias}': {_reason(exc)}") from None
+
+    def ensure_source(self, timeout_s: float) -> list[int]:
+        found = self.partitions("source", self.source_topic, timeout_s)
+        if found is None:
+            self._create("source", self.source_topic, self.settings.partitions, {}, timeout_s)
+            found = list(range(self.settings.partitions))
+        return found
+
+    def ensure_target(self, source_partitions: list[int], timeout_s: float) -> tuple[list[int], bool]:
+        """The target canary topic's partitions, and whether the canary just created it.
+
+        Created here (if the mirror has not yet) so that it can use LogAppendTime: then every reader sees the
+        target broker's append time as the arrival time. The mirror keeps an existing topic as it is.
+        """
+        found = self.partitions("target", self.target_topic, timeout_s)
+        if found is not None:
+            return found, False
+        config = {"message.timestamp.type": "LogAppendTime"} if self.settings.log_append_time else {}
+        try:
+            self._create("target", self.target_topic, len(source_partitions), config, timeout_s)
+        except ProbeUnknown as exc:  # no create rights on the target: the mirror will create it; read when it does
+            log.warning("%s", exc)
+            return [], False
+        return list(source_partitions), True
+
+    def end_offsets(self, role: str, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int]:
+        if not partitions:
+            return {}
+        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+        try:
+            futures = self._admins[role].list_offsets(request, request_timeout=timeout_s)
+            return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
+        except (KafkaException, TimeoutError) as exc:
+            alias, bootstrap = self._where(role)
+            raise ProbeUnknown(f"cannot read end offsets of {topic} on {role} cluster '{alias}' at {bootstrap}: {_reason(exc)}") from None
+
+
+def warm_up(producer, topics: FlowTopics, timeout_s: float) -> None:
+    """Connect the producer before the first produced_at is taken.
+
+    An idempotent producer's first record otherwise waits ~0.5 s for its producer id, which would be
+    reported as mirror latency.
+    """
+    try:
+        producer.list_topics(topics.source_topic, timeout=timeout_s)
+    except KafkaException as exc:
+        raise ClusterUnreachable("source", topics.source_alias, topics.source_cluster.bootstrap_servers, _reason(exc)) from None

@@ -1,0 +1,160 @@
+"""Canary bookkeeping and reporting without Kafka: matching, lost vs late, duplicates, reorders, the JSON."""
+
+from __future__ import annotations
+
+from mirrorwatch.canary.events import BASIS_LOG_APPEND, Arrival
+from mirrorwatch.canary.report import JSON_SCHEMA, CheckResult
+from mirrorwatch.canary.status import worst
+from mirrorwatch.canary.tracker import Tracker
+from mirrorwatch.core.records import CanaryEvent
+
+
+def arrive(tracker, seq, partition, produced, arrived, run="r1", source="east"):
+    tracker.arrived(Arrival(CanaryEvent(run, seq, produced, source, partition), partition, arrived, BASIS_LOG_APPEND))
+
+
+def test_all_arrive_under_warn_is_ok_with_latencies():
+    t = Tracker("r1", "east", warn_s=1, crit_s=5)
+    t.sent(1, [0, 1], 1000)
+    arrive(t, 1, 0, 1000, 1040)
+    assert t.take_resolved() == []
+    arrive(t, 1, 1, 1000, 1070)
+    (probe,) = t.take_resolved()
+    assert probe.status == "OK" and probe.latencies_ms == {0: 40, 1: 70}
+    assert t.take_latencies() == [0.04, 0.07]
+
+
+def test_slow_event_is_warning():
+    t = Tracker("r1", "east", warn_s=1, crit_s=5)
+    t.sent(1, [0], 0)
+    arrive(t, 1, 0, 0, 1500)
+    assert t.take_resolved()[0].status == "WARNING"
+
+
+def test_missing_at_crit_is_lost_once_then_late_not_lost_again():
+    t = Tracker("r1", "east", warn_s=1, crit_s=5)
+    t.sent(1, [0, 1, 2], 0)
+    arrive(t, 1, 1, 0, 100)
+    t.expire(4999)
+    assert t.take_resolved() == []
+    t.expire(5000)
+    (probe,) = t.take_resolved()
+    assert probe.status == "CRITICAL" and probe.missing == (0, 2) and t.lost == 2
+    arrive(t, 1, 0, 0, 9000)  # the mirror came back
+    t.expire(20000)
+    assert (t.lost, t.late, t.duplicates, t.reordered) == (2, 1, 0, 0)
+
+
+def test_duplicate_counted_once_and_not_as_reorder():
+    t = Tracker("r1", "east", warn_s=1, crit_s=5)
+    for seq in (1, 2):
+        t.sent(seq, [0], seq * 1000)
+        arrive(t, seq, 0, seq * 1000, seq * 1000 + 10)
+    arrive(t, 1, 0, 1000, 2100)  # at-least-once replay of seq 1
+    assert (t.duplicates, t.reordered) == (1, 0) and t.anomaly_pending
+    t.sent(3, [0], 3000)
+    arrive(t, 3, 0, 3000, 3010)
+    assert t.take_resolved()[-1].status == "WARNING" and not t.anomaly_pending  # the anomaly marks the next probe
+
+
+def test_lower_sequence_after_higher_is_reordered():
+    t = Tracker("r1", "east", warn_s=1, crit_s=5)
+    t.sent(1, [0], 0)
+    t.sent(2, [0], 1000)
+    arrive(t, 2, 0, 1000, 1100)
+    arrive(t, 1, 0, 0, 1101)
+    assert (t.reordered, t.duplicates) == (1, 0)
+
+
+def test_own_only_ignores_other_runs_but_check_mode_judges_them():
+    service, check = Tracker("r1", "east", 1, 5, own_only=True), Tracker("r1", "east", 1, 5, own_only=False)
+    for t in (service, check):
+        arrive(t, 5, 0, 0, 10, run="other")
+        arrive(t, 4, 0, 0, 11, run="other")
+        arrive(t, 4, 0, 0, 12, run="other")
+    assert (service.reordered, service.duplicates) == (0, 0)
+    assert (check.reordered, check.duplicates) == (1, 1)
+
+
+def test_other_source_is_ignored():
+    t = Tracker("r1", "east", 1, 5, own_only=False)
+    arrive(t, 1, 0, 0, 10, source="west")
+    arrive(t, 1, 0, 0, 10, source="west")
+    assert t.duplicates == 0
+
+
+def test_unsent_everywhere_resolves_unknown():
+    t = Tracker("r1", "east", 1, 5)
+    t.sent(1, [0, 1], 0)
+    t.unsent(1, 0, "boom")
+    t.unsent(1, 1, "boom")
+    assert t.take_resolved()[0].status == "UNKNOWN" and t.lost == 0
+
+
+def test_old_keys_are_forgotten():
+    t = Tracker("r1", "east", 1, 5, retain_s=60)
+    t.sent(1, [0], 0)
+    arrive(t, 1, 0, 0, 10)
+    t.expire(70_000)
+    assert not t._seen and not t._highest
+
+
+def test_worst():
+    assert worst("OK", "WARNING") == "WARNING" and worst("CRITICAL", "UNKNOWN") == "UNKNOWN" and worst(None) == "UNKNOWN"
+
+
+def _result(**kw) -> CheckResult:
+    base = dict(flow="ew", source="east", target="west", source_topic="mw.canary", target_topic="east.mw.canary",
+                run_id="abc", timeout_s=30.0, warn_latency_s=5.0, heartbeat_max_age_s=60.0, partitions=[0, 1, 2])
+    base.update(kw)
+    r = CheckResult(**base)
+    r.judge()
+    return r
+
+
+def test_lines_read_as_the_issue_asks():
+    ok = _result(latencies_ms={0: 184.2, 1: 150.0, 2: 90.0}, heartbeat_age_s=0.8)
+    assert ok.line() == "OK east→west round trip 184 ms (3/3 partitions), heartbeat 0.8 s" and ok.exit_code == 0
+    crit = _result(missing=[0, 1, 2], heartbeat_age_s=95.0)
+    assert crit.line() == "CRITICAL east→west 0/3 canary events mirrored within 30 s (missing partitions 0, 1, 2); last heartbeat 95 s ago (limit 60 s)"
+    assert crit.exit_code == 2
+    warn = _result(latencies_ms={0: 10, 1: 10, 2: 10}, duplicates=1, heartbeat_age_s=1.0)
+    assert warn.status == "WARNING" and "1 duplicate" in warn.line() and warn.exit_code == 1
+    old_beat = _result(latencies_ms={0: 10, 1: 10, 2: 10}, heartbeat_age_s=61.0)
+    assert old_beat.status == "CRITICAL" and "last heartbeat 61 s ago (limit 60 s)" in old_beat.line()
+    unknown = _result(error="cannot reach source cluster 'east' at 127.0.0.1:1: refused")
+    assert unknown.line() == "UNKNOWN east→west cannot reach source cluster 'east' at 127.0.0.1:1: refused" and unknown.exit_code == 3
+
+
+def test_json_schema_from_a_result():
+    body = _result(latencies_ms={0: 12.5, 1: 13.0}, missing=[2], heartbeat_age_s=0.5, timings_ms={"total": 3.0}).to_json()
+    check_json_schema(body)
+    assert body["status"] == "CRITICAL" and body["missing_partitions"] == [2] and body["partitions"][2]["seen"] is False
+
+
+# The documented schema (docs/canary.md): key → type(s). Shared with the real-cluster test.
+SCHEMA = {
+    "schema": str, "status": str, "exit_code": int, "message": str, "error": (str, type(None)), "flow": str,
+    "source": str, "target": str, "source_topic": str, "target_topic": str, "run_id": str, "partitions": list,
+    "partitions_total": int, "partitions_seen": int, "missing_partitions": list, "latency_ms": dict,
+    "latency_basis": (str, type(None)), "lost": int, "duplicates": int, "reordered": int,
+    "heartbeat_age_s": (float, type(None)), "thresholds": dict, "timings_ms": dict,
+}
+NUMBER_OR_NULL = (float, int, type(None))
+
+
+def check_json_schema(body: dict) -> None:
+    assert set(body) == set(SCHEMA), set(body) ^ set(SCHEMA)
+    for key, kind in SCHEMA.items():
+        assert isinstance(body[key], kind), (key, body[key])
+    assert body["schema"] == JSON_SCHEMA
+    assert body["status"] in ("OK", "WARNING", "CRITICAL", "UNKNOWN")
+    assert body["exit_code"] == {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}[body["status"]]
+    for entry in body["partitions"]:
+        assert set(entry) == {"partition", "seen", "latency_ms", "unsent"}
+        assert isinstance(entry["partition"], int) and isinstance(entry["seen"], bool)
+        assert isinstance(entry["latency_ms"], NUMBER_OR_NULL) and isinstance(entry["unsent"], (str, type(None)))
+    assert set(body["latency_ms"]) == {"max", "min"} and all(isinstance(v, NUMBER_OR_NULL) for v in body["latency_ms"].values())
+    assert body["latency_basis"] in (None, "log_append_time", "receive_time")
+    assert set(body["thresholds"]) == {"timeout_s", "warn_latency_s", "heartbeat_max_age_s"}
+    assert all(isinstance(v, (int, float)) for v in body["timings_ms"].values()) and "total" in body["timings_ms"]
