@@ -6,7 +6,7 @@ import json
 import subprocess
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from .helpers import create_topic, end_offsets, produce_numbered
 from .mirror_harness import BIN, MirrorProcess, wait_until
@@ -16,8 +16,17 @@ from .test_mirror_behaviour import config_for, count_on
 
 def consume_and_commit(bootstrap, topic, group, partition, upto):
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(topic, partition, upto)], asynchronous=False)
-    consumer.close()
+    try:
+        for attempt in range(20):  # a fresh cluster's group coordinator may still be loading
+            try:
+                consumer.commit(offsets=[TopicPartition(topic, partition, upto)], asynchronous=False)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or attempt == 19:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
 
 
 def run_cli(*args, timeout=60):

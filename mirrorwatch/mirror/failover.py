@@ -197,4 +197,11 @@ def reset_to_time(config_path, flow, group, when, do_apply, as_json):
     click.echo(f"applied {applied} offsets on {flow_cfg.target}" if do_apply else "plan only: add --apply to commit these on the target")
 
 
+def _register_check() -> None:
+    from .failover_check import check
+
+    failover.add_command(check)
+
+
+_register_check()
 commands = [failover]

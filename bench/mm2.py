@@ -1,0 +1,177 @@
+"""Benchmarks 2 and 3: mirrorwatch's engine vs the real MirrorMaker 2 on the same clusters, topics and records.
+
+2. throughput (records/s from the first record on the target until all are there) and CPU seconds per
+   million records, at 100 B and 1 KB, 6 partitions → ours / MM2;
+3. replication latency at a fixed rate (default 5k records/s): p50/p99 of (arrival on the target as seen by an
+   independent reader − source record timestamp), ours and MM2 side by side. Both engines keep the source
+   timestamp, so the same reader measures both.
+MM2 runs in dedicated mode (org.apache.kafka.connect.mirror.MirrorMaker) from the cached connect-mirror jars
+with an mm2.properties written here. Usage: .venv/bin/python -m bench.mm2 [--records N] [--rate R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirrorwatch.localkafka import ensure_jars
+from mirrorwatch.localkafka.launcher import _LOG4J2
+
+from .common import create_topic, end_total, fresh_clusters, machine, produce_rate
+
+PARTITIONS = 6
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def start_ours(east: str, west: str, topics: str, workdir: Path) -> subprocess.Popen:
+    config = {"clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
+              "flows": {"ew": {"source": "east", "target": "west", "topics": [topics], "group": f"ours-{topics}"}},
+              "mirror": {"metrics_port": None, "heartbeats": False, "checkpoint_interval_s": 3600, "refresh_interval_s": 2}}
+    path = workdir / "ours.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return subprocess.Popen([str(Path(sys.executable).parent / "mirror"), "run", "--config", str(path)],
+                            stdout=subprocess.DEVNULL, stderr=open(workdir / "ours.log", "w"))
+
+
+def start_mm2(east: str, west: str, topics: str, workdir: Path) -> subprocess.Popen:
+    rf = {k: "1" for k in ("replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
+                           "offset-syncs.topic.replication.factor", "offset.storage.replication.factor",
+                           "status.storage.replication.factor", "config.storage.replication.factor")}
+    props = {"clusters": "east, west", "east.bootstrap.servers": east, "west.bootstrap.servers": west,
+             "east->west.enabled": "true", "east->west.topics": topics, "west->east.enabled": "false",
+             "refresh.topics.interval.seconds": "2", "sync.topic.acls.enabled": "false", "tasks.max": "2",
+             "emit.heartbeats.enabled": "false", "emit.checkpoints.enabled": "false", **rf}
+    path = workdir / "mm2.properties"
+    path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
+    jars = ensure_jars("mm2")
+    (workdir / "logs").mkdir(exist_ok=True)
+    cmd = ["java", "-Xms512m", "-Xmx1g", f"-Dlog4j2.configurationFile={_LOG4J2}", f"-Dkafka.logs.dir={workdir / 'logs'}",
+           "-cp", f"{jars}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(path)]
+    return subprocess.Popen(cmd, stdout=open(workdir / "mm2.out", "w"), stderr=subprocess.STDOUT)
+
+
+def throughput(west: str, proc: subprocess.Popen, target: str, count: int, timeout_s: float = 600) -> tuple[float, float]:
+    first = None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"engine exited with {proc.returncode}")
+        try:
+            done = end_total(west, target, PARTITIONS)
+        except Exception:
+            done = 0
+        now = time.perf_counter()
+        if done and first is None:
+            first, first_count, cpu_first = now, done, cpu_seconds(proc.pid)
+        if done >= count:
+            return (count - first_count) / (now - first), (cpu_seconds(proc.pid) - cpu_first) * 1e6 / max(1, count - first_count)
+        time.sleep(0.05)
+    raise RuntimeError("timed out")
+
+
+def latency(east: str, west: str, source_topic: str, target_topic: str, rate: int, seconds: float) -> tuple[float, float]:
+    """p50/p99 seconds from source timestamp to arrival on the target, at a fixed produce rate."""
+    consumer = Consumer({"bootstrap.servers": west, "group.id": "bench-latency", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(target_topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+    consumer.assign([TopicPartition(target_topic, p, o) for p, o in ends.items()])
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            for m in consumer.consume(1000, 0.05):
+                if not m.error():
+                    samples.append(time.time() - m.timestamp()[1] / 1000)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    producer = Producer({"bootstrap.servers": east, "linger.ms": 1, "acks": "all"})
+    total = int(rate * seconds)
+    started = time.perf_counter()
+    for i in range(total):
+        producer.produce(source_topic, b"x" * 100, None, i % PARTITIONS)
+        if i % 100 == 0:
+            producer.poll(0)
+            pause = started + i / rate - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+    producer.flush(30)
+    deadline = time.monotonic() + 30
+    while len(samples) < total and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    reader.join()
+    consumer.close()
+    samples.sort()
+    if not samples:
+        return float("nan"), float("nan")
+    return samples[len(samples) // 2], samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=600_000)
+    parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--latency-seconds", type=float, default=20)
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    workdir = Path(tempfile.mkdtemp(prefix="mw-bench-mm2-"))
+    with fresh_clusters() as clusters:
+        east, west = clusters["east"].bootstrap, clusters["west"].bootstrap
+        for size in (100, 1024):
+            count = args.records if size == 100 else args.records // 2
+            results = {}
+            for engine in ("ours", "mm2"):
+                topic = f"{engine}-tp-{size}"
+                create_topic(east, topic, PARTITIONS)
+                produce_rate(east, topic, count, size, PARTITIONS)
+                proc = (start_ours if engine == "ours" else start_mm2)(east, west, topic, workdir)
+                try:
+                    results[engine] = throughput(west, proc, f"east.{topic}", count)
+                finally:
+                    proc.terminate()
+                    proc.wait(60)
+            (ours, ours_cpu), (mm2, mm2_cpu) = results["ours"], results["mm2"]
+            print(f"{size:>5} B x {count}: ours {ours:,.0f}/s ({ours * size / 1e6:.1f} MB/s, {ours_cpu:.1f} CPU s/M), "
+                  f"MM2 {mm2:,.0f}/s ({mm2 * size / 1e6:.1f} MB/s, {mm2_cpu:.1f} CPU s/M); ours / MM2 = {ours / mm2:.2f}")
+        for engine in ("ours", "mm2"):
+            topic = f"{engine}-lat"
+            create_topic(east, topic, PARTITIONS)
+            proc = (start_ours if engine == "ours" else start_mm2)(east, west, topic, workdir)
+            try:
+                # wait for the engine to be mirroring (its target topic exists and a first record arrives)
+                create_topic_ready = time.monotonic() + 90
+                producer = Producer({"bootstrap.servers": east})
+                while time.monotonic() < create_topic_ready:
+                    producer.produce(topic, b"warm", None, 0)
+                    producer.flush(5)
+                    try:
+                        if end_total(west, f"east.{topic}", PARTITIONS) > 0:
+                            break
+                    except Exception:
+                        pass
+                    time.sleep(1)
+                p50, p99 = latency(east, west, topic, f"east.{topic}", args.rate, args.latency_seconds)
+                print(f"latency at {args.rate}/s, {engine}: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
+            finally:
+                proc.terminate()
+                proc.wait(60)
+
+
+if __name__ == "__main__":
+    main()

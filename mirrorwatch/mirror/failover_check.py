@@ -1,0 +1,164 @@
+"""``mirror failover check``: a read-only go/no-go report for failing consumer groups over to the target."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import click
+from confluent_kafka import TopicPartition
+from rich.console import Console
+from rich.table import Table
+
+from ..core.clients import make_admin, make_consumer
+from ..core.config import load_config
+from ..core.naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
+from ..core.records import Checkpoint, RecordFormatError
+from .checkpoints import committed_offsets, group_is_active, source_groups
+from .failover import require_reachable
+from .readiness import PartitionFacts, judge_group, overall_exit
+from .syncs_reader import OffsetSyncReader
+from .topology import latest_heartbeats
+
+CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
+
+
+def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Checkpoint]]:
+    """group → (topic, partition) → newest checkpoint, from the checkpoints topic on the target."""
+    from confluent_kafka import KafkaError
+
+    topic = checkpoints_topic(source)
+    consumer = make_consumer(cluster, "mirrorwatch-failover-check", **{"enable.partition.eof": True})
+    out: dict[str, dict] = {}
+    try:
+        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return out
+        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
+        at_end, deadline = set(), time.monotonic() + 30
+        while len(at_end) < len(md.partitions) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(msg.partition())
+                    continue
+                try:
+                    cp = Checkpoint.from_value(msg.value())
+                except RecordFormatError:
+                    continue
+                out.setdefault(cp.group, {})[(cp.topic, cp.partition)] = cp
+    finally:
+        consumer.close()
+    return out
+
+
+def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict]:
+    """(true_lag per partition, age in seconds of the oldest record not on the target per partition)."""
+    consumer = make_consumer(cluster, "mirrorwatch-failover-check")
+    true_lag, age = {}, {}
+    try:
+        for topic, partition in partitions:
+            end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+            true_lag[(topic, partition)] = max(0, end - acked[(topic, partition)])
+        behind = [TopicPartition(t, p, acked[(t, p)]) for (t, p), lag in true_lag.items() if lag > 0]
+        for tp in behind:  # exact time lag: read the oldest record the target does not have
+            consumer.assign([tp])
+            msg = consumer.poll(5)
+            if msg is not None and not msg.error():
+                age[(tp.topic, tp.partition)] = max(0.0, time.time() - msg.timestamp()[1] / 1000)
+    finally:
+        consumer.close()
+    return true_lag, age
+
+
+def canary_status(host: str, port: int | None, flow: str) -> str:
+    if port is None:
+        return "not configured"
+    try:
+        text = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=2).read().decode()
+    except OSError:
+        return "not running"
+    for line in text.splitlines():
+        if line.startswith("mirrorwatch_canary_status{") and f'flow="{flow}"' in line:
+            return CANARY_STATUS.get(int(float(line.rsplit(" ", 1)[1])), "UNKNOWN")
+    return "no data"
+
+
+@click.command("check", help="Read-only go/no-go report for failing consumer groups over to the target.")
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--flow", default=None)
+@click.option("--group", "groups", multiple=True, help="group(s) to judge (default: all matching checkpoint_groups)")
+@click.option("--json", "as_json", is_flag=True)
+def check(config_path, flow, groups, as_json):
+    config = load_config(config_path)
+    flow_name, f = config.flow(flow)
+    source, target = config.clusters[f.source], config.clusters[f.target]
+    require_reachable(source, f.source)
+    require_reachable(target, f.target)
+    policy = ReplicationPolicy(f.policy, f.source, f.target, f.separator)
+    source_admin, target_admin = make_admin(source, "mirrorwatch-failover-check"), make_admin(target, "mirrorwatch-failover-check")
+    reader = OffsetSyncReader(target, offset_syncs_topic(f.source))
+    store = reader.catch_up(20)
+    reader.close()
+    mirror_commits = committed_offsets(source_admin, mirror_group(f.source, f.target, f.group))
+    # a commit implies an acknowledgement: the newer of the two is what the target surely has
+    acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items()}
+    true_lag, age = source_positions(source, sorted(acked), acked)
+    topics = {}
+    for (topic, partition), lag in true_lag.items():
+        t = topics.setdefault(topic, {"topic": topic, "target_topic": policy.target_topic(topic), "true_lag": 0, "time_lag_s": 0.0})
+        t["true_lag"] += lag
+        t["time_lag_s"] = round(max(t["time_lag_s"], age.get((topic, partition), 0.0)), 1)
+    beats = latest_heartbeats(target, config.mirror.heartbeats_topic)
+    beat = beats.get((f.source, f.target))
+    heartbeat_age = None if beat is None else max(0.0, time.time() - beat[0] / 1000)
+    checkpoints = all_checkpoints(target, f.source)
+    names = list(groups) or source_groups(source_admin, f, {mirror_group(f.source, f.target, f.group)})
+    max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
+    verdicts, now = [], time.time() * 1000
+    for group in names:
+        committed = {k: v for k, v in committed_offsets(source_admin, group).items() if k in true_lag}
+        cps = checkpoints.get(group, {})
+        facts = [PartitionFacts(t, p, c,
+                                cps[(t, p)].upstream_offset if (t, p) in cps else None,
+                                cps[(t, p)].downstream_offset if (t, p) in cps else None,
+                                cps[(t, p)].max_duplicates if (t, p) in cps else None,
+                                (now - cps[(t, p)].ts_ms) / 1000 if (t, p) in cps else None,
+                                true_lag[(t, p)])
+                 for (t, p), c in sorted(committed.items())]
+        verdicts.append(judge_group(group, facts, group_is_active(target_admin, group), max_age,
+                                    heartbeat_age, config.canary.heartbeat_max_age_s))
+    report = {
+        "flow": flow_name, "source": f.source, "target": f.target,
+        "heartbeat_age_s": None if heartbeat_age is None else round(heartbeat_age, 1),
+        "canary": canary_status(config.canary.metrics_host, config.canary.metrics_port, flow_name),
+        "topics": sorted(topics.values(), key=lambda t: t["topic"]),
+        "groups": [{"group": v.group, "verdict": v.verdict, "reasons": v.reasons, "lost": v.lost,
+                    "duplicates": v.duplicates, "partitions": v.partitions, "missing_checkpoints": v.missing_checkpoints,
+                    "oldest_checkpoint_s": None if v.oldest_checkpoint_s is None else round(v.oldest_checkpoint_s, 1)}
+                   for v in verdicts],
+    }
+    code = overall_exit(verdicts)
+    if as_json:
+        click.echo(json.dumps(report))
+        return code
+    console = Console()
+    console.print(f"failover {f.source} → {f.target} (flow {flow_name}): heartbeat "
+                  f"{'none' if heartbeat_age is None else f'{heartbeat_age:.1f} s ago'}, canary {report['canary']}")
+    topic_table = Table(title="if the source vanished now")
+    for h in ("topic", "target topic", "records lost", "oldest unmirrored s"):
+        topic_table.add_column(h)
+    for t in report["topics"]:
+        topic_table.add_row(t["topic"], t["target_topic"], str(t["true_lag"]), f"{t['time_lag_s']:.1f}")
+    console.print(topic_table)
+    group_table = Table(title="consumer groups")
+    for h in ("group", "verdict", "lost", "re-delivered", "checkpoints", "why"):
+        group_table.add_column(h)
+    for g in report["groups"]:
+        group_table.add_row(g["group"], g["verdict"], str(g["lost"]), str(g["duplicates"]),
+                            f"{g['partitions'] - g['missing_checkpoints']}/{g['partitions']}", "; ".join(g["reasons"]) or "-")
+    console.print(group_table)
+    if not report["groups"]:
+        console.print("no consumer groups to judge (none given, none match checkpoint_groups)")
+    return code

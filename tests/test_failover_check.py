@@ -1,0 +1,54 @@
+"""`mirror failover check` on the real clusters with the real mirror."""
+
+from __future__ import annotations
+
+import json
+
+from .helpers import create_topic, produce_numbered
+from .mirror_harness import MirrorProcess, wait_until
+from .test_mirror_behaviour import config_for, count_on
+from .test_mirror_failover import consume_and_commit, run_cli
+
+
+def check(path, *groups):
+    args = ["failover", "check", "--config", str(path), "--json"]
+    for g in groups:
+        args += ["--group", g]
+    result = run_cli(*args)
+    assert result.returncode in (0, 1, 2), result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config, tmp_path):
+    create_topic(source.bootstrap, topic_name, 2)
+    produce_numbered(source.bootstrap, topic_name, 1000, partitions=2)
+    ready, unchecked = f"app-{topic_name}", f"other-{topic_name}"
+    for group in (ready, unchecked):
+        for p in (0, 1):
+            consume_and_commit(source.bootstrap, topic_name, group, p, 500)
+    cfg = config_for(mirror_config, topic_name, f"g-{topic_name}", checkpoint_groups=[f"app-{topic_name}"])
+    path = tmp_path / "m.yaml"
+    with MirrorProcess(cfg, path) as mirror:
+        wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 1000, 60, what="mirroring", alive=mirror)
+        code, report = wait_until(lambda: (r := check(path, ready, unchecked)) and r[1]["groups"][0]["verdict"] == "READY" and r,
+                                  30, what="READY")
+    groups = {g["group"]: g for g in report["groups"]}
+    assert code == 2  # the worst verdict decides the exit code
+    assert groups[ready]["verdict"] == "READY" and groups[ready]["lost"] == 0 and groups[ready]["duplicates"] >= 0
+    assert groups[unchecked]["verdict"] == "NOT READY" and "no checkpoint for 2 of 2" in groups[unchecked]["reasons"][0]
+    assert [t["true_lag"] for t in report["topics"] if t["topic"] == topic_name] == [0]
+    # the mirror is stopped now: K records produced stay on the source only
+    produce_numbered(source.bootstrap, topic_name, 37, partitions=2, start=1000)
+    code, report = check(path, ready)
+    group = report["groups"][0]
+    assert code == 1 and group["verdict"] == "DEGRADED" and group["lost"] == 37
+    assert "37 records not yet on the target would be lost" in group["reasons"]
+    topic = [t for t in report["topics"] if t["topic"] == topic_name][0]
+    assert topic["true_lag"] == 37 and topic["time_lag_s"] >= 0
+
+
+def test_unreachable_source_exits_3(write_config, target):
+    path = write_config({"clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": target.bootstrap}},
+                         "flows": {"ew": {"source": "east", "target": "west"}}})
+    result = run_cli("failover", "check", "--config", str(path))
+    assert result.returncode == 3 and result.stderr.strip() == "mirror: cannot reach cluster 'east' at 127.0.0.1:1"
