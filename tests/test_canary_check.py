@@ -1,0 +1,284 @@
+"""`canary check` on the real clusters with the real mirror engine (run as a process)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirrorwatch.core.records import CanaryEvent
+
+from .helpers import admin, end_offsets
+from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings
+from .test_canary_units import check_json_schema
+
+CRIT_S = 6.0  # the tests' critical timeout (the default is 30 s)
+
+
+def canary_config(mirror_config: dict, topic_name: str, **canary) -> dict:
+    """Per-test canary and heartbeat topics, so tests never see each other's events or heartbeats.
+
+    The flow mirrors no ordinary topic: the mirror always mirrors ``canary.topic`` and the heartbeats topic.
+    """
+    mirror_config["flows"]["east-west"].update({"topics": [f"{topic_name}-nothing"], "group": f"g-{topic_name}"})
+    mirror_config["mirror"] = fast_mirror_settings(heartbeats_topic=f"hb.{topic_name}")
+    mirror_config["canary"] = {"topic": f"mw.canary.{topic_name}", "crit_latency_s": CRIT_S, "warn_latency_s": 3.0,
+                               "interval_s": 1, "heartbeat_max_age_s": 30, "metrics_port": 0,
+                               "connect_timeout_s": 3, **canary}
+    return mirror_config
+
+
+def write(cfg: dict, path) -> str:
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return str(path)
+
+
+class CheckRun:
+    def __init__(self, proc: subprocess.CompletedProcess, elapsed: float, as_json: bool):
+        self.rc, self.elapsed, self.stdout, self.stderr = proc.returncode, elapsed, proc.stdout, proc.stderr
+        self.body = json.loads(proc.stdout) if as_json and proc.stdout.strip() else None
+
+
+def run_check(config_path, *args: str, as_json: bool = True, timeout_s: float | None = None) -> CheckRun:
+    cmd = [str(BIN / "canary"), "check", "--config", str(config_path), *args]
+    if as_json:
+        cmd.append("--json")
+    if timeout_s is not None:
+        cmd += ["--timeout", str(timeout_s)]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return CheckRun(proc, time.monotonic() - started, as_json)
+
+
+def check_until(config_path, rc: int, within_s: float, alive: MirrorProcess | None = None) -> CheckRun:
+    """Run checks until one exits ``rc`` (the mirror needs a moment to find a new canary topic)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        run = run_check(config_path)
+        if run.rc == rc:
+            return run
+        if alive is not None and not alive.running():
+            raise AssertionError(f"mirror exited:\n{alive.log_text()[-2000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no exit {rc} within {within_s}s; last: {run.rc} {run.stdout} {run.stderr}")
+        time.sleep(0.5)
+
+
+def groups_on(bootstrap: str) -> set[str]:
+    return {g.group_id for g in admin(bootstrap).list_consumer_groups(request_timeout=10).result(15).valid}
+
+
+@pytest.fixture
+def healthy(source, target, mirror_config, topic_name, tmp_path):
+    """A running mirror and a canary config whose check already passed once."""
+    cfg = canary_config(mirror_config, topic_name)
+    path = write(cfg, tmp_path / "canary.yaml")
+    mirror = MirrorProcess(cfg, tmp_path / "mirror.yaml").start()
+    try:
+        check_until(path, 0, 60, alive=mirror)
+        yield path, cfg, mirror
+    finally:
+        try:
+            mirror.terminate()
+        except subprocess.TimeoutExpired:
+            mirror.kill()
+
+
+def test_ok_while_mirror_runs_with_json_schema_and_no_groups_left(healthy, source, target):
+    path, cfg, _ = healthy
+    run = run_check(path)
+    assert run.rc == 0, run.stdout + run.stderr
+    body = run.body
+    check_json_schema(body)
+    assert body["status"] == "OK" and body["partitions_total"] == 3 and body["partitions_seen"] == 3
+    assert body["missing_partitions"] == [] and body["lost"] == body["duplicates"] == body["reordered"] == 0
+    assert 0 < body["latency_ms"]["min"] <= body["latency_ms"]["max"] < CRIT_S * 1000
+    assert body["latency_basis"] == "log_append_time" and body["target_topic"] == f"east.{cfg['canary']['topic']}"
+    assert body["heartbeat_age_s"] is not None and body["heartbeat_age_s"] < 30
+    assert body["message"].startswith("OK east→west round trip ") and "(3/3 partitions), heartbeat " in body["message"]
+    line = run_check(path, as_json=False)
+    assert line.rc == 0 and line.stdout.count("\n") == 1 and line.stdout.startswith("OK east→west") and line.stderr == ""
+    print("healthy:", line.stdout.strip())
+    for bootstrap in (source.bootstrap, target.bootstrap):  # assign()-only readers: no group anywhere
+        assert not [g for g in groups_on(bootstrap) if "canary" in g]
+
+
+def test_critical_when_mirror_stops_then_ok_after_restart(healthy, tmp_path):
+    path, cfg, mirror = healthy
+    assert mirror.terminate() == 0
+    run = run_check(path, timeout_s=CRIT_S)
+    assert run.rc == 2, run.stdout
+    assert run.elapsed < CRIT_S + 5
+    assert run.body["missing_partitions"] == [0, 1, 2] and run.body["lost"] == 3
+    assert "0/3 canary events mirrored within 6 s (missing partitions 0, 1, 2)" in run.body["message"]
+    line = run_check(path, as_json=False, timeout_s=CRIT_S)
+    assert line.rc == 2 and line.stdout.startswith("CRITICAL east→west 0/3") and "last heartbeat" in line.stdout
+    print("stopped:", line.stdout.strip())
+    restarted = MirrorProcess(cfg, tmp_path / "mirror2.yaml", log_name="mirror2.log").start()
+    try:
+        check_until(path, 0, 60, alive=restarted)
+    finally:
+        restarted.terminate()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when this returns: connections are refused
+
+
+def test_unknown_when_source_unreachable(target, mirror_config, topic_name, tmp_path):
+    port = closed_port()
+    cfg = canary_config(mirror_config, topic_name)
+    cfg["clusters"]["east"] = {"bootstrap.servers": f"127.0.0.1:{port}", "sasl.password": "hunter2-secret"}
+    path = write(cfg, tmp_path / "c.yaml")
+    for as_json in (False, True):
+        run = run_check(path, as_json=as_json, timeout_s=CRIT_S)
+        assert run.rc == 3 and run.elapsed < CRIT_S + 5
+        text = run.stdout if not as_json else run.body["message"]
+        assert f"cannot reach source cluster 'east' at 127.0.0.1:{port}" in text and text.startswith("UNKNOWN")
+        assert "Traceback" not in run.stdout + run.stderr and "hunter2" not in run.stdout + run.stderr
+    print("source down:", run_check(path, as_json=False, timeout_s=CRIT_S).stdout.strip())
+
+
+def test_unknown_within_bounds_when_a_broker_hangs(source, mirror_config, topic_name, tmp_path):
+    """A target that accepts connections and never answers (a hung broker) is UNKNOWN, in bounded time."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held: list = []
+    stop = threading.Event()
+
+    def accept():
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        cfg = canary_config(mirror_config, topic_name)
+        cfg["clusters"]["west"] = {"bootstrap.servers": f"127.0.0.1:{silent.getsockname()[1]}"}
+        run = run_check(write(cfg, tmp_path / "c.yaml"), as_json=False, timeout_s=CRIT_S)
+    finally:
+        stop.set()
+        silent.close()
+    assert run.rc == 3 and run.elapsed < CRIT_S + 5, (run.rc, run.elapsed, run.stdout)
+    assert run.stdout.startswith("UNKNOWN east→west cannot reach target cluster 'west' at 127.0.0.1:")
+
+
+def test_bad_input_is_unknown_one_line(tmp_path, mirror_config, topic_name):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("clusters: [unclosed\n")
+    cases = {"missing": ["--config", str(tmp_path / "nope.yaml")], "yaml": ["--config", str(bad_yaml)],
+             "flow": ["--config", write(canary_config(mirror_config, topic_name), tmp_path / "c.yaml"), "--flow", "nope"]}
+    for name, args in cases.items():
+        proc = subprocess.run([str(BIN / "canary"), "check", *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 3, (name, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("canary: ") and proc.stdout == "", (name, proc.stderr)
+
+
+# ---------------------------------------------------------------- injected duplicates and reorders
+
+
+def _fake_mirror(source_bootstrap, target_bootstrap, src_topic, tgt_topic, starts, before_p0=(), copies_p0=1):
+    """Copies the next event of each partition to the target, as a broken mirror would: ``before_p0`` records
+    first, then ``copies_p0`` copies of partition 0's event; all in one produce batch per partition."""
+    consumer = Consumer({"bootstrap.servers": source_bootstrap, "group.id": "never-committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(src_topic, p, o) for p, o in starts.items()])
+    got = {}
+    deadline = time.monotonic() + 30
+    while len(got) < len(starts) and time.monotonic() < deadline:
+        for m in consumer.consume(10, 0.2):
+            if not m.error():
+                got[m.partition()] = m
+    consumer.close()
+    producer = Producer({"bootstrap.servers": target_bootstrap, "linger.ms": 50, "enable.idempotence": True})
+    for value in before_p0:
+        producer.produce(tgt_topic, value=value, partition=0, headers=[("mw.canary", b"1")])
+    for p, m in sorted(got.items()):
+        for _ in range(copies_p0 if p == 0 else 1):
+            producer.produce(tgt_topic, value=m.value(), partition=p, headers=m.headers())
+    producer.flush(10)
+
+
+def _check_through_fake_mirror(source, target, mirror_config, topic_name, tmp_path, **fake):
+    """The real mirror runs (heartbeats) but its canary topic is another one; the test copies this check's events."""
+    cfg = canary_config(mirror_config, topic_name)
+    path = write(cfg, tmp_path / "c.yaml")
+    mirror_cfg = json.loads(json.dumps(cfg))
+    mirror_cfg["canary"]["topic"] = f"mw.canary.other.{topic_name}"
+    with MirrorProcess(mirror_cfg, tmp_path / "m.yaml"):
+        first = run_check(path, timeout_s=1)  # creates both canary topics; nothing copies its events: CRITICAL
+        assert first.rc == 2, first.stdout
+        src_topic, tgt_topic = cfg["canary"]["topic"], f"east.{cfg['canary']['topic']}"
+        copier = threading.Thread(target=_fake_mirror, args=(source.bootstrap, target.bootstrap, src_topic, tgt_topic,
+                                                             end_offsets(source.bootstrap, src_topic)), kwargs=fake)
+        copier.start()
+        run = run_check(path, timeout_s=CRIT_S)
+        copier.join(30)
+    return run
+
+
+def test_duplicate_on_target_is_warning(source, target, mirror_config, topic_name, tmp_path):
+    run = _check_through_fake_mirror(source, target, mirror_config, topic_name, tmp_path, copies_p0=2)
+    assert run.rc == 1, run.stdout
+    assert run.body["status"] == "WARNING" and run.body["duplicates"] == 1 and run.body["reordered"] == 0
+    assert run.body["partitions_seen"] == 3 and "1 duplicate" in run.body["message"]
+    print("duplicate:", run.body["message"])
+
+
+def test_reordered_pair_on_target_is_warning(source, target, mirror_config, topic_name, tmp_path):
+    # two events of another canary run (e.g. the service's) arrive seq 8 before seq 7 on partition 0
+    pair = [CanaryEvent("otherrun", seq, int(time.time() * 1000), "east", 0).to_value() for seq in (8, 7)]
+    run = _check_through_fake_mirror(source, target, mirror_config, topic_name, tmp_path, before_p0=pair)
+    assert run.rc == 1, run.stdout
+    assert run.body["status"] == "WARNING" and run.body["reordered"] == 1 and run.body["duplicates"] == 0
+    print("reordered:", run.body["message"])
+
+
+# ---------------------------------------------------------------- latency accuracy
+
+
+def test_latency_agrees_with_an_independent_reader(healthy, target):
+    """The reported round trip is target append time − produced_at; an independent reader sees the same."""
+    path, cfg, _ = healthy
+    tgt_topic = f"east.{cfg['canary']['topic']}"
+    reader = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "never-committed", "enable.auto.commit": False,
+                       "fetch.wait.max.ms": 10})
+    reader.assign([TopicPartition(tgt_topic, p, o) for p, o in end_offsets(target.bootstrap, tgt_topic).items()])
+    seen: dict = {}
+    stop = threading.Event()
+
+    def read():
+        while not stop.is_set():
+            for m in reader.consume(10, 0.05):
+                if not m.error():
+                    seen.setdefault((CanaryEvent.from_value(m.value()).run_id, m.partition()), (m, time.time() * 1000))
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        run = run_check(path)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and sum(1 for k in seen if k[0] == run.body["run_id"]) < 3:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        thread.join()
+        reader.close()
+    assert run.rc == 0 and run.body["latency_basis"] == "log_append_time"
+    for entry in run.body["partitions"]:
+        msg, received_ms = seen[(run.body["run_id"], entry["partition"])]
+        event = CanaryEvent.from_value(msg.value())
+        independent = msg.timestamp()[1] - event.produced_at_ms
+        assert abs(entry["latency_ms"] - independent) <= 5, (entry, independent)
+        assert received_ms - event.produced_at_ms >= entry["latency_ms"] - 1  # nobody sees it before it was appended

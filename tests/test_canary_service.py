@@ -1,0 +1,122 @@
+"""`canary run` on the real clusters with the real mirror: healthy, mirror stopped → CRITICAL, recovery.
+
+The issue asks for 5 healthy minutes at a 1 s interval; the suite observes MIRRORWATCH_CANARY_HEALTHY_S
+(default 60 s) to keep CI time down. Run it once with 300 for the full check (docs/canary.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from .mirror_harness import BIN, MirrorProcess
+from .test_canary_check import canary_config, check_until, write
+
+HEALTHY_S = float(os.environ.get("MIRRORWATCH_CANARY_HEALTHY_S", "60"))
+INTERVAL_S, CRIT_S = 1.0, 6.0
+
+
+class CanaryProcess:
+    def __init__(self, config_path: str, log_path):
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.proc = subprocess.Popen([str(BIN / "canary"), "run", "--config", config_path],
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.port = self._wait_port()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def _wait_port(self) -> int:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", self.log_text())
+            if found:
+                return int(found.group(1))
+            assert self.proc.poll() is None, self.log_text()
+            time.sleep(0.2)
+        raise AssertionError(f"no metrics endpoint:\n{self.log_text()}")
+
+    def metrics(self) -> dict[str, float]:
+        """Sample name → value for the canary's own series (one flow, so labels can be dropped)."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5).read().decode()
+        out = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name.startswith("mirrorwatch_canary_") and "le" not in sample.labels:
+                    out[sample.name] = sample.value
+        return out
+
+    def status(self) -> int:
+        return int(self.metrics()["mirrorwatch_canary_status"])
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+def wait_status(canary: CanaryProcess, wanted: int, within_s: float, poll_s: float = 0.2) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < within_s:
+        if canary.status() == wanted:
+            return time.monotonic() - started
+        assert canary.proc.poll() is None, canary.log_text()[-2000:]
+        time.sleep(poll_s)
+    raise AssertionError(f"status {wanted} not reached within {within_s}s:\n{canary.log_text()[-2000:]}")
+
+
+def test_service_healthy_then_critical_when_mirror_stops_then_recovers(source, target, mirror_config, topic_name, tmp_path):
+    cfg = canary_config(mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S)
+    path = write(cfg, tmp_path / "canary.yaml")
+    mirror = MirrorProcess(cfg, tmp_path / "mirror.yaml").start()
+    canary = None
+    try:
+        check_until(path, 0, 60, alive=mirror)  # the mirror has found the canary topic
+        canary = CanaryProcess(path, tmp_path / "canary.log")
+        wait_status(canary, 0, 30)
+
+        # healthy: nothing but OK, nothing lost, duplicated or reordered
+        seen, started = [], time.monotonic()
+        while time.monotonic() - started < HEALTHY_S:
+            seen.append(canary.status())
+            time.sleep(0.5)
+        figures = canary.metrics()
+        assert set(seen) == {0}, f"false alarms: {sorted(set(seen))}\n{canary.log_text()[-2000:]}"
+        assert figures["mirrorwatch_canary_lost_total"] == 0 and figures["mirrorwatch_canary_duplicates_total"] == 0
+        assert figures["mirrorwatch_canary_reordered_total"] == 0
+        assert figures["mirrorwatch_canary_probes_total"] >= 0.8 * HEALTHY_S / INTERVAL_S
+        assert figures["mirrorwatch_canary_round_trip_seconds_count"] >= 3 * 0.8 * HEALTHY_S / INTERVAL_S
+        assert 0 <= figures["mirrorwatch_canary_heartbeat_age_seconds"] < 30
+        print(f"healthy {HEALTHY_S:.0f} s: {figures['mirrorwatch_canary_probes_total']:.0f} probes, mean round trip "
+              f"{1000 * figures['mirrorwatch_canary_round_trip_seconds_sum'] / figures['mirrorwatch_canary_round_trip_seconds_count']:.0f} ms")
+
+        # mirror stopped → CRITICAL within 2 probe intervals after the critical timeout
+        assert mirror.terminate() == 0
+        detection = wait_status(canary, 2, CRIT_S + 2 * INTERVAL_S + 10)
+        print(f"mirror stop → CRITICAL in {detection:.2f} s (critical timeout {CRIT_S:g} s, interval {INTERVAL_S:g} s)")
+        assert detection <= CRIT_S + 2 * INTERVAL_S
+
+        # mirror back → OK again; the events it missed arrive late, counted late (lost counted once)
+        mirror = MirrorProcess(cfg, tmp_path / "mirror2.yaml", log_name="mirror2.log").start()
+        recovery = wait_status(canary, 0, 60)
+        print(f"mirror restart → OK in {recovery:.2f} s")
+        time.sleep(2)
+        figures = canary.metrics()
+        assert figures["mirrorwatch_canary_lost_total"] >= 3 and figures["mirrorwatch_canary_late_total"] >= 1
+        assert canary.stop() == 0  # SIGTERM: a clean exit
+        assert "Traceback" not in canary.log_text()
+    finally:
+        if canary is not None:
+            canary.stop()
+        mirror.terminate()
