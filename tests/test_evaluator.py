@@ -31,7 +31,8 @@ CASES = [
     ("rule 2: exactly the span is not yet stopped (strict >)",
      win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 5, 0, None, P_WARN),
     ("rule 2: single sample, later now → STOP", win((10, 1, 5)), 5, 2, 0, None, P_STOP),
-    ("rule 2: single sample, now == its time → not STOP (STALL)", win((10, 1, 5)), 5, 1, 0, None, P_STALL),
+    ("rule 2: single sample, now == its time → not STOP (and one sample cannot STALL)",
+     win((10, 1, 5)), 5, 1, 0, None, P_OK),
     ("rule 2: quiet topic, caught up recently → not STOP",
      win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 6, 0, 5, P_WARN),
     ("rule 2: caught up long ago → STOP",
@@ -129,6 +130,15 @@ def test_alive_consumer_with_same_offset_fills_window_and_stalls():
         ws.observe(i * 1000, np.array([10]), np.array([15]), alive=True)
     assert ws.count[0] == 3 and ws.current_lag[0] == 5
     assert ws.evaluate(3000)[0] == P_STALL
+
+
+def test_alive_consumer_sampled_faster_than_it_commits_does_not_stall():
+    ws = WindowSet(1, 3, stop_grace_ms=5000)
+    for i in range(5):  # sampled every second, commits every 5 s: same offset seen 5 times
+        ws.observe(i * 1000, np.array([10]), np.array([15 + i]), alive=True, repeat_after_ms=5000)
+    assert ws.count[0] == 1 and ws.evaluate(4000)[0] == P_OK
+    ws.observe(5000, np.array([10]), np.array([20]), alive=True, repeat_after_ms=5000)  # a commit interval passed
+    assert ws.count[0] == 2 and ws.evaluate(5000)[0] == P_STALL
 
 
 def test_dead_consumer_stores_nothing_new_and_stops():

@@ -23,7 +23,10 @@ Two known Burrow complaints, handled here:
   newest commit and the last sample that found the consumer caught up, so a consumer that was idle because
   there was no data gets the same grace from the moment data arrives as it would from a commit.
 - a window that spans almost no time (one stored sample, or commits in a burst) would make rule 2 fire on
-  any delay: ``stop_grace_ms`` (default 0 = Burrow exactly) is a floor for the span rule 2 compares with.
+  any delay: ``stop_grace_ms`` is a floor for the span rule 2 compares with. The sampler sets it to the
+  consumer's commit interval (the engine's ``mirror.commit_interval_s``; ``monitor.group_commit_interval_s``
+  for plain groups) or ``monitor.stop_grace_s`` if larger: nobody is stopped before missing one commit.
+- rules 5 (STALL) and 6 (WARN) need at least two stored samples: one says nothing about movement.
 """
 
 from __future__ import annotations
@@ -71,6 +74,9 @@ def partition_status(window: Sequence[Commit], current_lag: int | None, now_ms: 
     known = [c.lag for c in window if c.lag is not None]
     if any(lag <= allowed_lag for lag in known):
         return P_OK
+    # 5. and 6. judge movement over time, which one stored sample cannot show
+    if len(window) < 2:
+        return P_OK
     # 5. stalled: the offset never moved
     if all(o == offsets[0] for o in offsets):
         return P_STALL
@@ -111,11 +117,13 @@ class WindowSet:
 
     # ------------------------------------------------------------------ update
 
-    def observe(self, ts_ms: int, committed: np.ndarray, source_end: np.ndarray, alive) -> None:
+    def observe(self, ts_ms: int, committed: np.ndarray, source_end: np.ndarray, alive,
+                repeat_after_ms: int = 0) -> None:
         """One sample of every partition: committed offsets and source end offsets (-1 = unknown).
 
         ``alive`` (bool or bool array): the consumer is evidently running, so an unchanged offset counts as a
-        repeated commit. See the module docstring.
+        repeated commit — once ``repeat_after_ms`` (its commit interval) has passed since the newest stored
+        sample: sampling faster than the consumer commits must not invent repeated commits (false STALL).
         """
         committed = np.asarray(committed, np.int64)
         source_end = np.asarray(source_end, np.int64)
@@ -123,7 +131,8 @@ class WindowSet:
         newest = self.offsets[-1]
         filled = self.count > 0
         changed = has & (~filled | (committed != newest))
-        store = changed | (has & filled & np.asarray(alive, bool))
+        repeated = has & filled & np.asarray(alive, bool) & (ts_ms - self.times[-1] >= repeat_after_ms)
+        store = changed | repeated
         close = store & filled & (ts_ms - self.times[-1] < self.min_distance_ms)
         shift = store & ~close
         rewound = has & filled & (committed < newest)
@@ -207,8 +216,9 @@ class WindowSet:
         # apply the rules from last to first, so the first that fires wins
         status = self.status
         status.fill(P_OK)
-        status[~decrease] = P_WARN
-        status[~moved] = P_STALL
+        judged = count >= 2  # rules 5 and 6 judge movement over time, which one sample cannot show
+        status[~decrease & judged] = P_WARN
+        status[~moved & judged] = P_STALL
         status[any_low] = P_OK
         status[rewind] = P_REWIND
         status[stop] = P_STOP

@@ -74,12 +74,24 @@ class ClusterReader:
             raise ClusterUnreachable(f"cluster '{self.alias}': no end offset could be read")
         return out
 
-    def committed(self, group: str) -> dict[TP, int] | None:
-        """The group's committed offsets ({} = group has none); None when the group is unknown to the cluster."""
+    def group(self, group: str) -> tuple[int | None, dict[TP, int] | None]:
+        """(members now, committed offsets) of a group. Members: None when it cannot be told (members mean a
+        live, subscribed consumer). Offsets: {} when the group has none, None when unknown to the cluster or
+        its coordinator is not available yet.
+
+        confluent-kafka 2.16's list_consumer_group_offsets crashes the whole process (SIGSEGV) when the group
+        coordinator is not available (seen on a fresh cluster before __consumer_offsets exists and while it
+        is being created). So offsets are only asked for after describe_consumer_groups — which fails
+        cleanly in that state — has reached the coordinator.
+        """
         if "__consumer_offsets" not in self._topics:
-            # No group has ever committed here. Also: confluent-kafka 2.16's list_consumer_group_offsets crashes
-            # the process (SIGSEGV) when __consumer_offsets does not exist yet, so it must not be called then.
-            return None
+            return None, None  # no group has ever committed here
+        try:
+            desc = self.admin.describe_consumer_groups([group], request_timeout=self.timeout_s)[group]
+            members = len(desc.result(self.timeout_s + 1).members or ())
+        except Exception as exc:
+            log.debug("cluster '%s': cannot describe group '%s': %s", self.alias, group, redact_text(str(exc)))
+            return None, None
         try:
             future = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                              request_timeout=self.timeout_s)[group]
@@ -87,19 +99,11 @@ class ClusterReader:
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if isinstance(err, KafkaError) and err.code() in (KafkaError.GROUP_ID_NOT_FOUND,):
-                return None
+                return members, None
             raise self._fail(f"cannot read offsets of group '{group}'", exc) from None
         except Exception as exc:  # timeouts surface as concurrent.futures errors
             raise self._fail(f"cannot read offsets of group '{group}'", exc) from None
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or () if tp.offset >= 0}
-
-    def group_members(self, group: str) -> int | None:
-        """Members of the group now (None when it cannot be told); members mean a live, subscribed consumer."""
-        try:
-            desc = self.admin.describe_consumer_groups([group], request_timeout=self.timeout_s)[group]
-            return len(desc.result(self.timeout_s + 1).members or ())
-        except Exception:
-            return None
+        return members, {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or () if tp.offset >= 0}
 
     def _reachable(self) -> bool:
         try:

@@ -156,9 +156,9 @@ class Sampler:
         keys = [(t, p) for t in mirrored_topics(flow, source_topics) for p in range(source_topics[t])]
         policy = policy_of(flow)
 
-        committed_map = src.committed(group) or {}
+        members, committed_map = src.group(group)
+        committed_map = committed_map or {}
         syncs = self.trackers[(flow.source, flow.target)].latest()
-        members = src.group_members(group)
         ts = now_ms()
         ends = src.end_offsets(keys)
         target_ends = dst.end_offsets([(policy.target_topic(t), p) for t, p in keys])
@@ -180,7 +180,9 @@ class Sampler:
         if state.sync_ts is not None:
             alive |= sync_ts > state.sync_ts
         state.sync_ts = sync_ts
-        windows.observe(ts, committed, source_end, alive)
+        commit_ms = int(self.config.mirror.commit_interval_s * 1000)
+        windows.stop_grace_ms = max(commit_ms, int(self.config.monitor.stop_grace_s * 1000))
+        windows.observe(ts, committed, source_end, alive, repeat_after_ms=commit_ms)
         statuses = windows.evaluate(ts).copy()
         summary = summarize(windows, statuses)
 
@@ -246,20 +248,21 @@ class Sampler:
 
     def _sample_group(self, cluster: str, group: str, state: _GroupState, cluster_topics, ts_cycle) -> GroupView:
         reader = self.readers[cluster]
-        committed_map = reader.committed(group)
+        members, committed_map = reader.group(group)
         if not committed_map:
             return GroupView(kind="group", flow="", cluster=cluster, target="", group=group, ts_ms=ts_cycle,
                              group_status=G_NOTFOUND, error=f"group '{group}' has no committed offsets on '{cluster}'",
                              last_ok_ms=state.last_ok_ms)
         keys = sorted(k for k in committed_map if k[0] in cluster_topics)
-        members = reader.group_members(group)
         ts = now_ms()
         ends = reader.end_offsets(keys)
         n = len(keys)
         committed = np.fromiter((committed_map[k] for k in keys), np.int64, n)
         source_end = np.fromiter((ends.get(k, -1) for k in keys), np.int64, n)
         windows = self._windows_for(state, keys)
-        windows.observe(ts, committed, source_end, bool(members))
+        commit_ms = int(self.config.monitor.group_commit_interval_s * 1000)
+        windows.stop_grace_ms = max(commit_ms, int(self.config.monitor.stop_grace_s * 1000))
+        windows.observe(ts, committed, source_end, bool(members), repeat_after_ms=commit_ms)
         statuses = windows.evaluate(ts).copy()
         summary = summarize(windows, statuses)
         return self._view("group", "", cluster, "", group, ts, summary, windows, keys, statuses,
