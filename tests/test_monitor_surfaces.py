@@ -261,3 +261,23 @@ def test_failing_webhook_never_blocks_or_raises(caplog):
         assert not any("secret-token" in r.getMessage() for r in caplog.records)  # URL paths stay out of logs
     finally:
         notifier.close()
+
+
+def test_fast_text_renderer_matches_the_collector():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from mirrorwatch.monitor.exporter import SnapshotCollector, TextRenderer
+
+    odd = mirror_view(group='we"ird\\group')
+    snap = snapshot(mirror_view(), odd, unknown_view())
+    clock = lambda: 1_700_000_100.0  # noqa: E731
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(lambda: snap, clock))
+
+    def parse(text):
+        return sorted((s.name, tuple(sorted(s.labels.items())), s.value)
+                      for f in text_string_to_metric_families(text) for s in f.samples)
+
+    fast = TextRenderer(clock).render(snap).decode()
+    assert parse(fast) == parse(generate_latest(registry).decode())
+    assert parse(TextRenderer(clock).render(snap).decode()) == parse(fast)  # cached label strings reused

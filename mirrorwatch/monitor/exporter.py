@@ -1,8 +1,9 @@
 """Prometheus exporter: a custom Collector over the latest Snapshot (names and labels from docs/metrics.md).
 
-Cheap at 10k partitions because (1) the collector reads the snapshot's arrays directly, no per-scrape Kafka
-work, and (2) the text exposition is rendered once per snapshot and served from a cache to every scrape
-until the next cycle (:class:`MetricsCache`). Unknown values are left out rather than exported as 0 — a 0
+Cheap at 10k partitions because (1) nothing is read from Kafka at scrape time, only the snapshot's arrays;
+(2) the endpoint's text is rendered by :class:`TextRenderer` (the Collector's families, with label strings
+cached per partition layout) once per snapshot and served from a cache to every scrape until the next cycle
+(:class:`MetricsCache`). Unknown values are left out rather than exported as 0 — a 0
 lag would say "healthy" about a partition the monitor cannot see; its status says UNKNOWN (5) instead.
 """
 
@@ -13,7 +14,7 @@ import threading
 import time
 from typing import Callable
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 
 from .model import Snapshot
@@ -88,14 +89,113 @@ class SnapshotCollector:
         return [lag, time_lag, catch_up, p_status, g_status, complete, age, up]
 
 
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _num(value) -> str:
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "+Inf" if value > 0 else "-Inf"
+        return repr(value)
+    return str(value)
+
+
+class TextRenderer:
+    """Renders the same families as :class:`SnapshotCollector` straight to the text format.
+
+    prometheus-client's generate_latest formats every sample through generic code (≈0.5 s for the ~60k
+    samples of 10k partitions); here the per-partition label strings are built once per partition layout and
+    reused every cycle, so a render is a loop of string joins (tests parse the output with
+    prometheus-client's own parser). The Collector stays the reference and serves any other registry.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time):
+        self._clock = clock
+        self._labels: dict[tuple, tuple[list, list, list[str]]] = {}
+
+    def _partition_labels(self, v) -> list[str]:
+        key = (v.flow, v.cluster, v.target, v.group)
+        cached = self._labels.get(key)
+        if cached is None or cached[0] != v.topics or cached[1] != v.partitions:
+            base = f'flow="{_esc(v.flow)}",source="{_esc(v.cluster)}",target="{_esc(v.target)}",group="{_esc(v.group)}"'
+            strings = [f'{base},topic="{_esc(t)}",partition="{p}"' for t, p in zip(v.topics, v.partitions)]
+            cached = self._labels[key] = (list(v.topics), list(v.partitions), strings)
+        return cached[2]
+
+    def render(self, snap: Snapshot) -> bytes:
+        families = {name: [] for name in _FAMILIES}
+        now = self._clock()
+        ages: dict[tuple[str, str, str], float] = {}
+        for v in snap.views:
+            g = f'flow="{_esc(v.flow)}",source="{_esc(v.cluster)}",target="{_esc(v.target)}",group="{_esc(v.group)}"'
+            families["mirrorwatch_group_status"].append(f"mirrorwatch_group_status{{{g}}} {v.group_status}")
+            key = (v.flow, v.cluster, v.target)
+            a = now - v.last_ok_ms / 1000.0 if v.last_ok_ms else math.inf
+            ages[key] = max(ages.get(key, 0.0), a)
+            if v.status is None:
+                continue
+            labels = self._partition_labels(v)
+            unknown = v.group_status == 7
+            out_status = families["mirrorwatch_partition_status"]
+            if unknown:
+                out_status.extend(f"mirrorwatch_partition_status{{{l}}} {P_UNKNOWN}" for l in labels)
+                continue
+            families["mirrorwatch_window_complete_ratio"].append(
+                f"mirrorwatch_window_complete_ratio{{{g}}} {_num(float(v.complete))}")
+            out_status.extend(f"mirrorwatch_partition_status{{{l}}} {s}" for l, s in zip(labels, v.status.tolist()))
+            kinds = [("committed", v.committed_lag)]
+            if v.kind == "mirror":
+                kinds += [("read", v.read_lag), ("true", v.true_lag)]
+            out_lag = families["mirrorwatch_lag_records"]
+            arrays = [(kind, arr.tolist()) for kind, arr in kinds if arr is not None]
+            for i, l in enumerate(labels):
+                for kind, values in arrays:
+                    if values[i] >= 0:
+                        out_lag.append(f'mirrorwatch_lag_records{{{l},kind="{kind}"}} {values[i]}')
+            if v.time_lag_s is not None:
+                out_time = families["mirrorwatch_time_lag_seconds"]
+                for l, t in zip(labels, v.time_lag_s.tolist()):
+                    if not math.isnan(t):
+                        out_time.append(f"mirrorwatch_time_lag_seconds{{{l}}} {_num(t)}")
+            for topic, seconds in v.topic_catch_up_s.items():
+                if not math.isnan(seconds):
+                    families["mirrorwatch_catch_up_seconds"].append(
+                        f'mirrorwatch_catch_up_seconds{{{g},topic="{_esc(topic)}"}} {_num(float(seconds))}')
+        for (flow, source, target), a in ages.items():
+            families["mirrorwatch_sample_age_seconds"].append(
+                f'mirrorwatch_sample_age_seconds{{flow="{_esc(flow)}",source="{_esc(source)}",target="{_esc(target)}"}} '
+                f"{_num(float(a))}")
+        for cluster, is_up in sorted(snap.cluster_up.items()):
+            families["mirrorwatch_cluster_up"].append(f'mirrorwatch_cluster_up{{cluster="{_esc(cluster)}"}} {int(is_up)}')
+        parts = []
+        for name, help_text in _FAMILIES.items():
+            parts.append(f"# HELP {name} {help_text}\n# TYPE {name} gauge")
+            parts.extend(families[name])
+        return ("\n".join(parts) + "\n").encode()
+
+
+_FAMILIES = {
+    "mirrorwatch_lag_records": "Mirror lag in records (kind: committed, read, true)",
+    "mirrorwatch_time_lag_seconds": "Age of the oldest source record not yet on the target",
+    "mirrorwatch_catch_up_seconds": "Forecast time to catch up; +Inf when not catching up",
+    "mirrorwatch_partition_status": "0 OK, 1 WARN, 2 STOP, 3 STALL, 4 REWIND, 5 UNKNOWN",
+    "mirrorwatch_group_status": "0 OK, 1 WARN, 2 ERR, 3 STOP, 4 STALL, 5 REWIND, 6 NOTFOUND, 7 UNKNOWN",
+    "mirrorwatch_window_complete_ratio": "Share of partitions with a full evaluator window",
+    "mirrorwatch_sample_age_seconds": "Seconds since the last successful sample",
+    "mirrorwatch_cluster_up": "1 when the last sample reached the cluster",
+}
+
+
 class MetricsCache:
-    """Renders the exposition once per snapshot (sample age is the only value that changes between cycles,
-    and it is at most ``max_age_s`` stale in the cached text)."""
+    """Renders the exposition once per snapshot and serves it to every scrape until the next cycle (sample age
+    is the only value that changes between cycles; it is at most ``max_age_s`` stale in the cached text)."""
 
     def __init__(self, snapshot: Callable[[], Snapshot], max_age_s: float = 1.0):
         self._snapshot = snapshot
-        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry = CollectorRegistry(auto_describe=False)  # the Collector, for anyone embedding it
         self.registry.register(SnapshotCollector(snapshot))
+        self._renderer = TextRenderer()
         self._lock = threading.Lock()
         self._key: tuple | None = None
         self._body = b""
@@ -106,6 +206,6 @@ class MetricsCache:
         with self._lock:
             key = (id(snap), snap.seq, int(time.monotonic() / self._max_age_s))
             if key != self._key:
-                self._body = generate_latest(self.registry)
+                self._body = self._renderer.render(snap)
                 self._key = key
             return self._body
