@@ -198,9 +198,11 @@ def reset_to_time(config_path, flow, group, when, do_apply, as_json):
 
 
 def _register_check() -> None:
+    from .drill import drill
     from .failover_check import check
 
     failover.add_command(check)
+    failover.add_command(drill)
 
 
 _register_check()

@@ -1,0 +1,202 @@
+"""``mirror failover drill``: a rehearsed failover of a consumer group from east to west.
+
+By default on a fresh pair of the project's own local clusters, so the source can really be stopped.
+Modes: ``checkpoint`` (translate the group's offsets through the checkpoints and apply them on the target)
+and ``time`` (reset-to-time a few seconds before the "outage"). Steps: a keyed, sequenced producer and a
+consumer group on east, the mirror running; the consumer stops half-way; producing stops; the check must say
+READY; the source is stopped; the group's offsets are applied on west; the same consumer code resumes on
+west; an independent reader of west verifies that nothing the target had was missed and that re-deliveries
+stay within what the check predicted.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ..core.cli import UserError
+from ..core.config import load_config
+
+BIN = Path(sys.executable).parent
+FAILBACK = """Failback (do not reverse the mirror in place): the old source missed everything written to the new
+primary and may hold records the new primary never got. 1) keep the old source's clusters stopped for clients;
+2) wipe the old source's mirrored topics (or the cluster); 3) mirror the new primary back into it
+(a west→east flow) until true lag is 0; 4) fail over again, the same way, in a quiet window."""
+
+
+def is_loopback(bootstrap: str) -> bool:
+    for server in bootstrap.split(","):
+        host = server.rsplit(":", 1)[0].strip("[]")
+        try:
+            if not all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None)):
+                return False
+        except (OSError, ValueError):
+            return False
+    return True
+
+
+def consume(bootstrap: str, topic: str, group: str, stop_after: int | None, idle_s: float = 5.0) -> list[bytes]:
+    """The drill's application: read, commit after every batch; stop after N records or when idle."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+    last = time.monotonic()
+    try:
+        while time.monotonic() - last < idle_s and (stop_after is None or len(seen) < stop_after):
+            batch = [m for m in consumer.consume(min(200, (stop_after or 10**9) - len(seen)), 0.5) if not m.error()]
+            if batch:
+                seen.extend(m.value() for m in batch)
+                consumer.commit(asynchronous=False)
+                last = time.monotonic()
+    finally:
+        consumer.close()
+    return seen
+
+
+def read_whole(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirrorwatch-assign-only", "enable.auto.commit": False})
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        out, remaining = [], sum(ends.values())
+        deadline = time.monotonic() + 120
+        while remaining and time.monotonic() < deadline:
+            for m in consumer.consume(5000, 0.5):
+                if not m.error() and m.offset() < ends[m.partition()]:
+                    out.append(m.value())
+                    remaining -= 1
+        return out
+    finally:
+        consumer.close()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "mirror"), *args], capture_output=True, text=True, timeout=180)
+
+
+def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_path: str | None = None) -> dict:
+    from ..localkafka import LocalClusters
+
+    run_id = f"{int(time.time())}"
+    topic, group = f"drill-{run_id}", f"drill-app-{run_id}"
+    clusters = None
+    if config_path is None:
+        clusters = LocalClusters(["east", "west"], workdir / "clusters").start()
+        east, west = clusters["east"].bootstrap, clusters["west"].bootstrap
+    else:
+        cfg = load_config(config_path)
+        _, flow = cfg.flow(None)
+        east, west = cfg.clusters[flow.source].bootstrap_servers, cfg.clusters[flow.target].bootstrap_servers
+    try:
+        admin = AdminClient({"bootstrap.servers": east})  # keep it referenced until the future resolves
+        admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+        config = {"clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
+                  "flows": {"drill": {"source": "east", "target": "west", "topics": [topic], "group": f"mirror-{topic}",
+                                      "checkpoint_groups": [group]}},
+                  "mirror": {"commit_interval_s": 1, "refresh_interval_s": 1, "checkpoint_interval_s": 1,
+                             "offset_sync_every": 100, "metrics_port": None},
+                  "canary": {"metrics_port": None}}
+        path = workdir / "drill.yaml"
+        path.write_text(yaml.safe_dump(config))
+        mirror = subprocess.Popen([str(BIN / "mirror"), "run", "--config", str(path)], stdout=subprocess.DEVNULL,
+                                  stderr=open(workdir / "mirror.log", "ab"))
+        try:
+            say(f"1. producing {records} keyed, sequenced records to east:{topic}; the mirror is running")
+            producer = Producer({"bootstrap.servers": east, "acks": "all", "enable.idempotence": True})
+            for i in range(records):
+                producer.produce(topic, f"{i % 100}:{i // 100}".encode(), f"k{i % 100}".encode())
+                if i % 1000 == 0:
+                    producer.poll(0)
+            producer.flush(60)
+            say(f"2. the application (group {group}) consumes on east and stops half-way")
+            on_east = consume(east, topic, group, stop_after=records // 2)
+            outage_ms = int(time.time() * 1000)
+            say("3. producing stopped; waiting for `mirror failover check` to say READY")
+            predicted, deadline = None, time.monotonic() + 90
+            while time.monotonic() < deadline:
+                result = _cli("failover", "check", "--config", str(path), "--group", group, "--json")
+                if result.returncode in (0, 1, 2) and result.stdout:
+                    verdict = json.loads(result.stdout)["groups"][0]
+                    if verdict["verdict"] == "READY":
+                        predicted = verdict["duplicates"]
+                        break
+                time.sleep(1)
+            if predicted is None:
+                raise UserError("the check never said READY within 90 s; see the mirror log: " + str(workdir / "mirror.log"), 1)
+            say(f"   READY: 0 records would be lost, at most {predicted} re-delivered")
+            time.sleep(1.5)
+            say("4. the outage: the source cluster stops" if clusters else "4. the outage (simulated: the mirror stops)")
+            mirror.send_signal(signal.SIGTERM)
+            mirror.wait(30)
+            if clusters:
+                clusters["east"].stop()
+            if mode == "checkpoint":
+                say("5. translating the group's offsets through the checkpoints and applying them on west")
+                applied = _cli("failover", "translate", "--config", str(path), "--group", group, "--apply", "--json")
+            else:
+                when = datetime.fromtimestamp((outage_ms - 5000) / 1000, tz=timezone.utc).isoformat()
+                say(f"5. resetting the group on west to {when} (5 s before the outage)")
+                applied = _cli("failover", "reset-to-time", "--config", str(path), "--group", group, "--time", when, "--apply", "--json")
+            if applied.returncode != 0:
+                raise UserError(f"applying offsets failed: {applied.stderr.strip()}", 1)
+            say("6. the same application resumes on west")
+            on_west = consume(west, f"east.{topic}", group, stop_after=None)
+            target_has = read_whole(west, f"east.{topic}")
+        finally:
+            if mirror.poll() is None:
+                mirror.kill()
+    finally:
+        if clusters:
+            clusters.stop()
+    seen = set(on_east) | set(on_west)
+    lost = sum(1 for value in set(target_has) if value not in seen)
+    duplicates = len(on_east) + len(on_west) - len(seen)
+    result = {"mode": mode, "records": records, "on_target": len(target_has), "consumed_on_east": len(on_east),
+              "consumed_on_west": len(on_west), "lost": lost, "duplicates": duplicates,
+              "predicted_duplicates": predicted if mode == "checkpoint" else None}
+    result["ok"] = lost == 0 and (mode == "time" or duplicates <= predicted)
+    return result
+
+
+@click.command("drill", help="Rehearse a failover on the project's own local clusters (refuses elsewhere without --i-know).")
+@click.option("--mode", type=click.Choice(["checkpoint", "time"]), default="checkpoint", show_default=True)
+@click.option("--records", default=20_000, show_default=True)
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="use the config's clusters instead of a fresh local pair (the outage is then simulated)")
+@click.option("--i-know", "i_know", is_flag=True, help="allow clusters that are not on this machine's loopback")
+@click.option("--json", "as_json", is_flag=True)
+def drill(mode, records, config_path, i_know, as_json):
+    if config_path is not None:
+        cfg = load_config(config_path)
+        name, flow = cfg.flow(None)
+        outside = [a for a in (flow.source, flow.target) if not is_loopback(cfg.clusters[a].bootstrap_servers)]
+        if outside and not i_know:
+            raise UserError(f"refusing to drill on cluster(s) {', '.join(outside)} that are not this machine's own; "
+                            "add --i-know to rehearse there (it writes a drill topic and a group, never stops a cluster)", 2)
+    say = (lambda *_: None) if as_json else click.echo
+    result = run_drill(mode, records, Path(tempfile.mkdtemp(prefix="mw-drill-")), say, config_path)
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(f"7. verified by an independent reader of west: {result['on_target']} records on the target, "
+                   f"lost {result['lost']}, re-delivered {result['duplicates']}"
+                   + (f" (the check predicted at most {result['predicted_duplicates']})" if mode == "checkpoint" else
+                      " (time-based failover re-delivers what arrived after the chosen time)"))
+        click.echo(f"drill {'PASSED' if result['ok'] else 'FAILED'}")
+        click.echo(FAILBACK)
+    return 0 if result["ok"] else 1

@@ -1,0 +1,34 @@
+"""`mirror failover drill`, both modes, end to end on fresh local clusters; refusal outside the local pair."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from .test_mirror_failover import run_cli
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.mark.skipif(bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP")), reason="needs the local launcher")
+@pytest.mark.parametrize("mode", ["checkpoint", "time"])
+def test_drill_loses_nothing(mode):
+    result = run_cli("failover", "drill", "--mode", mode, "--records", "3000", "--json", timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["lost"] == 0 and report["on_target"] == 3000 and report["ok"]
+    if mode == "checkpoint":
+        assert 0 <= report["duplicates"] <= report["predicted_duplicates"]
+    else:
+        assert report["duplicates"] >= 0 and report["predicted_duplicates"] is None
+
+
+def test_drill_refuses_foreign_clusters(write_config):
+    path = write_config({"clusters": {"east": {"bootstrap.servers": "kafka.example.com:9092"},
+                                      "west": {"bootstrap.servers": "127.0.0.1:9"}},
+                         "flows": {"ew": {"source": "east", "target": "west"}}})
+    result = run_cli("failover", "drill", "--config", str(path))
+    assert result.returncode == 2 and "refusing to drill on cluster(s) east" in result.stderr
+    assert result.stderr.count("\n") == 1
