@@ -9,9 +9,10 @@ so executors need nothing but Spark. See docs/analytics.md.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 from ...core.cli import UserError
 from .definitions import DEFAULT_GAP_FACTOR, DEFAULT_SLO_LAG, DEFAULT_SLO_TIME_S, FLOW_KEYS, TOPIC_KEYS
@@ -94,6 +95,7 @@ def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
             raise HistoryUnavailable(f"the lag history under {settings.history_uri} is empty"
                                      + (" in the requested period" if settings.start or settings.end else ""))
         out = settings.out_uri.rstrip("/")
+
         def read(name):
             return spark.read.parquet(f"{out}/{name}")
 
@@ -103,11 +105,27 @@ def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
                 # One file per table: they are small (per partition × hour at most).
                 table(read).repartition(1).write.mode("overwrite").parquet(f"{out}/{name}")
         with progress.stage("writing summary.json"):
-            summary = build_summary(spark, settings, files, rows, list(tables))
-            HadoopFS(spark).write_text(f"{out}/summary.json", json.dumps(summary, indent=1, default=str))
+            summary = json_safe(build_summary(spark, settings, files, rows, list(tables)))
+            HadoopFS(spark).write_text(f"{out}/summary.json", json.dumps(summary, indent=1, allow_nan=False))
         return summary
     finally:
         enriched.unpersist()
+
+
+def json_safe(value):
+    """Plain JSON: NaN/inf (possible if the history holds NaN lags) become null, dates become ISO strings."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, datetime):
+        # pyspark returns timestamps as naive datetimes in this process's local time zone: make them UTC.
+        return value.astimezone(timezone.utc).isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
 
 
 def _rows(spark, uri: str, columns: list[str], order: list[str] | None = None) -> list[dict]:

@@ -21,7 +21,7 @@ derives the expected incidents with the same definitions the Spark job uses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,7 +81,6 @@ class PartitionSeries:
     target_end: np.ndarray
     time_lag_s: np.ndarray
     status: np.ndarray  # object array of str
-    extra: dict = field(default_factory=dict)
 
     @property
     def true_lag(self) -> np.ndarray:
@@ -192,6 +191,7 @@ def simulate_partition(spec: GeneratorSpec, events: list[InjectedEvent], topic_i
         committed_known=committed_known[keep],
         read_position=read_position[keep],
         acked_next=acked_next[keep],
+        # The target partition's offsets start near 0 where the source's started at source_end[0].
         target_end=(acked_next - source_end[0] + in_flight[0])[keep],
         time_lag_s=time_lag_s[keep],
         status=status[keep],
