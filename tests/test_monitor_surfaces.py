@@ -281,3 +281,12 @@ def test_fast_text_renderer_matches_the_collector():
     fast = TextRenderer(clock).render(snap).decode()
     assert parse(fast) == parse(generate_latest(registry).decode())
     assert parse(TextRenderer(clock).render(snap).decode()) == parse(fast)  # cached label strings reused
+
+
+@pytest.mark.skipif(__import__("shutil").which("promtool") is None, reason="promtool not installed")
+def test_exposition_passes_promtool_check_metrics():
+    import subprocess
+
+    text = MetricsCache(lambda: snapshot(mirror_view(), unknown_view())).render()
+    result = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
