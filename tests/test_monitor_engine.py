@@ -162,3 +162,27 @@ def test_under_load_invariant_sawtooth_and_pause(source, target, topic_name, tmp
         except Exception:
             mirror.kill()
         sampler.close()
+
+
+def test_producer_faster_than_a_throttled_mirror_is_warn(source, target, topic_name, tmp_path):
+    create_topic(source.bootstrap, topic_name, PARTS)
+    cfg = config(source, target, topic_name)
+    # small fetches and few records in flight: far slower than the producer below, but every partition moves
+    # (a batch of 1 makes the engine serve partitions in turns, and a partition waiting its turn is a STALL)
+    cfg["mirror"].update(batch_size=30, max_in_flight=30, producer={"linger.ms": 20})
+    cfg["monitor"]["window"] = 4
+    sampler = Sampler(config_from_dict(cfg))
+    mirror = MirrorProcess(cfg, tmp_path / "mirror.yaml").start()
+    try:
+        with Load(source.bootstrap, topic_name, rate=6000):
+            view = wait_until(lambda: (v := sampler.sample().views[0]).status_name == "WARN" and v, 40, 0.5,
+                              "WARN while the producer outruns the mirror", alive=mirror)
+        assert "WARN" in {r["status"] for r in view.rows()}
+        assert all(r["committed_lag"] > 0 and r["true_lag"] > 0 for r in view.rows())
+        assert all(r["forecast"] in ("not catching up", "unknown") or r["catch_up_s"] > 0 for r in view.rows())
+    finally:
+        try:
+            mirror.terminate()
+        except Exception:
+            mirror.kill()
+        sampler.close()
