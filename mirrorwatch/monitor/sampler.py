@@ -23,6 +23,7 @@ import numpy as np
 from ..core.clients import make_consumer
 from ..core.config import Config
 from ..core.naming import mirror_group, offset_syncs_topic
+from ..core.redact import redact_text
 from .evaluator import WindowSet, summarize
 from .flows import mirrored_topics, policy_of
 from .kafka_io import ClusterReader, ClusterUnreachable
@@ -126,6 +127,10 @@ class Sampler:
             return view
         except ClusterUnreachable as exc:
             return self._unknown(flow_name, cluster, target, group, state, ts, str(exc))
+        except Exception as exc:  # a surprise in one flow must not cost the others their sample
+            log.exception("sampling %s on '%s' failed", group, cluster)
+            return self._unknown(flow_name, cluster, target, group, state, ts,
+                                 f"sampling failed: {type(exc).__name__}: {redact_text(str(exc))}")
 
     def _unknown(self, flow, cluster, target, group, state: _GroupState, ts, error) -> GroupView:
         n = len(state.keys)
