@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorwatch.localkafka import LocalClusters
@@ -101,7 +101,7 @@ class Observer(threading.Thread):
     def _monitor(self) -> str:
         try:
             body = json.loads(urllib.request.urlopen(f"{self.api}/v1/flows/soak", timeout=2).read())
-            return body.get("status", "?")
+            return body["flow"]["status"]
         except Exception:
             return "unreachable"
 
@@ -127,9 +127,15 @@ def _committed_and_end(source: str) -> tuple[dict[int, int], dict[int, int]]:
     consumer = Consumer({"bootstrap.servers": source, "group.id": GROUP, "enable.auto.commit": False})
     try:
         tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-        committed = {tp.partition: max(0, tp.offset) for tp in consumer.committed(tps, timeout=30)}
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in range(PARTITIONS)}
-        return committed, ends
+        for attempt in range(30):  # the coordinator moves while a cluster restarts: retry what is retriable
+            try:
+                committed = {tp.partition: max(0, tp.offset) for tp in consumer.committed(tps, timeout=30)}
+                ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in range(PARTITIONS)}
+                return committed, ends
+            except KafkaException as exc:
+                if not exc.args[0].retriable() and exc.args[0].code() != KafkaError.NOT_COORDINATOR or attempt == 29:
+                    raise
+                time.sleep(1)
     finally:
         consumer.close()
 
@@ -219,6 +225,9 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
                 time.sleep(3)  # long enough to be seen by the canary and the monitor
                 mirror = _start("mirror", [str(BIN / "mirror"), "run", "--config", str(path)], logs)
             else:
+                # a restart can cost the mirror its partitions (the group's session expires): it then re-sends
+                # from its last commit, which is an in-flight window like a kill's
+                windows.append(_committed_and_end(east.bootstrap))
                 cluster = west if fault == "restart target" else east
                 cluster.stop()
                 time.sleep(3)
@@ -232,7 +241,12 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
             if committed == ends:
                 break
             time.sleep(1)
-        time.sleep(5)  # let the canary and the monitor see the recovery
+        recovery_deadline = time.monotonic() + 90  # let the canary and the monitor see the recovery
+        while time.monotonic() < recovery_deadline:
+            last = observer.samples[-3:]
+            if len(last) == 3 and all(m == "OK" and c == "OK" for _, m, c in last):
+                break
+            time.sleep(1)
         observer.stop.set()
         for proc in [mirror, *services]:
             proc.send_signal(signal.SIGTERM)

@@ -5,8 +5,10 @@ thread and owns the consumer; a topic thread lists, creates and syncs topics (ad
 off the data path) and hands new subscriptions over; the heartbeat producer runs on its own.
 
 How acknowledgements find their source offset without a closure per record: the idempotent producer
-delivers reports in order per partition, so each partition keeps a FIFO of the source offsets it sent and a
-report pops the oldest.
+delivers reports in order per partition, so each partition keeps a FIFO of (source offset, state) it sent and
+a report pops the oldest. The FIFO belongs to the producer side and outlives assignments: a report that
+arrives after its partition was revoked or lost updates the detached state it was sent for, never the state
+of a newer assignment (which would move acked_next past records not yet acknowledged).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class PartitionState:
     read_next: int | None = None  # next source offset to fetch
     acked_next: int | None = None  # last source offset acknowledged by the target + 1
     committed: int | None = None  # last offset committed for the mirror group
-    in_flight: deque = field(default_factory=deque)  # source offsets sent, not yet acknowledged, in order
+    pending: int = 0  # records sent for this assignment, not yet acknowledged
     last_upstream: int = -1  # newest acknowledged source offset ...
     last_downstream: int = -1  # ... and its offset on the target
     failed_at: int | None = None  # a record here could not be written: never commit past it
@@ -64,6 +66,7 @@ class MirrorEngine:
         self.loop_guard = self.flow.target.encode() if self.flow.policy == "identity" else None
 
         self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.fifos: dict[tuple[str, int], deque] = {}  # (source offset, state) in send order, per partition
         self.target_names: dict[str, str] = {}  # source topic → target topic
         self.source_names: dict[str, str] = {}  # target topic → source topic (delivery reports name the target)
         self._clock = time.time()
@@ -177,16 +180,15 @@ class MirrorEngine:
         self.rebalances += 1
         for tp in partitions:  # another worker owns them now: committing would be wrong
             self.partitions.pop((tp.topic, tp.partition), None)
+        # their in-flight records still get reports; those update the detached states (see the FIFO note)
 
     # ------------------------------------------------------------------ delivery reports
     def _delivered(self, err, msg) -> None:
         # hot path: one call per record; plain dict lookups and int adds only
         key = (self.source_names[msg.topic()], msg.partition())
-        state = self.partitions.get(key)
         self.in_flight -= 1
-        if state is None or not state.in_flight:
-            return  # revoked meanwhile (its flush accounted for it)
-        source_offset = state.in_flight.popleft()
+        source_offset, state = self.fifos[key].popleft()
+        state.pending -= 1
         if err is not None:
             retriable = err.retriable()
             self.produce_errors[(key[0], retriable)] = self.produce_errors.get((key[0], retriable), 0) + 1
@@ -199,7 +201,7 @@ class MirrorEngine:
         if state.failed_at is not None:
             return
         state.acked_next = source_offset + 1
-        if not state.in_flight and state.read_next is not None:
+        if not state.pending and state.read_next is not None:
             state.acked_next = state.read_next  # records skipped by the loop guard count as handled
         state.last_upstream, state.last_downstream = source_offset, msg.offset()
         state.acked_since_sync += 1
@@ -264,6 +266,7 @@ class MirrorEngine:
         loop_guard = self.loop_guard
         names = self.target_names
         partitions = self.partitions
+        fifos = self.fifos
         for msg in messages:
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
@@ -277,7 +280,7 @@ class MirrorEngine:
             state.read_next = offset + 1
             headers = msg.headers()
             if loop_guard is not None and headers and (PROVENANCE_HEADER, loop_guard) in headers:
-                if not state.in_flight:
+                if not state.pending:
                     state.acked_next = offset + 1
                 continue  # it came from the target side originally: mirroring it back would loop
             if headers is None:
@@ -285,7 +288,11 @@ class MirrorEngine:
             elif not any(h[0] == PROVENANCE_HEADER for h in headers):
                 headers.append(origin)
             target_topic = names.get(topic) or self._name(topic)
-            state.in_flight.append(offset)
+            fifo = fifos.get((topic, partition))
+            if fifo is None:
+                fifo = fifos[(topic, partition)] = deque()
+            fifo.append((offset, state))
+            state.pending += 1
             self.in_flight += 1
             while True:
                 try:
@@ -296,7 +303,8 @@ class MirrorEngine:
                     self._clock = time.time()
                     self.producer.poll(0.05)
                 except KafkaException as exc:
-                    state.in_flight.pop()
+                    fifo.pop()
+                    state.pending -= 1
                     self.in_flight -= 1
                     self._produce_rejected(exc, topic, partition, offset, target_topic)
                     break
