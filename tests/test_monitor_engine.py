@@ -9,7 +9,6 @@ import signal
 import threading
 import time
 
-import pytest
 from confluent_kafka import Producer
 
 from mirrorwatch.core.config import config_from_dict
