@@ -120,3 +120,40 @@ def test_service_healthy_then_critical_when_mirror_stops_then_recovers(source, t
         if canary is not None:
             canary.stop()
         mirror.terminate()
+
+
+def test_service_survives_source_outage_and_recovers(kafka_pair, target, mirror_config, topic_name, tmp_path):
+    """A source cluster of its own (the shared one is not stopped): away → UNKNOWN naming it, back → OK."""
+    import pytest
+
+    from mirrorwatch.localkafka import LocalCluster
+
+    if target.local is None:
+        pytest.skip("external clusters: this test stops a cluster")
+    own_source = LocalCluster("canary-east", tmp_path / "kafka").start()
+    mirror = canary = None
+    try:
+        mirror_config["clusters"]["east"] = {"bootstrap.servers": own_source.bootstrap}
+        cfg = canary_config(mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S, connect_timeout_s=2)
+        path = write(cfg, tmp_path / "canary.yaml")
+        mirror = MirrorProcess(cfg, tmp_path / "mirror.yaml").start()
+        check_until(path, 0, 90, alive=mirror)
+        canary = CanaryProcess(path, tmp_path / "canary.log")
+        wait_status(canary, 0, 30)
+
+        own_source.stop()
+        wait_status(canary, 3, CRIT_S + 20)
+        assert canary.proc.poll() is None
+        assert f"cannot reach source cluster 'east' at {own_source.bootstrap}" in canary.log_text()
+
+        restarted_at = time.monotonic()
+        own_source.start()  # same ports (kept in its folder); returns once it answers metadata
+        wait_status(canary, 0, 120)
+        print(f"source restart begun → OK in {time.monotonic() - restarted_at:.1f} s")
+        assert canary.stop() == 0 and "Traceback" not in canary.log_text()
+    finally:
+        if canary is not None:
+            canary.stop()
+        if mirror is not None:
+            mirror.kill()
+        own_source.stop()

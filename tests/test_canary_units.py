@@ -158,3 +158,13 @@ def check_json_schema(body: dict) -> None:
     assert body["latency_basis"] in (None, "log_append_time", "receive_time")
     assert set(body["thresholds"]) == {"timeout_s", "warn_latency_s", "heartbeat_max_age_s"}
     assert all(isinstance(v, (int, float)) for v in body["timings_ms"].values()) and "total" in body["timings_ms"]
+
+
+def test_canary_imports_only_the_core():
+    import subprocess
+    import sys
+
+    code = ("import sys, mirrorwatch.canary.cli, mirrorwatch.canary.check, mirrorwatch.canary.service; "
+            "bad = [m for m in sys.modules if m.startswith(('mirrorwatch.mirror', 'mirrorwatch.monitor'))]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -14,12 +14,12 @@ from confluent_kafka import TopicPartition
 
 from ..core.clients import make_consumer, make_producer
 from ..core.config import Config
+from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
 from .events import MARKER_VALUE, arrival_of, new_run_id, now_ms
 from .heartbeats import HeartbeatWatch, lookback_offset
 from .report import CheckResult
 from .topics import FlowTopics, ProbeUnknown, warm_up
 from .tracker import Tracker
-from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
 
 log = logging.getLogger("mirrorwatch.canary.check")
 
