@@ -36,6 +36,10 @@ def source_groups(admin: AdminClient, flow: FlowConfig, exclude: set[str]) -> li
 
 
 def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    # confluent-kafka 2.16 crashes the process in list_consumer_group_offsets when the group coordinator is
+    # not there yet (a fresh cluster without __consumer_offsets): only ask for a group the cluster lists
+    if not group_exists(admin, group):
+        return {}
     request = [ConsumerGroupTopicPartitions(group)]
     result = admin.list_consumer_group_offsets(request)[group].result(ADMIN_TIMEOUT_S)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
@@ -61,7 +65,7 @@ def group_is_active(admin: AdminClient, group: str) -> bool:
 def apply_offsets(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int], forward_only: bool) -> int:
     """Commit offsets for ``group`` (topic names as on that cluster). Returns how many were written."""
     if forward_only:
-        current = committed_offsets(admin, group) if group_exists(admin, group) else {}
+        current = committed_offsets(admin, group)
         offsets = {k: v for k, v in offsets.items() if v > current.get(k, -1)}
     if not offsets:
         return 0
