@@ -12,6 +12,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from mirrorwatch.canary.events import is_canary
 from mirrorwatch.core.records import CanaryEvent
 
 from .helpers import admin, end_offsets
@@ -198,7 +199,7 @@ def _fake_mirror(source_bootstrap, target_bootstrap, src_topic, tgt_topic, start
     deadline = time.monotonic() + 30
     while len(got) < len(starts) and time.monotonic() < deadline:
         for m in consumer.consume(10, 0.2):
-            if not m.error():
+            if not m.error() and is_canary(m):  # not the check's warm-up record
                 got[m.partition()] = m
     consumer.close()
     producer = Producer({"bootstrap.servers": target_bootstrap, "linger.ms": 50, "enable.idempotence": True})
@@ -261,7 +262,7 @@ def test_latency_agrees_with_an_independent_reader(healthy, target):
     def read():
         while not stop.is_set():
             for m in reader.consume(10, 0.05):
-                if not m.error():
+                if not m.error() and is_canary(m):
                     seen.setdefault((CanaryEvent.from_value(m.value()).run_id, m.partition()), (m, time.time() * 1000))
 
     thread = threading.Thread(target=read)

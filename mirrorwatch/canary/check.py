@@ -82,7 +82,7 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
         assignment = [TopicPartition(topics.target_topic, p, o) for p, o in starts.items()]
         assignment += [TopicPartition(topics.heartbeat_topic, p, lookback_offset(e)) for p, e in heartbeat_ends.items()]
         reader.assign(assignment)
-        warm_up(producer, topics, connect_s)
+        warm_up(producer, topics, source_partitions[0], connect_s)
         tracker = Tracker(result.run_id, topics.source_alias, config.canary.warn_latency_s, timeout_s, own_only=False)
         heartbeat = HeartbeatWatch(topics.source_alias, topics.target_alias)
         _produce(producer, topics, result, tracker, source_partitions)

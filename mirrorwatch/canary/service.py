@@ -74,7 +74,7 @@ class FlowCanary:
             return
         if self.seq == 0:
             try:
-                warm_up(self.producer, self.topics, connect_s)
+                warm_up(self.producer, self.topics, source_partitions[0], connect_s)
             except ProbeUnknown as exc:
                 self._set_unknown(str(exc))
                 return
