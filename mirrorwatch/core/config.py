@@ -167,12 +167,26 @@ class MonitorSettings(_Section):
     webhook_retries: int = Field(3, ge=0, description="retries after a failed webhook POST")
 
 
+class DashboardSettings(_Section):
+    """The Streamlit status page (``monitor dashboard``); unset URLs are derived from the monitor/canary sections."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8501, ge=1, le=65535)
+    monitor_url: str | None = Field(None, description="monitor HTTP API base; default http://monitor.host:http_port")
+    canary_url: str | None = Field(None, description="canary /metrics URL; default from canary.metrics_*; '' = none")
+    analytics_dir: str | None = Field(None, description="`monitor analyze --out` folder; default .cache/analytics")
+    refresh_s: float = Field(5.0, ge=1, description="default auto-refresh interval")
+    history_points: int = Field(720, ge=10, description="samples kept per flow for the in-session lag charts")
+    timeout_s: float = Field(3.0, gt=0, description="HTTP timeout towards the monitor and the canary")
+
+
 class Config(_Section):
     clusters: dict[str, ClusterConfig]
     flows: dict[str, FlowConfig] = Field(default_factory=dict)
     mirror: MirrorSettings = Field(default_factory=MirrorSettings)
     canary: CanarySettings = Field(default_factory=CanarySettings)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
+    dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
 
     @model_validator(mode="after")
     def _references_resolve(self) -> "Config":

@@ -1,0 +1,10 @@
+"""The Streamlit status page: read-only views over the monitor's HTTP API, the canary's metrics and the Spark
+analytics output. It never talks to Kafka and imports only ``mirrorwatch.core`` from the project.
+
+- ``settings``: where to read from (the ``dashboard:`` config section, defaults derived from the monitor/canary);
+- ``sources``: the readers (HTTP status API, canary Prometheus text, analytics Parquet/JSON), errors as values;
+- ``health``: the overview's traffic light and the words saying why it is not green;
+- ``timeline``: the rolling in-session history of successive polls (for the lag and latency charts);
+- ``views_live`` / ``views_history``: the page sections; ``app``: the page file ``streamlit run`` executes;
+- ``cli``: ``monitor dashboard --config FILE [--port P]``.
+"""

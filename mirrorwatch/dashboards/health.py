@@ -1,0 +1,120 @@
+"""The overview's traffic light: one verdict per flow from the evaluator's status, the canary's status and the
+heartbeat age, with the reasons in words. Pure functions (the page and the tests call them alike)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .sources import CanaryReading
+
+GREEN, AMBER, RED, GREY = "green", "amber", "red", "grey"
+_RANK = {GREEN: 0, GREY: 1, AMBER: 2, RED: 3}
+# Streamlit colour markup, not emoji: a browser without an emoji font (Debian chromium) would draw boxes
+SYMBOL = {GREEN: ":green[●]", AMBER: ":orange[●]", RED: ":red[●]", GREY: ":gray[●]"}
+BADGE = {GREEN: "green", AMBER: "orange", RED: "red", GREY: "gray"}
+WORD = {GREEN: "OK", AMBER: "DEGRADED", RED: "DOWN", GREY: "UNKNOWN"}
+
+# What each partition status means for a mirror, said for someone who does not know Burrow's rules.
+PARTITION_MEANING = {
+    "STOP": "the mirror stopped committing while new records arrived",
+    "STALL": "the mirror commits but its offset does not move",
+    "REWIND": "the mirror's committed offset went backwards",
+    "WARN": "lag is not going down",
+}
+
+
+@dataclass
+class Verdict:
+    light: str = GREEN
+    reasons: list[str] = field(default_factory=list)
+
+    def worsen(self, light: str, reason: str) -> None:
+        if _RANK[light] > _RANK[self.light]:
+            self.light = light
+        self.reasons.append(reason)
+
+    @property
+    def word(self) -> str:
+        return WORD[self.light]
+
+    @property
+    def symbol(self) -> str:
+        return SYMBOL[self.light]
+
+    @property
+    def badge(self) -> str:
+        return f":{BADGE[self.light]}-badge[Status: {self.word}]"
+
+    def why(self) -> str:
+        return "; ".join(self.reasons) if self.reasons else "evaluator OK, canary OK, heartbeats fresh"
+
+
+def _count_statuses(partitions: list[dict]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for p in partitions:
+        counts[p.get("status", "UNKNOWN")] = counts.get(p.get("status", "UNKNOWN"), 0) + 1
+    return counts
+
+
+def _judge_evaluator(flow: dict, verdict: Verdict) -> None:
+    status = flow.get("status", "UNKNOWN")
+    if status == "OK":
+        return
+    if status == "UNKNOWN":
+        reason = flow.get("reason") or "the monitor could not sample this flow"
+        verdict.worsen(GREY, f"evaluator UNKNOWN: {reason}")
+        return
+    if status == "NOTFOUND":
+        verdict.worsen(AMBER, "evaluator NOTFOUND: the mirror group has committed no offsets yet (not started?)")
+        return
+    counts = _count_statuses(flow.get("partitions") or [])
+    parts = [f"{n} partition{'s' if n > 1 else ''} {s} ({PARTITION_MEANING[s]})"
+             for s, n in sorted(counts.items()) if s in PARTITION_MEANING]
+    detail = ": " + ", ".join(parts) if parts else ""
+    verdict.worsen(AMBER if status == "WARN" else RED, f"evaluator {status}{detail}")
+
+
+def _judge_lag(flow: dict, verdict: Verdict) -> None:
+    if flow.get("not_catching_up") and flow.get("status") == "OK":
+        # the evaluator's window may still be OK while the forecast already sees no progress: worth saying
+        verdict.worsen(AMBER, "not catching up on " + ", ".join(flow["not_catching_up"]))
+
+
+def _judge_canary(canary: CanaryReading | None, canary_problem: str | None, heartbeat_max_age_s: float,
+                  verdict: Verdict) -> None:
+    if canary_problem:
+        verdict.worsen(AMBER, f"canary metrics unavailable: {canary_problem}")
+        return
+    if canary is None:
+        verdict.worsen(AMBER, "the canary reports nothing for this flow (is `canary run` running for it?)")
+        return
+    if canary.status == "CRITICAL":
+        verdict.worsen(RED, "canary CRITICAL: probe events are lost or too slow")
+    elif canary.status == "WARNING":
+        verdict.worsen(AMBER, "canary WARNING: probe round trips are slow")
+    elif canary.status in ("UNKNOWN", None):
+        verdict.worsen(AMBER, "canary UNKNOWN: it cannot reach a cluster or has not probed yet")
+    age = canary.heartbeat_age_s
+    if age is None:
+        verdict.worsen(AMBER, "no mirrored heartbeat seen yet")
+    elif age > heartbeat_max_age_s:
+        verdict.worsen(RED, f"heartbeat {age:.0f} s old (limit {heartbeat_max_age_s:g} s)")
+
+
+def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdict) -> None:
+    ts = flow.get("ts_ms")
+    if isinstance(ts, (int, float)) and ts > 0:
+        age_s = (now_ms - ts) / 1000
+        if age_s > max(3 * interval_s, 15):
+            verdict.worsen(AMBER, f"the monitor's last sample is {age_s:.0f} s old")
+
+
+def judge_flow(flow: dict, canary: CanaryReading | None, *, canary_configured: bool, canary_problem: str | None,
+               heartbeat_max_age_s: float, monitor_interval_s: float, now_ms: int) -> Verdict:
+    verdict = Verdict()
+    _judge_evaluator(flow, verdict)
+    _judge_lag(flow, verdict)
+    if canary_configured:
+        _judge_canary(canary, canary_problem, heartbeat_max_age_s, verdict)
+    _judge_freshness(flow, now_ms, monitor_interval_s, verdict)
+    return verdict

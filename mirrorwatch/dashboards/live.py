@@ -1,0 +1,49 @@
+"""One poll of the live sources: the monitor's flows and the canary's readings, with problems as text."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from .health import Verdict, judge_flow
+from .settings import PageSettings
+from .sources import CanaryReading, SourceError, fetch_canary, fetch_flows
+from .timeline import Timeline
+
+
+@dataclass
+class Poll:
+    flows: list[dict] = field(default_factory=list)
+    monitor_problem: str | None = None  # set → banner; ``flows`` is empty then
+    canary: dict[str, CanaryReading] = field(default_factory=dict)
+    canary_problem: str | None = None
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    polled_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def flow(self, name: str) -> dict | None:
+        return next((f for f in self.flows if f.get("flow") == name), None)
+
+
+def poll(settings: PageSettings, timeline: Timeline) -> Poll:
+    result = Poll()
+    try:
+        result.flows = fetch_flows(settings.monitor_url, settings.timeout_s)
+    except SourceError as exc:
+        result.monitor_problem = str(exc)
+    if settings.canary_url:
+        try:
+            result.canary = fetch_canary(settings.canary_url, settings.timeout_s)
+        except SourceError as exc:
+            result.canary_problem = str(exc)
+    now_ms = int(time.time() * 1000)
+    for flow in result.flows:
+        name = flow.get("flow", "?")
+        timeline.add_flow(flow)
+        result.verdicts[name] = judge_flow(
+            flow, result.canary.get(name), canary_configured=bool(settings.canary_url),
+            canary_problem=result.canary_problem, heartbeat_max_age_s=settings.heartbeat_max_age_s,
+            monitor_interval_s=settings.monitor_interval_s, now_ms=now_ms)
+    for name, reading in result.canary.items():
+        timeline.add_canary(name, reading, result.polled_at)
+    return result

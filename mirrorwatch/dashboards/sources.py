@@ -1,0 +1,158 @@
+"""Readers for what the page shows. Each returns data or raises :class:`SourceError` with one line that names
+the address, so the page can put a banner up instead of a traceback."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..core.redact import redact_text
+
+
+class SourceError(Exception):
+    """A source could not be read; the message names the address and the reason."""
+
+
+# ------------------------------------------------------------------ monitor HTTP API
+
+
+def _get(url: str, timeout_s: float) -> requests.Response:
+    try:
+        return requests.get(url, timeout=timeout_s)
+    except requests.ConnectionError:
+        raise SourceError(f"cannot connect to {url}") from None
+    except requests.Timeout:
+        raise SourceError(f"no answer from {url} within {timeout_s:g} s") from None
+    except requests.RequestException as exc:
+        raise SourceError(f"{url}: {type(exc).__name__}") from None
+
+
+def fetch_flows(monitor_url: str, timeout_s: float) -> list[dict]:
+    """The monitor's ``/v1/flows`` list (see mirrorwatch/monitor/api.py for the body)."""
+    url = f"{monitor_url}/v1/flows"
+    response = _get(url, timeout_s)
+    try:
+        body = response.json()
+    except ValueError:
+        raise SourceError(f"{url} answered HTTP {response.status_code} without JSON — is this the monitor's API port?") from None
+    if response.status_code != 200 or not isinstance(body, dict) or body.get("error"):
+        message = body.get("message") if isinstance(body, dict) else None
+        raise SourceError(f"{url} answered HTTP {response.status_code}: {redact_text(str(message or 'error'))}")
+    flows = body.get("flows")
+    if not isinstance(flows, list):
+        raise SourceError(f"{url}: the answer has no 'flows' list — is this the mirrorwatch monitor?")
+    return [f for f in flows if isinstance(f, dict)]
+
+
+# ------------------------------------------------------------------ canary /metrics
+
+CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
+
+
+@dataclass
+class CanaryReading:
+    """One flow's canary series at one scrape; counters are totals since the canary started."""
+
+    status: str | None = None
+    heartbeat_age_s: float | None = None  # None: no heartbeat seen yet (the gauge is NaN)
+    probes: float = 0.0
+    lost: float = 0.0
+    duplicates: float = 0.0
+    reordered: float = 0.0
+    round_trip_sum_s: float = 0.0
+    round_trip_count: float = 0.0
+    buckets: dict[float, float] = field(default_factory=dict)  # le → cumulative count
+
+    def mean_round_trip_s(self) -> float | None:
+        return self.round_trip_sum_s / self.round_trip_count if self.round_trip_count else None
+
+
+_COUNTERS = {"mirrorwatch_canary_probes_total": "probes", "mirrorwatch_canary_lost_total": "lost",
+             "mirrorwatch_canary_duplicates_total": "duplicates", "mirrorwatch_canary_reordered_total": "reordered",
+             "mirrorwatch_canary_round_trip_seconds_sum": "round_trip_sum_s",
+             "mirrorwatch_canary_round_trip_seconds_count": "round_trip_count"}
+
+
+def parse_canary_metrics(text: str) -> dict[str, CanaryReading]:
+    """Canary readings per flow name from Prometheus text (names: docs/metrics.md, canary section)."""
+    readings: dict[str, CanaryReading] = {}
+    for family in text_string_to_metric_families(text):
+        if not family.name.startswith("mirrorwatch_canary_"):
+            continue
+        for sample in family.samples:
+            flow = sample.labels.get("flow")
+            if flow is None:
+                continue
+            reading = readings.setdefault(flow, CanaryReading())
+            value = float(sample.value)
+            if sample.name == "mirrorwatch_canary_status":
+                reading.status = CANARY_STATUS.get(int(value), "UNKNOWN") if not math.isnan(value) else None
+            elif sample.name == "mirrorwatch_canary_heartbeat_age_seconds":
+                reading.heartbeat_age_s = None if math.isnan(value) else value
+            elif sample.name == "mirrorwatch_canary_round_trip_seconds_bucket":
+                reading.buckets[float(sample.labels["le"])] = value
+            elif sample.name in _COUNTERS:
+                setattr(reading, _COUNTERS[sample.name], value)
+    return readings
+
+
+def fetch_canary(canary_url: str, timeout_s: float) -> dict[str, CanaryReading]:
+    response = _get(canary_url, timeout_s)
+    if response.status_code != 200:
+        raise SourceError(f"{canary_url} answered HTTP {response.status_code}")
+    try:
+        return parse_canary_metrics(response.text)
+    except ValueError as exc:  # the parser's complaint about a line; not worth a traceback
+        raise SourceError(f"{canary_url}: not Prometheus text ({str(exc)[:80]})") from None
+
+
+# ------------------------------------------------------------------ analytics output
+
+ANALYTICS_TABLES = ("slo_by_topic", "incidents", "trend_daily")
+
+
+@dataclass
+class Analytics:
+    folder: str
+    summary: dict
+    tables: dict  # name → pandas DataFrame (missing tables are absent)
+    problems: list[str]  # tables that could not be read, one line each
+
+
+def read_analytics(folder: str) -> Analytics | None:
+    """The ``monitor analyze --out`` folder, or None when nothing has been written there yet."""
+    import pandas as pd  # noqa: F401  (pyarrow's to_pandas needs it; imported here to say so)
+    import pyarrow.parquet as pq
+
+    base = Path(folder)
+    summary_path = base / "summary.json"
+    if not summary_path.is_file():
+        return None
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"{summary_path}: unreadable ({type(exc).__name__}) — re-run `monitor analyze`") from None
+    tables, problems = {}, []
+    for name in ANALYTICS_TABLES:
+        path = base / name
+        if not path.exists():
+            problems.append(f"{path}: missing")
+            continue
+        try:
+            tables[name] = pq.read_table(path).to_pandas()
+        except Exception as exc:  # a half-written or corrupt file: say which, show the rest
+            problems.append(f"{path}: unreadable ({type(exc).__name__})")
+    return Analytics(str(base), summary if isinstance(summary, dict) else {}, tables, problems)
+
+
+def analytics_stamp(folder: str) -> float:
+    """Changes when the analytics are rewritten (the cache key for :func:`read_analytics`)."""
+    try:
+        return (Path(folder) / "summary.json").stat().st_mtime
+    except OSError:
+        return 0.0
