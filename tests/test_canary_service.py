@@ -157,3 +157,49 @@ def test_service_survives_source_outage_and_recovers(kafka_pair, target, mirror_
         if mirror is not None:
             mirror.kill()
         own_source.stop()
+
+
+def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_config, topic_name, tmp_path):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from mirrorwatch.canary.events import is_canary
+    from mirrorwatch.core.records import CanaryEvent
+
+    from .helpers import end_offsets
+
+    cfg = canary_config(mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S)
+    path = write(cfg, tmp_path / "canary.yaml")
+    tgt_topic = f"east.{cfg['canary']['topic']}"
+    with MirrorProcess(cfg, tmp_path / "mirror.yaml") as mirror:
+        check_until(path, 0, 60, alive=mirror)
+        starts = end_offsets(target.bootstrap, tgt_topic)
+        canary = CanaryProcess(path, tmp_path / "canary.log")
+        try:
+            wait_status(canary, 0, 30)
+            reader = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "never-committed", "enable.auto.commit": False})
+            reader.assign([TopicPartition(tgt_topic, p, o) for p, o in starts.items()])
+            service_event = None
+            while service_event is None:  # the first event of the service's run on partition 1
+                for m in reader.consume(10, 1.0):
+                    if not m.error() and is_canary(m) and m.partition() == 1:
+                        service_event = m
+            reader.close()
+            run_id = CanaryEvent.from_value(service_event.value()).run_id
+            injector = Producer({"bootstrap.servers": target.bootstrap})
+            injector.produce(tgt_topic, value=service_event.value(), partition=1, headers=service_event.headers())  # duplicate
+            # an event of the same run with a sequence below everything it has seen on partition 2: out of order
+            below = CanaryEvent(run_id, 0, int(time.time() * 1000), "east", 2)
+            injector.produce(tgt_topic, value=below.to_value(), partition=2, headers=[("mw.canary", b"1")])
+            injector.flush(10)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                figures = canary.metrics()
+                if figures["mirrorwatch_canary_duplicates_total"] and figures["mirrorwatch_canary_reordered_total"]:
+                    break
+                time.sleep(0.2)
+            assert figures["mirrorwatch_canary_duplicates_total"] == 1 and figures["mirrorwatch_canary_reordered_total"] == 1
+            assert figures["mirrorwatch_canary_lost_total"] == 0
+            assert "OK → WARNING" in canary.log_text()  # the anomaly shows (for about one probe) ...
+            wait_status(canary, 0, 10)  # ... and clears with the next clean probe
+        finally:
+            assert canary.stop() == 0
