@@ -122,6 +122,8 @@ def test_lines_read_as_the_issue_asks():
     assert warn.status == "WARNING" and "1 duplicate" in warn.line() and warn.exit_code == 1
     old_beat = _result(latencies_ms={0: 10, 1: 10, 2: 10}, heartbeat_age_s=61.0)
     assert old_beat.status == "CRITICAL" and "last heartbeat 61 s ago (limit 60 s)" in old_beat.line()
+    partly_refused = _result(latencies_ms={0: 10, 1: 10}, unsent={2: "Broker: Not enough in-sync replicas"}, heartbeat_age_s=1.0)
+    assert partly_refused.status == "WARNING" and "1 not written to the source" in partly_refused.line()
     unknown = _result(error="cannot reach source cluster 'east' at 127.0.0.1:1: refused")
     assert unknown.line() == "UNKNOWN east→west cannot reach source cluster 'east' at 127.0.0.1:1: refused" and unknown.exit_code == 3
 

@@ -50,7 +50,7 @@ class CheckResult:
             self.status = CRITICAL
         elif not self.latencies_ms:
             self.status, self.error = UNKNOWN, "no canary event could be written to the source"
-        elif self.duplicates or self.reordered or (self.max_latency_ms or 0) > self.warn_latency_s * 1000:
+        elif self.duplicates or self.reordered or self.unsent or (self.max_latency_ms or 0) > self.warn_latency_s * 1000:
             self.status = WARNING
         else:
             self.status = OK
