@@ -1,0 +1,294 @@
+"""grafana/ against the REAL exporters: `mirror run`, `canary run` and `monitor run` as processes on the two real
+local clusters, scraped by the Debian Prometheus with the shipped rule file (every ``for:`` shortened to 5 s,
+the true-lag threshold lowered so a stopped mirror crosses it within seconds).
+
+1. ``promtool check metrics`` passes on the live output of each of the three exporters;
+2. every PromQL expression of grafana/ (``grafana.promql.all_promql_expressions()``) parses and returns series
+   once the stack has run a while — the few that legitimately return nothing on a healthy stack are listed in
+   ``NO_SERIES_WHEN_HEALTHY`` with the reason and what is checked instead;
+3. SIGTERM the mirror while records keep coming: MirrorwatchTrueLagHigh and MirrorwatchCanaryCritical (and
+   MirrorwatchExporterDown for the mirror's job) reach ``firing`` in /api/v1/alerts; restart the mirror: they
+   resolve. Every wait is bounded generously (the machine is shared); nothing asserts on speed.
+
+The tests share one module-scoped stack and run in file order (3 stops and restarts the mirror).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from grafana import promql
+
+from .helpers import create_topic, produce_numbered
+from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings
+from .prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
+
+FLOW = "east-west"
+PARTITIONS = 3
+RATE = 50  # records/s produced to the flow's topic for the whole module
+TRUE_LAG_THRESHOLD = 500  # ~10 s of traffic: a healthy mirror (commits every 1 s) stays far below it
+FOR = "5s"
+JOBS = ("mirrorwatch-mirror", "mirrorwatch-canary", "mirrorwatch-monitor")
+
+# Alert expressions are `<query> <op> <number>`: they return series only while the condition holds, which on a
+# healthy stack it does not (that is the point). For these the query part (split_condition) must return
+# series. Listed by name, not derived, so a new alert is a conscious addition here.
+ALERT_RULES = {
+    "MirrorwatchTrueLagHigh", "MirrorwatchTimeLagHigh", "MirrorwatchEvaluatorError", "MirrorwatchCanaryCritical",
+    "MirrorwatchCanaryUnknown", "MirrorwatchCanaryLostEvents", "MirrorwatchHeartbeatStale",
+    "MirrorwatchMonitorSampleStale", "MirrorwatchClusterUnreachable", "MirrorwatchExporterDown",
+}
+# where -> (exporter, metric family it must declare instead, reason): healthy-state exceptions to "returns series"
+NO_SERIES_WHEN_HEALTHY = {
+    "mirrorwatch-flows.json: panel 'Produce errors/s' A": (
+        "mirror", "mirrorwatch_mirror_produce_errors",
+        "the mirror exports a produce-error series per (topic, retriable) only after the first error; a "
+        "healthy mirror has none, so even the bare selector is empty. Checked instead: the live mirror "
+        "endpoint declares the counter family (# TYPE) and the expression parses."),
+}
+
+
+class Service:
+    """A child process (argv) with its output in ``logs/<name>.log``; dies with the test process."""
+
+    def __init__(self, name: str, argv: list[str], logs: Path):
+        self.name, self.log_path = name, logs / f"{name}.log"
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=_die_with_parent)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no orphan if pytest is killed
+
+
+class Traffic:
+    """About RATE records/s to the flow's topic from a thread, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.topic, self.sent = topic, 0
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(0.1):
+            for _ in range(RATE // 10):
+                self.producer.produce(self.topic, key=f"k{self.sent}".encode(), value=b"x" * 100,
+                                      partition=self.sent % PARTITIONS)
+                self.sent += 1
+            self.producer.poll(0)
+        self.producer.flush(30)
+
+    def start(self) -> "Traffic":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(40)
+        self.producer = None  # let librdkafka's client go now, not when the clusters are already down
+
+
+class Stack:
+    def __init__(self, source, target, base: Path):
+        self.base, self.source = base, source
+        self.topic = f"t-grafana-{uuid.uuid4().hex[:8]}"
+        self.ports = {"mirror": free_port(), "canary": free_port(), "monitor": free_port()}
+        self.config = {
+            "clusters": {"east": source.config(), "west": target.config()},
+            "flows": {FLOW: {"source": "east", "target": "west", "topics": [self.topic], "group": f"mw-{self.topic}",
+                             "checkpoint_groups": []}},
+            "mirror": fast_mirror_settings(metrics_port=self.ports["mirror"], heartbeats_topic=f"hb.{self.topic}",
+                                           offset_sync_every=50),
+            "canary": {"topic": f"mw.canary.{self.topic}", "interval_s": 1, "warn_latency_s": 2, "crit_latency_s": 5,
+                       "heartbeat_max_age_s": 10, "metrics_port": self.ports["canary"]},
+            "monitor": {"interval_s": 1, "window": 5, "history": False, "metrics_port": self.ports["monitor"],
+                        "http_port": free_port()},
+        }
+        self.config_path = base / "mirrorwatch.yaml"
+        self.mirror: MirrorProcess | None = None
+        self.services: list[Service] = []
+        self.traffic: Traffic | None = None
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}/metrics"
+
+    def targets(self) -> dict[str, list[str]]:
+        return {f"mirrorwatch-{name}": [f"127.0.0.1:{port}"] for name, port in self.ports.items()}
+
+    def start(self) -> "Stack":
+        create_topic(self.source.bootstrap, self.topic, PARTITIONS)
+        produce_numbered(self.source.bootstrap, self.topic, 600, PARTITIONS)
+        self.mirror = MirrorProcess(self.config, self.config_path).start()  # also writes the config file
+        for name in ("monitor", "canary"):
+            self.services.append(Service(name, [str(BIN / name), "run", "--config", str(self.config_path)], self.base))
+        self.traffic = Traffic(self.source.bootstrap, self.topic).start()
+        return self
+
+    def check_alive(self, mirror_too: bool = True) -> None:
+        for service in self.services:
+            assert service.alive(), f"{service.name} exited:\n{service.log_tail()}"
+        if mirror_too:
+            assert self.mirror.running(), f"mirror exited:\n{self.mirror.log_text()[-3000:]}"
+
+    def stop(self) -> None:
+        if self.traffic:
+            self.traffic.stop()
+        for service in reversed(self.services):
+            service.stop()
+        if self.mirror:
+            try:
+                self.mirror.terminate(20)
+            except subprocess.TimeoutExpired:
+                self.mirror.kill()
+
+
+def values(prom, expr: str) -> dict[str, float]:
+    """{flow or job: value} of an instant query."""
+    return {r["metric"].get("flow", r["metric"].get("job", "")): float(r["value"][1]) for r in prom.query(expr)}
+
+
+def firing_names(prom) -> set[str]:
+    return {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"}
+
+
+def healthy(prom) -> bool:
+    up = values(prom, 'up{job=~"mirrorwatch-.*"}')
+    return (all(up.get(job) == 1 for job in JOBS)
+            and values(prom, "mirrorwatch_canary_status").get(FLOW) == 0
+            and values(prom, "flow_group:mirrorwatch_group_status:max").get(FLOW) == 0
+            and values(prom, "flow:mirrorwatch_true_lag_records:sum").get(FLOW, float("inf")) < TRUE_LAG_THRESHOLD / 2
+            and not {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical"} & firing_names(prom))
+
+
+@pytest.fixture(scope="module")
+def stack(source, target, tmp_path_factory):
+    base = tmp_path_factory.mktemp("grafana-real")
+    rules = write_rules_copy(base / "rules.yml", FOR, {"MirrorwatchTrueLagHigh": TRUE_LAG_THRESHOLD})
+    s = Stack(source, target, base)
+    try:
+        s.start()
+        with prometheus_server(s.targets(), [rules], workdir=base / "prometheus") as prom:
+            def ready():
+                s.check_alive()
+                return healthy(prom)
+            prom.wait_for(ready, 180, "stack healthy in Prometheus (exporters up, canary OK, evaluator OK, "
+                                      "true lag low)")
+            yield s, prom
+    finally:
+        s.stop()
+
+
+def test_promtool_check_metrics_on_each_live_exporter(stack):
+    s, prom = stack
+    # by now the canary has judged probes and the mirror acknowledged records: histograms have observations
+    for name in ("mirror", "canary", "monitor"):
+        text = requests.get(s.url(name), timeout=10).text
+        assert "mirrorwatch_" in text, f"{name} exporter serves no mirrorwatch metrics:\n{text[:2000]}"
+        findings = check_metrics(s.url(name))
+        assert findings == "", f"promtool check metrics on the live {name} exporter ({s.url(name)}):\n{findings}"
+
+
+def checked_expression(where: str, expr: str) -> str | None:
+    """The expression whose result must be non-empty on a healthy stack; None for NO_SERIES_WHEN_HEALTHY."""
+    if where in NO_SERIES_WHEN_HEALTHY:
+        return None
+    if where.startswith("rule ") and where.removeprefix("rule ") in ALERT_RULES:
+        return promql.split_condition(expr)[0]
+    return expr
+
+
+def test_every_expression_parses_and_returns_series(stack):
+    s, prom = stack
+    expressions = promql.all_promql_expressions()
+    alert_names = {r["alert"] for r in promql.rules_of(promql.load_rules(), "alert")}
+    assert alert_names == ALERT_RULES, "the rule file's alerts changed: update ALERT_RULES"
+    stale = set(NO_SERIES_WHEN_HEALTHY) - {w for w, _ in expressions}
+    assert not stale, f"exceptions for expressions that no longer exist: {stale}"
+
+    for where, expr in expressions:
+        try:
+            prom.query(expr)  # a parse error raises here, with Prometheus's message
+        except PromQLError as e:
+            pytest.fail(f"{where}: {expr}\n{e}", pytrace=False)
+
+    def empty() -> list[str]:
+        s.check_alive()
+        return [f"{w}: {q}" for w, e in expressions if (q := checked_expression(w, e)) and not prom.query(q)]
+    try:  # rate()/increase() need two scrapes of a series, recording rules an evaluation: poll
+        prom.wait_for(lambda: not empty(), 90, "every expression returning series")
+    except AssertionError:
+        pytest.fail("expressions without series on the real exporters:\n" + "\n".join(empty()), pytrace=False)
+
+    for where, (exporter, family, _reason) in NO_SERIES_WHEN_HEALTHY.items():
+        families = {f.name: f.type for f in text_string_to_metric_families(requests.get(s.url(exporter), timeout=10).text)}
+        assert families.get(family) == "counter", f"{where}: {family} not declared by the live {exporter} exporter"
+
+
+def test_stopped_mirror_fires_lag_and_canary_alerts_and_restart_resolves_them(stack):
+    s, prom = stack
+    prom.wait_for(lambda: healthy(prom), 120, "healthy before the mirror is stopped")
+    assert not {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical", "MirrorwatchExporterDown"} & firing_names(prom)
+
+    sent_before = s.traffic.sent
+    assert s.mirror.terminate(20) == 0, s.mirror.log_text()[-3000:]
+    stopped = time.monotonic()
+
+    def fired():
+        s.check_alive(mirror_too=False)
+        names = firing_names(prom)
+        return {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical"} <= names and names
+    prom.wait_for(fired, 120, "MirrorwatchTrueLagHigh and MirrorwatchCanaryCritical firing after the mirror stopped")
+    took_fire = time.monotonic() - stopped
+    assert s.traffic.sent > sent_before, "the producer stopped: the lag would not grow"
+
+    (lag,) = prom.firing("MirrorwatchTrueLagHigh")
+    assert lag["labels"]["flow"] == FLOW and lag["labels"]["severity"] == "critical"
+    assert float(lag["value"]) > TRUE_LAG_THRESHOLD
+    assert f"--flow {FLOW}" in lag["annotations"]["runbook"]
+    (canary,) = prom.firing("MirrorwatchCanaryCritical")
+    assert canary["labels"]["flow"] == FLOW and float(canary["value"]) == 2
+    # the mirror's endpoint is gone too (same `for:`); it fires by now or shortly after
+    down = prom.wait_for(lambda: prom.firing("MirrorwatchExporterDown"), 60, "MirrorwatchExporterDown firing")
+    assert {a["labels"]["job"] for a in down} == {"mirrorwatch-mirror"}
+
+    s.mirror.start()  # same config, group and metrics port: resumes from its committed offsets
+    restarted = time.monotonic()
+
+    def resolved():
+        s.check_alive()
+        return not {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical", "MirrorwatchExporterDown"} & firing_names(prom)
+    prom.wait_for(resolved, 180, "true-lag, canary-critical and exporter-down alerts resolved after the restart")
+    took_resolve = time.monotonic() - restarted
+    assert values(prom, "flow:mirrorwatch_true_lag_records:sum")[FLOW] <= TRUE_LAG_THRESHOLD
+    print(f"fired {took_fire:.0f} s after SIGTERM, resolved {took_resolve:.0f} s after restart")
