@@ -58,8 +58,10 @@ class EngineCollector:
         latency.add_metric(base, e.latency.buckets(), e.latency.total)
         yield latency
         errors = CounterMetricFamily("mirrorwatch_mirror_produce_errors", "Produce errors", labels=names + ["topic", "retriable"])
-        for (topic, retriable), count in list(e.produce_errors.items()):
-            errors.add_metric(base + [topic, "true" if retriable else "false"], count)
+        # every mirrored topic exports both series from the start, so rate() and panels see 0, not "no data"
+        for topic in sorted(e.target_names):
+            for retriable in (True, False):
+                errors.add_metric(base + [topic, "true" if retriable else "false"], e.produce_errors.get((topic, retriable), 0))
         yield errors
         in_flight = GaugeMetricFamily("mirrorwatch_mirror_in_flight_records", "Records sent, not yet acknowledged", labels=names)
         in_flight.add_metric(base, e.in_flight)
