@@ -74,10 +74,13 @@ def _judge_evaluator(flow: dict, verdict: Verdict) -> None:
     verdict.worsen(AMBER if status == "WARN" else RED, f"evaluator {status}{detail}")
 
 
-def _judge_lag(flow: dict, verdict: Verdict) -> None:
-    if flow.get("not_catching_up") and flow.get("status") == "OK":
-        # the evaluator's window may still be OK while the forecast already sees no progress: worth saying
-        verdict.worsen(AMBER, "not catching up on " + ", ".join(flow["not_catching_up"]))
+def _judge_lag(flow: dict, warn_time_lag_s: float, verdict: Verdict) -> None:
+    # A mirror keeping pace under steady traffic holds a small constant lag, which the forecast calls "not
+    # catching up"; that is only worth a colour once records wait longer than the canary's warning latency.
+    max_time_lag = (flow.get("totals") or {}).get("max_time_lag_s")
+    if flow.get("not_catching_up") and flow.get("status") == "OK" and (max_time_lag or 0) > warn_time_lag_s:
+        verdict.worsen(AMBER, f"not catching up on {', '.join(flow['not_catching_up'])} "
+                              f"(oldest record waiting {max_time_lag:.0f} s)")
 
 
 def _judge_canary(canary: CanaryReading | None, canary_problem: str | None, heartbeat_max_age_s: float,
@@ -110,10 +113,11 @@ def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdic
 
 
 def judge_flow(flow: dict, canary: CanaryReading | None, *, canary_configured: bool, canary_problem: str | None,
-               heartbeat_max_age_s: float, monitor_interval_s: float, now_ms: int) -> Verdict:
+               heartbeat_max_age_s: float, monitor_interval_s: float, now_ms: int,
+               warn_time_lag_s: float = 5.0) -> Verdict:
     verdict = Verdict()
     _judge_evaluator(flow, verdict)
-    _judge_lag(flow, verdict)
+    _judge_lag(flow, warn_time_lag_s, verdict)
     if canary_configured:
         _judge_canary(canary, canary_problem, heartbeat_max_age_s, verdict)
     _judge_freshness(flow, now_ms, monitor_interval_s, verdict)

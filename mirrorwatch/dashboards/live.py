@@ -43,7 +43,8 @@ def poll(settings: PageSettings, timeline: Timeline) -> Poll:
         result.verdicts[name] = judge_flow(
             flow, result.canary.get(name), canary_configured=bool(settings.canary_url),
             canary_problem=result.canary_problem, heartbeat_max_age_s=settings.heartbeat_max_age_s,
-            monitor_interval_s=settings.monitor_interval_s, now_ms=now_ms)
+            monitor_interval_s=settings.monitor_interval_s, now_ms=now_ms,
+            warn_time_lag_s=settings.warn_time_lag_s)
     for name, reading in result.canary.items():
         timeline.add_canary(name, reading, result.polled_at)
     return result

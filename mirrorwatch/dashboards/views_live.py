@@ -96,7 +96,9 @@ def _partition_table(flow: dict) -> None:
     st.dataframe(frame, hide_index=True, width="stretch")
     forecasts = flow.get("catch_up_s") or {}
     if flow.get("not_catching_up"):
-        st.warning("Not catching up: " + ", ".join(flow["not_catching_up"]))
+        # a caption, not a warning: a mirror keeping pace at a small steady lag is "not catching up" too
+        st.caption("Forecast: not catching up on " + ", ".join(flow["not_catching_up"])
+                   + " (the lag did not shrink between the last samples).")
     elif forecasts:
         st.caption("Catch-up forecast per topic: " + ", ".join(
             f"{t}: {'caught up' if s == 0 else ('unknown' if s is None else f'~{s:.0f} s')}" for t, s in sorted(forecasts.items())))

@@ -1,0 +1,161 @@
+"""The page's pure parts: settings derivation, the traffic light's rules, the canary parser, the timeline and
+the start command (argv and bad input). No Streamlit run, no network."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from mirrorwatch.core.config import config_from_dict, load_config
+from mirrorwatch.dashboards.cli import streamlit_argv
+from mirrorwatch.dashboards.health import AMBER, GREEN, GREY, RED, judge_flow
+from mirrorwatch.dashboards.settings import page_settings
+from mirrorwatch.dashboards.sources import CanaryReading, SourceError, fetch_flows, parse_canary_metrics, read_analytics
+from mirrorwatch.dashboards.timeline import Timeline
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dashboard"
+BASE = {"clusters": {"east": {"bootstrap.servers": "a:1"}, "west": {"bootstrap.servers": "b:1"}},
+        "flows": {"ew": {"source": "east", "target": "west"}}}
+NOW = 1_800_000_000_000
+
+
+def settings(**sections):
+    return page_settings(config_from_dict({**BASE, **sections}))
+
+
+def test_addresses_default_to_the_monitor_and_canary_sections():
+    s = settings(monitor={"host": "0.0.0.0", "http_port": 7001}, canary={"metrics_port": 7002})
+    assert s.monitor_url == "http://127.0.0.1:7001" and s.canary_url == "http://127.0.0.1:7002/metrics"
+    assert s.analytics_dir == ".cache/analytics" and [f.name for f in s.flows] == ["ew"]
+
+
+def test_dashboard_section_overrides_and_empty_canary_url_means_none():
+    s = settings(dashboard={"monitor_url": "http://mon:1/", "canary_url": "", "analytics_dir": "/a"})
+    assert s.monitor_url == "http://mon:1" and s.canary_url is None and s.analytics_dir == "/a"
+    assert settings(canary={"metrics_port": None}).canary_url is None
+
+
+def test_dashboard_settings_take_environment_overrides(tmp_path):
+    import yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    config = load_config(path, environ={"MIRRORWATCH__DASHBOARD__PORT": "8600"})
+    assert config.dashboard.port == 8600
+
+
+def flow(status="OK", partitions=("OK",), **extra) -> dict:
+    body = {"flow": "ew", "status": status, "ts_ms": NOW, "totals": {"true_lag": 0, "max_time_lag_s": 0.0},
+            "not_catching_up": [], "partitions": [{"status": s} for s in partitions]}
+    body.update(extra)
+    return body
+
+
+def judge(f, canary=CanaryReading(status="OK", heartbeat_age_s=1.0), configured=True, problem=None, now=NOW):
+    return judge_flow(f, canary, canary_configured=configured, canary_problem=problem, heartbeat_max_age_s=60,
+                      monitor_interval_s=5, now_ms=now, warn_time_lag_s=5)
+
+
+def test_all_good_is_green_and_says_so():
+    v = judge(flow())
+    assert v.light == GREEN and v.word == "OK" and "evaluator OK" in v.why()
+
+
+@pytest.mark.parametrize("status, partitions, light, words", [
+    ("WARN", ("WARN", "OK"), AMBER, "evaluator WARN: 1 partition WARN (lag is not going down)"),
+    ("ERR", ("STOP", "STOP"), RED, "2 partitions STOP (the mirror stopped committing while new records arrived)"),
+    ("ERR", ("STALL",), RED, "STALL (the mirror commits but its offset does not move)"),
+    ("ERR", ("REWIND",), RED, "REWIND (the mirror's committed offset went backwards)"),
+    ("NOTFOUND", (), AMBER, "has committed no offsets yet"),
+])
+def test_evaluator_statuses_in_words(status, partitions, light, words):
+    v = judge(flow(status, partitions))
+    assert v.light == light and words in v.why()
+
+
+def test_unknown_carries_the_monitors_reason():
+    v = judge(flow("UNKNOWN", ("UNKNOWN",), reason="cluster east unreachable: timed out"))
+    assert v.light == GREY and "cluster east unreachable" in v.why()
+
+
+def test_canary_and_heartbeat_rules():
+    assert judge(flow(), CanaryReading(status="CRITICAL", heartbeat_age_s=1)).light == RED
+    assert judge(flow(), CanaryReading(status="WARNING", heartbeat_age_s=1)).light == AMBER
+    stale = judge(flow(), CanaryReading(status="OK", heartbeat_age_s=75))
+    assert stale.light == RED and "heartbeat 75 s old (limit 60 s)" in stale.why()
+    assert "no mirrored heartbeat" in judge(flow(), CanaryReading(status="OK", heartbeat_age_s=None)).why()
+    assert "reports nothing for this flow" in judge(flow(), None).why()
+    assert judge(flow(), None, configured=False).light == GREEN  # no canary configured: evaluator alone
+    assert "canary metrics unavailable: boom" in judge(flow(), None, problem="boom").why()
+
+
+def test_old_sample_and_slow_catch_up_are_amber_but_a_small_steady_lag_is_not():
+    assert "last sample is 60 s old" in judge(flow(), now=NOW + 60_000).why()
+    steady = flow(not_catching_up=["orders"], totals={"true_lag": 40, "max_time_lag_s": 0.4})
+    assert judge(steady).light == GREEN
+    behind = flow(not_catching_up=["orders"], totals={"true_lag": 4000, "max_time_lag_s": 42.0})
+    assert judge(behind).light == AMBER and "not catching up on orders (oldest record waiting 42 s)" in judge(behind).why()
+
+
+def test_canary_parser_reads_the_recorded_real_exposition():
+    (name, reading), = parse_canary_metrics((FIXTURES / "canary_degraded.txt").read_text()).items()
+    assert name == "east-west" and reading.status == "CRITICAL" and reading.lost >= 1
+    assert reading.round_trip_count > 0 and reading.mean_round_trip_s() > 0 and reading.heartbeat_age_s is not None
+    healthy = parse_canary_metrics((FIXTURES / "canary_healthy.txt").read_text())["east-west"]
+    assert healthy.status == "OK" and healthy.lost == 0
+
+
+def test_canary_nan_heartbeat_is_none():
+    text = 'mirrorwatch_canary_heartbeat_age_seconds{flow="f",source="a",target="b"} NaN\n'
+    assert parse_canary_metrics(text)["f"].heartbeat_age_s is None
+
+
+def test_timeline_one_point_per_sample_and_latency_per_interval():
+    t = Timeline(max_points=3)
+    for ts in (1000, 1000, 2000, 3000, 4000):  # a repeated poll of the same sample adds nothing
+        t.add_flow({"flow": "f", "ts_ms": ts, "totals": {"committed_lag": ts, "read_lag": 1, "true_lag": 2}})
+    assert list(t.lag_frame("f")["committed_lag"]) == [2000, 3000, 4000]  # bounded
+    now = datetime.now(timezone.utc)
+    t.add_canary("f", CanaryReading(round_trip_sum_s=10, round_trip_count=10), now)
+    t.add_canary("f", CanaryReading(round_trip_sum_s=13, round_trip_count=11), now)
+    assert list(t.canary_frame("f")["round_trip_s"]) == [1.0, 3.0]  # the mean of the newest probe alone
+
+
+def test_unreachable_monitor_is_a_source_error_naming_the_url():
+    with pytest.raises(SourceError, match=r"cannot connect to http://127\.0\.0\.1:9/v1/flows"):
+        fetch_flows("http://127.0.0.1:9", 1)
+
+
+def test_analytics_reader_empty_and_broken(tmp_path):
+    assert read_analytics(str(tmp_path / "nothing")) is None
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / "incidents").mkdir()
+    (tmp_path / "incidents" / "part-0.parquet").write_bytes(b"not parquet")
+    result = read_analytics(str(tmp_path))
+    assert any("incidents" in p and "unreadable" in p for p in result.problems)
+    assert any("slo_by_topic: missing" in p for p in result.problems)
+
+
+def test_streamlit_argv_is_headless_local_and_private():
+    argv = streamlit_argv("/etc/mw.yaml", 8555, "127.0.0.1")
+    joined = " ".join(argv)
+    assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("mirrorwatch/dashboards/app.py")
+    for flag in ("--server.headless true", "--server.address 127.0.0.1", "--server.port 8555",
+                 "--browser.gatherUsageStats false"):
+        assert flag in joined
+    assert argv[-3:] == ["--", "--config", "/etc/mw.yaml"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config", "/does/not/exist.yaml"], "cannot read config file"),
+    ([], "Missing option '--config'"),
+])
+def test_dashboard_command_bad_input_is_one_line(args, message):
+    proc = subprocess.run([sys.executable, "-m", "mirrorwatch.dashboards.cli", *args], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
