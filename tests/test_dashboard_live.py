@@ -303,3 +303,7 @@ def test_browser_overview_ok_then_not_ok_after_the_mirror_stops(stack, browser_p
                       and "Status: OK" not in t and t, 60, "Status: DOWN with the evaluator's ERR on the page")
     assert "STOP (the mirror stopped committing while new records arrived)" in body and "Traceback" not in body
     page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+    page.get_by_text("History", exact=True).click()  # this config points at an empty analytics folder
+    body = wait_for_text(page, stack, "No analytics yet", 30)
+    assert "monitor analyze" in body and "Traceback" not in body
