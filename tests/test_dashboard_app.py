@@ -160,6 +160,18 @@ def test_monitor_answering_garbage_is_a_banner_too(stub, page):
     assert "HTTP 502" in at.error[0].value and stub.url in at.error[0].value
 
 
+def test_unexpected_answer_shapes_never_raise(stub, page):
+    odd = {"error": False, "flows": [{"flow": "east-west", "status": "ERR", "partitions": "not a list", "totals": 5,
+                                      "ts_ms": "yesterday"}, "not a flow"]}
+    stub.routes["/v1/flows"] = (200, "application/json", json.dumps(odd).encode())
+    stub.routes["/metrics"] = (200, "text/plain", b"this is { not prometheus text\n")
+    at = page(stub.url, f"{stub.url}/metrics")
+    assert_no_exception(at)
+    assert "Status: DOWN" in texts(at) and "not Prometheus text" in texts(at)
+    at = show(at, "Flow detail")
+    assert_no_exception(at)
+
+
 def test_canary_unreachable_degrades_with_a_warning(stub, page):
     stub.serve("healthy")
     missing = closed_port_url() + "/metrics"

@@ -8,18 +8,22 @@ Absolute imports: Streamlit runs this file as a script, not as part of the packa
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from contextlib import contextmanager
 
 import streamlit as st
 
 from mirrorwatch.core.config import ConfigError
+from mirrorwatch.core.redact import redact_text
 from mirrorwatch.dashboards.live import poll
 from mirrorwatch.dashboards.settings import CONFIG_ENV, PageSettings, settings_from_path
 from mirrorwatch.dashboards.timeline import Timeline
 from mirrorwatch.dashboards.views_history import history
 from mirrorwatch.dashboards.views_live import flow_detail, legend, overview
 
+log = logging.getLogger("mirrorwatch.dashboards")
 VIEWS = ("Overview", "Flow detail", "History")
 REFRESH_CHOICES = (0, 2, 5, 10, 30, 60)  # seconds; 0 = off
 
@@ -68,19 +72,33 @@ def main() -> None:
     timeline = st.session_state.timeline
 
     def live() -> None:
-        result = poll(settings, timeline)
-        if view == "Overview":
-            overview(settings, result)
-        else:
-            flow_detail(settings, result, timeline, flow)
-        st.caption(f"Polled {result.polled_at:%Y-%m-%d %H:%M:%S} UTC"
-                   + (f" · refreshing every {refresh} s" if refresh else " · auto-refresh off"))
+        with guarded("the live view"):
+            result = poll(settings, timeline)
+            if view == "Overview":
+                overview(settings, result)
+            else:
+                flow_detail(settings, result, timeline, flow)
+            st.caption(f"Polled {result.polled_at:%Y-%m-%d %H:%M:%S} UTC"
+                       + (f" · refreshing every {refresh} s" if refresh else " · auto-refresh off"))
 
     if view == "History":
-        history(settings)
+        with guarded("the history view"):
+            history(settings)
     else:
         # a fragment re-runs alone on its timer: the sidebar and the rest of the page stay put
         st.fragment(live, run_every=refresh or None)()
+
+
+@contextmanager
+def guarded(what: str):
+    """A bug or an answer this page did not expect: one line on the page, the traceback in the server log only.
+    (Streamlit's stop/rerun signals are BaseExceptions and pass through.)"""
+    try:
+        yield
+    except Exception as exc:
+        log.exception("dashboard: %s failed", what)
+        st.error(f"Could not draw {what}: {type(exc).__name__}: {redact_text(str(exc))[:200]} "
+                 "(details in the dashboard's log; the page retries on the next refresh).")
 
 
 main()

@@ -21,7 +21,9 @@ def streamlit_argv(config_path: str, port: int, host: str) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(PAGE),
             "--server.headless", "true", "--server.address", host, "--server.port", str(port),
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-            "--global.developmentMode", "false", "--client.toolbarMode", "viewer", "--", "--config", config_path]
+            "--global.developmentMode", "false", "--client.toolbarMode", "viewer",
+            "--client.showErrorDetails", "type",  # a bug shows its type in the browser, the traceback only in the log
+            "--", "--config", config_path]
 
 
 @click.command("dashboard", help="Serve the Streamlit status page (read-only; reads the monitor's HTTP API, "

@@ -51,8 +51,9 @@ class Verdict:
 
 def _count_statuses(partitions: list[dict]) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for p in partitions:
-        counts[p.get("status", "UNKNOWN")] = counts.get(p.get("status", "UNKNOWN"), 0) + 1
+    for p in partitions if isinstance(partitions, list) else ():
+        status = p.get("status", "UNKNOWN") if isinstance(p, dict) else "UNKNOWN"
+        counts[status] = counts.get(status, 0) + 1
     return counts
 
 

@@ -46,7 +46,26 @@ def fetch_flows(monitor_url: str, timeout_s: float) -> list[dict]:
     flows = body.get("flows")
     if not isinstance(flows, list):
         raise SourceError(f"{url}: the answer has no 'flows' list — is this the mirrorwatch monitor?")
-    return [f for f in flows if isinstance(f, dict)]
+    return [_normalised(f) for f in flows if isinstance(f, dict)]
+
+
+def _normalised(flow: dict) -> dict:
+    """The parts the page relies on, with the expected kinds (an unexpected answer degrades, never raises)."""
+    flow = dict(flow)
+    if not isinstance(flow.get("totals"), dict):
+        flow["totals"] = {}
+    flow["partitions"] = [p for p in flow.get("partitions") or [] if isinstance(p, dict)] \
+        if isinstance(flow.get("partitions"), list) else []
+    for key in ("catch_up_s",):
+        if not isinstance(flow.get(key), dict):
+            flow[key] = {}
+    if not isinstance(flow.get("not_catching_up"), list):
+        flow["not_catching_up"] = []
+    if not isinstance(flow.get("ts_ms"), (int, float)) or isinstance(flow.get("ts_ms"), bool):
+        flow["ts_ms"] = None
+    flow["flow"] = str(flow.get("flow", "?"))
+    flow["status"] = str(flow.get("status", "UNKNOWN"))
+    return flow
 
 
 # ------------------------------------------------------------------ canary /metrics
