@@ -119,8 +119,15 @@ class Observer(threading.Thread):
         return [s for s in self.samples if start <= s[0] <= end]
 
 
+def _die_with_soak() -> None:
+    import ctypes
+
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: no orphans if the soak is killed
+
+
 def _start(name: str, argv: list[str], logs: Path) -> subprocess.Popen:
-    return subprocess.Popen(argv, stdout=open(logs / f"{name}.log", "ab"), stderr=subprocess.STDOUT)
+    return subprocess.Popen(argv, stdout=open(logs / f"{name}.log", "ab"), stderr=subprocess.STDOUT,
+                            preexec_fn=_die_with_soak)
 
 
 def _committed_and_end(source: str) -> tuple[dict[int, int], dict[int, int]]:
@@ -237,6 +244,9 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
         producing.join()
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
+            if mirror.poll() is not None:  # a crash is a finding, not something to wait out
+                tail = (logs / "mirror.log").read_text(errors="replace")[-1500:]
+                raise RuntimeError(f"the mirror exited with {mirror.returncode} during the soak:\n{tail}")
             committed, ends = _committed_and_end(east.bootstrap)
             if committed == ends:
                 break

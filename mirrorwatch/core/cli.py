@@ -52,7 +52,9 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
             _fail(prog, str(exc), exc.exit_code)
         except KeyboardInterrupt:
             sys.exit(130)
-        except Exception as exc:  # the last line of defence: still one line, unless asked for more
+        except (SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # the last line of defence (librdkafka errors can arrive as non-Exception types)
             if os.environ.get("MIRRORWATCH_DEBUG"):
                 raise
             _fail(prog, f"internal error: {type(exc).__name__}: {exc} (set MIRRORWATCH_DEBUG=1 for a traceback)", internal_exit_code)

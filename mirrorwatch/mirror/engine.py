@@ -151,28 +151,35 @@ class MirrorEngine:
 
     # ------------------------------------------------------------------ rebalances
     def _on_assign(self, consumer, partitions) -> None:
+        # A rebalance callback must never raise: the exception would surface from consume() and end the engine.
         self.rebalances += 1
         if not partitions:
             return
-        committed = consumer.committed(partitions, timeout=30)
-        for tp in committed:
-            state = self.partitions.setdefault((tp.topic, tp.partition), PartitionState())
-            start = tp.offset if tp.offset >= 0 else None
-            if start is None:
-                low, _ = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=30)
-                start = low
-            else:
-                state.committed = start
-            state.read_next = state.acked_next = start
-            state.failed_at = None
+        for tp in partitions:
+            state = self.partitions[(tp.topic, tp.partition)] = PartitionState()
+            state.read_next = state.acked_next = None  # learned below, or from the first fetched record
+        try:
+            for tp in consumer.committed(partitions, timeout=30):
+                state = self.partitions[(tp.topic, tp.partition)]
+                if tp.offset >= 0:
+                    state.committed = state.read_next = state.acked_next = tp.offset
+                else:
+                    low, _ = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)
+                    state.read_next = state.acked_next = low
+        except Exception as exc:  # a cluster restarting: the first fetched record tells where we start
+            log.warning("could not look up start positions (%s); taking them from the first records", exc)
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
 
     def _on_revoke(self, consumer, partitions) -> None:
         self.rebalances += 1
-        # hand the partitions over cleanly: everything sent must be acknowledged and committed first
-        self.producer.flush(30)
-        self._commit([(tp.topic, tp.partition) for tp in partitions])
-        self._emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
+        try:
+            # hand the partitions over cleanly: everything sent must be acknowledged and committed first
+            self._clock = time.time()
+            self.producer.flush(30)
+            self._commit([(tp.topic, tp.partition) for tp in partitions])
+            self._emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
+        except Exception as exc:  # never raise from a rebalance callback; the next owner resumes from the commit
+            log.warning("handing over revoked partitions: %s", exc)
         for tp in partitions:
             self.partitions.pop((tp.topic, tp.partition), None)
 
@@ -277,6 +284,8 @@ class MirrorEngine:
             state = partitions.get((topic, partition))
             if state is None:
                 continue
+            if state.acked_next is None:  # start position unknown at assignment: it is this record's offset
+                state.acked_next = offset
             state.read_next = offset + 1
             headers = msg.headers()
             if loop_guard is not None and headers and (PROVENANCE_HEADER, loop_guard) in headers:
