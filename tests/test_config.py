@@ -175,3 +175,12 @@ def test_secret_value_in_a_type_error_is_masked(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _probe_main(["--config", str(path)])
     assert "pa55-w0rd-east" not in capsys.readouterr().err
+
+
+def test_config_reference_is_current():
+    from pathlib import Path
+
+    from mirrorwatch.core.config_doc import render
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "config.md"
+    assert doc.read_text().strip() == render().strip(), "regenerate: python -m mirrorwatch.core.config_doc > docs/config.md"

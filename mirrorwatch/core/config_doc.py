@@ -1,0 +1,43 @@
+"""Renders docs/config.md from the config models, so the reference cannot drift from the code.
+
+Run: python -m mirrorwatch.core.config_doc > docs/config.md (a test checks the file is current).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from . import config as c
+
+SECTIONS = [("flows.<name>", c.FlowConfig), ("mirror", c.MirrorSettings), ("canary", c.CanarySettings),
+            ("monitor", c.MonitorSettings)]
+
+
+def _default(field) -> str:
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    return f"`{value!r}`" if not isinstance(value, BaseModel) else "see below"
+
+
+def render() -> str:
+    out = ["# Configuration reference", "",
+           "Generated from `mirrorwatch/core/config.py` by `python -m mirrorwatch.core.config_doc`. One YAML file;",
+           "environment overrides `MIRRORWATCH__<SECTION>__<KEY>=value` and `${VAR}` values are described in the",
+           "module's docstring and the README. Unknown keys are errors.", "",
+           "## clusters.<alias>", "",
+           "Any librdkafka client property (`bootstrap.servers` required; SASL/SSL properties pass through).",
+           "Keys matching password/secret/token/credential are masked in every repr, log line and error.", ""]
+    extra = getattr(c, "DashboardSettings", None)
+    sections = SECTIONS + ([("dashboard", extra)] if extra is not None else [])
+    for name, model in sections:
+        out += [f"## {name}", "", "| key | default | meaning |", "|---|---|---|"]
+        for key, field in model.model_fields.items():
+            meaning = (field.description or "").replace("|", "\\|")
+            out.append(f"| `{key}` | {_default(field)} | {meaning} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(render())
