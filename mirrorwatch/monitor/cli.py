@@ -18,10 +18,8 @@ def _register() -> None:
 
     for command in monitor_commands:
         cli.add_command(command)
-    try:
-        from .analytics.cli import commands as analytics_commands
-    except ImportError:  # analytics/ is being written in parallel; the monitor must work without it meanwhile
-        analytics_commands = []
+    from .analytics.cli import commands as analytics_commands
+
     for command in analytics_commands:
         cli.add_command(command)
 
