@@ -100,7 +100,9 @@ def same_keys(recorded, live, where="") -> list[str]:
 def canary_sample_names(text: str) -> set[str]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    return {s.name for f in text_string_to_metric_families(text) for s in f.samples if s.name.startswith("mirrorwatch_canary_")}
+    # *_created series are a prometheus_client exposition switch, not part of the metrics contract
+    return {s.name for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name.startswith("mirrorwatch_canary_") and not s.name.endswith("_created")}
 
 
 class Stack:

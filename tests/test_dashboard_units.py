@@ -88,6 +88,10 @@ def test_canary_and_heartbeat_rules():
     stale = judge(flow(), CanaryReading(status="OK", heartbeat_age_s=75))
     assert stale.light == RED and "heartbeat 75 s old (limit 60 s)" in stale.why()
     assert "no mirrored heartbeat" in judge(flow(), CanaryReading(status="OK", heartbeat_age_s=None)).why()
+    quiet = judge_flow(flow(), CanaryReading(status="OK", heartbeat_age_s=None), canary_configured=True,
+                       canary_problem=None, heartbeat_max_age_s=60, monitor_interval_s=5, now_ms=NOW,
+                       heartbeats_expected=False)  # mirror.heartbeats: false
+    assert quiet.light == GREEN
     assert "reports nothing for this flow" in judge(flow(), None).why()
     assert judge(flow(), None, configured=False).light == GREEN  # no canary configured: evaluator alone
     assert "canary metrics unavailable: boom" in judge(flow(), None, problem="boom").why()

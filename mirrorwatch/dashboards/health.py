@@ -85,7 +85,7 @@ def _judge_lag(flow: dict, warn_time_lag_s: float, verdict: Verdict) -> None:
 
 
 def _judge_canary(canary: CanaryReading | None, canary_problem: str | None, heartbeat_max_age_s: float,
-                  verdict: Verdict) -> None:
+                  heartbeats_expected: bool, verdict: Verdict) -> None:
     if canary_problem:
         verdict.worsen(AMBER, f"canary metrics unavailable: {canary_problem}")
         return
@@ -99,10 +99,13 @@ def _judge_canary(canary: CanaryReading | None, canary_problem: str | None, hear
     elif canary.status in ("UNKNOWN", None):
         verdict.worsen(AMBER, "canary UNKNOWN: it cannot reach a cluster or has not probed yet")
     age = canary.heartbeat_age_s
+    if not heartbeats_expected:
+        return
     if age is None:
         verdict.worsen(AMBER, "no mirrored heartbeat seen yet")
     elif age > heartbeat_max_age_s:
-        verdict.worsen(RED, f"heartbeat {age:.0f} s old (limit {heartbeat_max_age_s:g} s)")
+        verdict.worsen(RED, f"heartbeat {age:.1f} s old (limit {heartbeat_max_age_s:g} s)" if age < 10 else
+                       f"heartbeat {age:.0f} s old (limit {heartbeat_max_age_s:g} s)")
 
 
 def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdict) -> None:
@@ -115,11 +118,11 @@ def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdic
 
 def judge_flow(flow: dict, canary: CanaryReading | None, *, canary_configured: bool, canary_problem: str | None,
                heartbeat_max_age_s: float, monitor_interval_s: float, now_ms: int,
-               warn_time_lag_s: float = 5.0) -> Verdict:
+               warn_time_lag_s: float = 5.0, heartbeats_expected: bool = True) -> Verdict:
     verdict = Verdict()
     _judge_evaluator(flow, verdict)
     _judge_lag(flow, warn_time_lag_s, verdict)
     if canary_configured:
-        _judge_canary(canary, canary_problem, heartbeat_max_age_s, verdict)
+        _judge_canary(canary, canary_problem, heartbeat_max_age_s, heartbeats_expected, verdict)
     _judge_freshness(flow, now_ms, monitor_interval_s, verdict)
     return verdict

@@ -44,7 +44,7 @@ def poll(settings: PageSettings, timeline: Timeline) -> Poll:
             flow, result.canary.get(name), canary_configured=bool(settings.canary_url),
             canary_problem=result.canary_problem, heartbeat_max_age_s=settings.heartbeat_max_age_s,
             monitor_interval_s=settings.monitor_interval_s, now_ms=now_ms,
-            warn_time_lag_s=settings.warn_time_lag_s)
+            warn_time_lag_s=settings.warn_time_lag_s, heartbeats_expected=settings.heartbeats_expected)
     for name, reading in result.canary.items():
         timeline.add_canary(name, reading, result.polled_at)
     return result

@@ -32,6 +32,7 @@ class PageSettings:
     history_points: int
     timeout_s: float
     heartbeat_max_age_s: float
+    heartbeats_expected: bool  # mirror.heartbeats: with them off, a missing heartbeat is no news
     warn_time_lag_s: float  # the canary's warning latency: how long a record may wait before it is worth a colour
     monitor_interval_s: float
     history_dir: str  # the monitor's lag history (for the `monitor analyze` hint)
@@ -56,7 +57,8 @@ def page_settings(config: Config) -> PageSettings:
         monitor_url=monitor_url.rstrip("/"), canary_url=canary_url,
         analytics_dir=dash.analytics_dir or DEFAULT_ANALYTICS_DIR, refresh_s=dash.refresh_s,
         history_points=dash.history_points, timeout_s=dash.timeout_s,
-        heartbeat_max_age_s=canary.heartbeat_max_age_s, warn_time_lag_s=canary.warn_latency_s, monitor_interval_s=monitor.interval_s, history_dir=monitor.history_dir,
+        heartbeat_max_age_s=canary.heartbeat_max_age_s, heartbeats_expected=config.mirror.heartbeats,
+        warn_time_lag_s=canary.warn_latency_s, monitor_interval_s=monitor.interval_s, history_dir=monitor.history_dir,
         flows=tuple(FlowInfo(n, f.source, f.target) for n, f in config.flows.items()))
 
 
