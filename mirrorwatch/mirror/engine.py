@@ -32,6 +32,9 @@ from .topics import TargetTopics, TopicFilter, list_matching
 log = logging.getLogger("mirrorwatch.mirror")
 
 
+IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle: commit and sync exactly
+
+
 class MirrorFailure(Exception):
     """A record that cannot be written to the target: the engine stopped rather than skip it."""
 
@@ -83,7 +86,7 @@ class MirrorEngine:
         self._subscribed: list[str] = []
 
         producer_props = {
-            "acks": "all", "enable.idempotence": True, "linger.ms": 10, "batch.size": 1_000_000,
+            "acks": "all", "enable.idempotence": True, "linger.ms": 5, "batch.size": 1_000_000,
             "queue.buffering.max.messages": max(self.settings.max_in_flight, 100_000),
             "queue.buffering.max.kbytes": 1_048_576, "message.max.bytes": 100_000_000,
             "compression.type": "none",  # the target topic's compression.type applies broker-side
@@ -374,21 +377,26 @@ class MirrorEngine:
         next_commit = time.monotonic() + self.settings.commit_interval_s
         batch = self.settings.batch_size
         idle_synced = False
+        last_record = time.monotonic()
         try:
             while not self._stop.is_set():
                 self._apply_subscription()
                 if not self._subscribed:
                     self._stop.wait(0.2)
                     continue
-                messages = self.consumer.consume(batch, 0.1)
+                # a short wait: consume() holds a partial batch for the whole timeout, which is latency at
+                # moderate rates (100 ms here cost p50 138 ms at 5k records/s)
+                messages = self.consumer.consume(batch, 0.01)
+                now = time.monotonic()
                 if messages:
                     self._send(messages)
                     idle_synced = False
+                    last_record = now
                 else:
                     self._clock = time.time()
                     self.producer.poll(0.01 if self.in_flight else 0)
                 now = time.monotonic()
-                if not messages and self.in_flight == 0 and not idle_synced:
+                if not messages and self.in_flight == 0 and not idle_synced and now - last_record >= IDLE_FLUSH_S:
                     # idle flush: everything read is acknowledged; publish exact positions now
                     self._commit()
                     self._emit_syncs()
