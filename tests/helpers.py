@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -54,8 +54,16 @@ def produce_numbered(bootstrap: str, topic: str, count: int, partitions: int = 6
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-never-committed", "enable.auto.commit": False})
     try:
-        md = consumer.list_topics(topic, timeout=10).topics[topic]
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+        for attempt in range(40):  # a just-created topic's partitions may not have a leader yet
+            try:
+                md = consumer.list_topics(topic, timeout=10).topics[topic]
+                return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+            except KafkaException as exc:
+                if not exc.args[0].retriable() and exc.args[0].code() not in (
+                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.NOT_LEADER_FOR_PARTITION) or attempt == 39:
+                    raise
+                time.sleep(0.25)
     finally:
         consumer.close()
 

@@ -31,7 +31,7 @@ def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config,
     with MirrorProcess(cfg, path) as mirror:
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 1000, 60, what="mirroring", alive=mirror)
         code, report = wait_until(lambda: (r := check(path, ready, unchecked)) and r[1]["groups"][0]["verdict"] == "READY" and r,
-                                  30, what="READY")
+                                  90, what="READY")
     groups = {g["group"]: g for g in report["groups"]}
     assert code == 2  # the worst verdict decides the exit code
     assert groups[ready]["verdict"] == "READY" and groups[ready]["lost"] == 0 and groups[ready]["duplicates"] >= 0
