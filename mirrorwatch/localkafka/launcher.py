@@ -143,10 +143,11 @@ class LocalCluster:
         classpath = f"{jars}/*"
         (self.dir / "logs").mkdir(exist_ok=True)
         if not (self.dir / "data" / "meta.properties").exists():
+            # "--cluster-id=ID" form: a base64 id may start with "-", which a separate argument would turn into an option
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             fmt = subprocess.run(
                 [java, "-cp", classpath, f"-Dlog4j2.configurationFile={_LOG4J2}", f"-Dkafka.logs.dir={self.dir / 'logs'}",
-                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props), "--ignore-formatted"],
+                 "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props), "--ignore-formatted"],
                 capture_output=True, text=True,
             )
             if fmt.returncode != 0:

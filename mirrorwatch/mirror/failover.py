@@ -25,24 +25,11 @@ from ..core.config import load_config
 from ..core.naming import ReplicationPolicy, checkpoints_topic, offset_syncs_topic
 from ..core.records import Checkpoint, RecordFormatError
 from .checkpoints import apply_offsets, committed_offsets, group_is_active, translate_group
+from .reach import reachable, require_reachable
 from .syncs_reader import OffsetSyncReader
 
 config_option = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
 flow_option = click.option("--flow", default=None, help="flow name (default: the only flow)")
-REACH_TIMEOUT_S = 5
-
-
-def reachable(cluster, alias: str) -> bool:
-    try:
-        make_admin(cluster, "mirrorwatch-failover", **{"socket.timeout.ms": 3000}).list_topics(timeout=REACH_TIMEOUT_S)
-        return True
-    except Exception:
-        return False
-
-
-def require_reachable(cluster, alias: str) -> None:
-    if not reachable(cluster, alias):
-        raise UserError(f"cannot reach cluster '{alias}' at {cluster.bootstrap_servers}", 3)
 
 
 def latest_checkpoints(cluster, source: str, group: str) -> dict[tuple[str, int], Checkpoint]:

@@ -12,11 +12,12 @@ from rich.console import Console
 from rich.table import Table
 
 from ..core.clients import make_admin, make_consumer
-from ..core.config import load_config
+from ..core.cli import UserError
+from ..core.config import ConfigError, load_config
 from ..core.naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
 from ..core.records import Checkpoint, RecordFormatError
 from .checkpoints import committed_offsets, group_is_active, source_groups
-from .failover import require_reachable
+from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
 from .syncs_reader import OffsetSyncReader
 from .topology import latest_heartbeats
@@ -91,6 +92,15 @@ def canary_status(host: str, port: int | None, flow: str) -> str:
 @click.option("--group", "groups", multiple=True, help="group(s) to judge (default: all matching checkpoint_groups)")
 @click.option("--json", "as_json", is_flag=True)
 def check(config_path, flow, groups, as_json):
+    try:
+        return _check(config_path, flow, groups, as_json)
+    except (UserError, ConfigError):
+        raise
+    except Exception as exc:  # exit 1 means DEGRADED here: anything unexpected is UNKNOWN (3), in one line
+        raise UserError(f"cannot judge failover readiness: {type(exc).__name__}: {exc}", 3) from None
+
+
+def _check(config_path, flow, groups, as_json):
     config = load_config(config_path)
     flow_name, f = config.flow(flow)
     source, target = config.clusters[f.source], config.clusters[f.target]
