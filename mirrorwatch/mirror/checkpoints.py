@@ -13,13 +13,13 @@ import re
 import threading
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ..core.clients import make_admin, make_producer
+from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config, FlowConfig
 from ..core.naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
-from ..core.records import Checkpoint
+from ..core.records import Checkpoint, RecordFormatError
 from .offset_store import OffsetSyncStore, Translation
 from .syncs_reader import OffsetSyncReader
 
@@ -77,6 +77,34 @@ def apply_offsets(admin: AdminClient, group: str, offsets: dict[tuple[str, int],
 def group_exists(admin: AdminClient, group: str) -> bool:
     listing = admin.list_consumer_groups().result(ADMIN_TIMEOUT_S)
     return any(g.group_id == group for g in listing.valid)
+
+
+def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Checkpoint]]:
+    """group → (topic, partition) → newest checkpoint, from the checkpoints topic on the target."""
+    topic = checkpoints_topic(source)
+    consumer = make_consumer(cluster, "mirrorwatch-failover-check", **{"enable.partition.eof": True})
+    out: dict[str, dict] = {}
+    try:
+        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return out
+        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
+        at_end, deadline = set(), time.monotonic() + 30
+        while len(at_end) < len(md.partitions) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(msg.partition())
+                    continue
+                try:
+                    cp = Checkpoint.from_value(msg.value())
+                except RecordFormatError:
+                    continue
+                out.setdefault(cp.group, {})[(cp.topic, cp.partition)] = cp
+    finally:
+        consumer.close()
+    return out
+
 
 
 class CheckpointEmitter(threading.Thread):

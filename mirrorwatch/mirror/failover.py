@@ -14,7 +14,7 @@ import time
 from datetime import datetime, timezone
 
 import click
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -22,9 +22,9 @@ from rich.table import Table
 from ..core.cli import UserError
 from ..core.clients import make_admin, make_consumer
 from ..core.config import load_config
-from ..core.naming import ReplicationPolicy, checkpoints_topic, offset_syncs_topic
-from ..core.records import Checkpoint, RecordFormatError
-from .checkpoints import apply_offsets, committed_offsets, group_is_active, translate_group
+from ..core.naming import ReplicationPolicy, offset_syncs_topic
+from ..core.records import Checkpoint
+from .checkpoints import all_checkpoints, apply_offsets, committed_offsets, group_is_active, translate_group
 from .reach import reachable, require_reachable
 from .syncs_reader import OffsetSyncReader
 
@@ -34,29 +34,7 @@ flow_option = click.option("--flow", default=None, help="flow name (default: the
 
 def latest_checkpoints(cluster, source: str, group: str) -> dict[tuple[str, int], Checkpoint]:
     """The newest checkpoint per partition for ``group`` from the checkpoints topic on the target."""
-    topic = checkpoints_topic(source)
-    consumer = make_consumer(cluster, "mirrorwatch-failover", **{"enable.partition.eof": True})
-    try:
-        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if md is None or md.error is not None:
-            return {}
-        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
-        latest, at_end, deadline = {}, set(), time.monotonic() + 30
-        while len(at_end) < len(md.partitions) and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        at_end.add(msg.partition())
-                    continue
-                try:
-                    cp = Checkpoint.from_value(msg.value())
-                except RecordFormatError:
-                    continue
-                if cp.group == group:
-                    latest[(cp.topic, cp.partition)] = cp
-        return latest
-    finally:
-        consumer.close()
+    return all_checkpoints(cluster, source).get(group, {})
 
 
 def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:

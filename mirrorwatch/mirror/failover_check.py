@@ -14,44 +14,14 @@ from rich.table import Table
 from ..core.clients import make_admin, make_consumer
 from ..core.cli import UserError
 from ..core.config import ConfigError, load_config
-from ..core.naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
-from ..core.records import Checkpoint, RecordFormatError
-from .checkpoints import committed_offsets, group_is_active, source_groups
+from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
+from .checkpoints import all_checkpoints, committed_offsets, group_is_active, source_groups
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
 from .syncs_reader import OffsetSyncReader
 from .topology import latest_heartbeats
 
 CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
-
-
-def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Checkpoint]]:
-    """group → (topic, partition) → newest checkpoint, from the checkpoints topic on the target."""
-    from confluent_kafka import KafkaError
-
-    topic = checkpoints_topic(source)
-    consumer = make_consumer(cluster, "mirrorwatch-failover-check", **{"enable.partition.eof": True})
-    out: dict[str, dict] = {}
-    try:
-        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if md is None or md.error is not None:
-            return out
-        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
-        at_end, deadline = set(), time.monotonic() + 30
-        while len(at_end) < len(md.partitions) and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        at_end.add(msg.partition())
-                    continue
-                try:
-                    cp = Checkpoint.from_value(msg.value())
-                except RecordFormatError:
-                    continue
-                out.setdefault(cp.group, {})[(cp.topic, cp.partition)] = cp
-    finally:
-        consumer.close()
-    return out
 
 
 def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict]:
