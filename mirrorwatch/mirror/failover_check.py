@@ -7,7 +7,7 @@ import time
 import urllib.request
 
 import click
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
@@ -25,13 +25,21 @@ CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
 
 
 def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict]:
-    """(true_lag per partition, age in seconds of the oldest record not on the target per partition)."""
+    """(true_lag per partition, age in seconds of the oldest record not on the target per partition).
+
+    Only partitions that exist on the source now count: the compacted offset-syncs topic remembers topics
+    deleted long ago, and a partition whose end offset cannot be read after a few tries is left out.
+    """
     consumer = make_consumer(cluster, "mirrorwatch-failover-check")
     true_lag, age = {}, {}
     try:
+        existing = {(t, p) for t, md in consumer.list_topics(timeout=10).topics.items() for p in md.partitions}
         for topic, partition in partitions:
-            end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
-            true_lag[(topic, partition)] = max(0, end - acked[(topic, partition)])
+            if (topic, partition) not in existing:
+                continue
+            end = _end_offset(consumer, topic, partition)
+            if end is not None:
+                true_lag[(topic, partition)] = max(0, end - acked[(topic, partition)])
         behind = [TopicPartition(t, p, acked[(t, p)]) for (t, p), lag in true_lag.items() if lag > 0]
         for tp in behind:  # exact time lag: read the oldest record the target does not have
             consumer.assign([tp])
@@ -41,6 +49,15 @@ def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict]:
     finally:
         consumer.close()
     return true_lag, age
+
+
+def _end_offset(consumer, topic: str, partition: int) -> int | None:
+    for attempt in range(5):  # a leader moving or metadata not yet fetched: brief retries
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+        except KafkaException:
+            time.sleep(0.5 * (attempt + 1))
+    return None
 
 
 def canary_status(host: str, port: int | None, flow: str) -> str:
