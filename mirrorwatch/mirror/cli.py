@@ -10,11 +10,9 @@ import click
 
 from ..core.cli import UserError, run_click, setup_logging
 from ..core.config import load_config
+from .options import config_option, flow_option
 
 log = logging.getLogger("mirrorwatch.mirror")
-config_option = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
-                             help="mirrorwatch YAML config")
-flow_option = click.option("--flow", default=None, help="flow name (default: the only flow)")
 
 
 @click.group(help="The mirrorwatch mirror engine and its failover tools.")

@@ -25,11 +25,10 @@ from ..core.config import load_config
 from ..core.naming import ReplicationPolicy, offset_syncs_topic
 from ..core.records import Checkpoint
 from .checkpoints import all_checkpoints, apply_offsets, committed_offsets, group_is_active, translate_group
+from .options import config_option, flow_option
 from .reach import reachable, require_reachable
 from .syncs_reader import OffsetSyncReader
 
-config_option = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
-flow_option = click.option("--flow", default=None, help="flow name (default: the only flow)")
 
 
 def latest_checkpoints(cluster, source: str, group: str) -> dict[tuple[str, int], Checkpoint]:
