@@ -218,7 +218,9 @@ def _check_through_fake_mirror(source, target, mirror_config, topic_name, tmp_pa
     mirror_cfg = json.loads(json.dumps(cfg))
     mirror_cfg["canary"]["topic"] = f"mw.canary.other.{topic_name}"
     with MirrorProcess(mirror_cfg, tmp_path / "m.yaml"):
-        first = run_check(path, timeout_s=1)  # creates both canary topics; nothing copies its events: CRITICAL
+        # creates both canary topics; nothing copies its events: CRITICAL (3 s: producing alone can take
+        # longer than 1 s on a loaded CI machine, and the check then rightly says UNKNOWN)
+        first = run_check(path, timeout_s=3)
         assert first.rc == 2, first.stdout
         src_topic, tgt_topic = cfg["canary"]["topic"], f"east.{cfg['canary']['topic']}"
         copier = threading.Thread(target=_fake_mirror, args=(source.bootstrap, target.bootstrap, src_topic, tgt_topic,
