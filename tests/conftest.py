@@ -103,7 +103,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_report_header(config):
-    return [f"mirrorwatch: local Kafka broker logs are kept under pytest's basetemp (see 'broker logs' on failure)"]
+    return ["mirrorwatch: local Kafka broker logs are kept under pytest's basetemp (see 'broker logs' on failure)"]
 
 
 @pytest.fixture(scope="session")

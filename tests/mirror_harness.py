@@ -12,6 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from .services import die_with_test
+
 BIN = Path(sys.executable).parent
 
 
@@ -23,13 +25,6 @@ def fast_mirror_settings(**overrides) -> dict:
 
 
 _STARTED: list["MirrorProcess"] = []
-
-
-def _die_with_test() -> None:
-    # a test that fails half-way must not leave a mirror running: SIGKILL it when the test process dies
-    import ctypes
-
-    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)
 
 
 @atexit.register
@@ -53,7 +48,7 @@ class MirrorProcess:
         self._log = open(self.log_path, "ab")
         already = len(self.log_text())
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ},
-                                     preexec_fn=_die_with_test)
+                                     preexec_fn=die_with_test)
         _STARTED.append(self)
         # ready = signal handlers installed and the engine starting (a SIGTERM before that kills it outright)
         wait_until(lambda: "mirroring flow" in self.log_text()[already:] or not self.running(), 60, 0.1, "mirror start")

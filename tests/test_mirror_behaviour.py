@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
 from mirrorwatch.core.records import OffsetSync
