@@ -6,9 +6,15 @@ off the data path) and hands new subscriptions over; the heartbeat producer runs
 
 How acknowledgements find their source offset without a closure per record: the idempotent producer
 delivers reports in order per partition, so each partition keeps a FIFO of (source offset, state) it sent and
-a report pops the oldest. The FIFO belongs to the producer side and outlives assignments: a report that
-arrives after its partition was revoked or lost updates the detached state it was sent for, never the state
-of a newer assignment (which would move acked_next past records not yet acknowledged).
+a report pops the oldest. Each assignment of a partition has its own state and FIFO, and its records carry
+that state's own callback: a report that arrives after its partition was revoked or lost updates the detached
+state it was sent for, never the state of a newer assignment (which would move acked_next past records not yet
+acknowledged).
+
+Per record the data path does as little Python as it can (the engine is CPU-bound on one core): the report
+callback only pops the FIFO, remembers the newest report and, every ``offset_sync_every`` records, has an
+offset sync published for exactly that record; positions, counters and latency are settled once per poll round
+for each partition that had reports (``_finish_round``).
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -39,20 +44,48 @@ class MirrorFailure(Exception):
     """A record that cannot be written to the target: the engine stopped rather than skip it."""
 
 
-@dataclass
 class PartitionState:
-    read_next: int | None = None  # next source offset to fetch
-    acked_next: int | None = None  # last source offset acknowledged by the target + 1
-    committed: int | None = None  # last offset committed for the mirror group
-    pending: int = 0  # records sent for this assignment, not yet acknowledged
-    last_upstream: int = -1  # newest acknowledged source offset ...
-    last_downstream: int = -1  # ... and its offset on the target
-    failed_at: int | None = None  # a record here could not be written: never commit past it
-    synced_acked: int | None = None  # acked_next at the last offset sync
-    synced_read: int | None = None
-    acked_since_sync: int = 0
-    records: int = 0
-    bytes: int = 0
+    """One assignment of one source partition. Records sent under it report back to its ``delivered``."""
+
+    __slots__ = ("key", "read_next", "acked_next", "committed", "fifo", "sent_records", "sent_bytes", "records",
+                 "bytes", "last_upstream", "last_downstream", "failed_at", "synced_acked", "synced_read",
+                 "next_sync_at", "round_msg", "round_entry", "touched", "on_failure", "on_sync_due")
+
+    def __init__(self, key: tuple[str, int], touched: list, on_failure, on_sync_due, sync_every: int) -> None:
+        self.key = key
+        self.read_next: int | None = None  # next source offset to fetch
+        self.acked_next: int | None = None  # last source offset acknowledged by the target + 1
+        self.committed: int | None = None  # last offset committed for the mirror group
+        # in flight, in send order: (source offset, records sent through it, key+value bytes sent through it)
+        self.fifo: deque[tuple[int, int, int]] = deque()
+        self.sent_records = 0
+        self.sent_bytes = 0
+        self.records = 0  # acknowledged by the target
+        self.bytes = 0
+        self.last_upstream = -1  # newest acknowledged source offset ...
+        self.last_downstream = -1  # ... and its offset on the target
+        self.failed_at: int | None = None  # a record here could not be written: never commit past it
+        self.synced_acked: int | None = None  # acked_next at the last offset sync
+        self.synced_read: int | None = None
+        self.next_sync_at = sync_every  # an offset sync when the report of this many records' last one arrives
+        self.round_msg = None  # the newest report of this poll round, settled by _finish_round
+        self.round_entry: tuple[int, int, int] | None = None
+        self.touched = touched  # the engine's list of states with reports this round
+        self.on_failure = on_failure
+        self.on_sync_due = on_sync_due
+
+    def delivered(self, err, msg) -> None:
+        # hot path: one call per record. Reports come in send order per partition (idempotent producer).
+        entry = self.fifo.popleft()
+        if err is not None:
+            self.on_failure(self, entry[0], err, msg)
+            return
+        if self.round_msg is None:
+            self.touched.append(self)
+        self.round_msg = msg
+        self.round_entry = entry
+        if entry[1] >= self.next_sync_at:  # exactly every N records, mid-round: checkpoint translation needs them dense
+            self.on_sync_due(self, entry, msg)
 
 
 class MirrorEngine:
@@ -67,15 +100,15 @@ class MirrorEngine:
         self.syncs_topic = offset_syncs_topic(self.flow.source)
         self.origin = self.flow.source.encode()
         self.loop_guard = self.flow.target.encode() if self.flow.policy == "identity" else None
+        provenance = self.settings.provenance_header
+        self.add_origin = self.flow.policy == "identity" if provenance is None else provenance
 
         self.partitions: dict[tuple[str, int], PartitionState] = {}
-        self.fifos: dict[tuple[str, int], deque] = {}  # (source offset, state) in send order, per partition
+        self.touched: list[PartitionState] = []  # states with delivery reports not yet settled
         self.target_names: dict[str, str] = {}  # source topic → target topic
         self.source_names: dict[str, str] = {}  # target topic → source topic (delivery reports name the target)
-        self._clock = time.time()
         self.latency = LatencyHistogram()
         self.produce_errors: dict[tuple[str, bool], int] = {}
-        self.in_flight = 0
         self.rebalances = 0
         self.heartbeats_sent = 0
         self.failures: list[tuple[str, int, int, str, int, KafkaError]] = []  # topic, partition, offset, target, size, error
@@ -160,8 +193,10 @@ class MirrorEngine:
         if not partitions:
             return
         for tp in partitions:
-            state = self.partitions[(tp.topic, tp.partition)] = PartitionState()
-            state.read_next = state.acked_next = None  # learned below, or from the first fetched record
+            key = (tp.topic, tp.partition)
+            # read_next and acked_next are learned below, or from the first fetched record
+            self.partitions[key] = PartitionState(key, self.touched, self._delivery_failed, self._sync_due,
+                                                  self.settings.offset_sync_every)
         try:
             for tp in consumer.committed(partitions, timeout=30):
                 state = self.partitions[(tp.topic, tp.partition)]
@@ -178,8 +213,7 @@ class MirrorEngine:
         self.rebalances += 1
         try:
             # hand the partitions over cleanly: everything sent must be acknowledged and committed first
-            self._clock = time.time()
-            self.producer.flush(30)
+            self._flush(30)
             self._commit([(tp.topic, tp.partition) for tp in partitions])
             self._emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
         except Exception as exc:  # never raise from a rebalance callback; the next owner resumes from the commit
@@ -191,39 +225,64 @@ class MirrorEngine:
         self.rebalances += 1
         for tp in partitions:  # another worker owns them now: committing would be wrong
             self.partitions.pop((tp.topic, tp.partition), None)
-        # their in-flight records still get reports; those update the detached states (see the FIFO note)
+        # their in-flight records still get reports; those update the detached states (see the module note)
 
     # ------------------------------------------------------------------ delivery reports
-    def _delivered(self, err, msg) -> None:
-        # hot path: one call per record; plain dict lookups and int adds only
-        key = (self.source_names[msg.topic()], msg.partition())
-        self.in_flight -= 1
-        source_offset, state = self.fifos[key].popleft()
-        state.pending -= 1
-        if err is not None:
-            retriable = err.retriable()
-            self.produce_errors[(key[0], retriable)] = self.produce_errors.get((key[0], retriable), 0) + 1
-            if state.failed_at is None or source_offset < state.failed_at:
-                state.failed_at = source_offset
-            size = len(msg.value() or b"") + len(msg.key() or b"")
-            self.failures.append((key[0], key[1], source_offset, msg.topic(), size, err))
-            self._stop.set()
-            return
-        if state.failed_at is not None:
-            return
-        state.acked_next = source_offset + 1
-        if not state.pending and state.read_next is not None:
-            state.acked_next = state.read_next  # records skipped by the loop guard count as handled
-        state.last_upstream, state.last_downstream = source_offset, msg.offset()
-        state.acked_since_sync += 1
-        if state.acked_since_sync >= self.settings.offset_sync_every:
-            self._emit_syncs([key])  # dense syncs make checkpoint translation precise
-        state.records += 1
-        state.bytes += len(msg) + len(msg.key() or b"")
-        ts_type, ts = msg.timestamp()
-        if ts_type:
-            # the clock is read once per poll, not per record: the error is one poll round (milliseconds)
-            self.latency.observe(max(0.0, self._clock - ts / 1000.0))
+    def _delivery_failed(self, state: PartitionState, source_offset: int, err, msg) -> None:
+        topic, partition = state.key
+        retriable = err.retriable()
+        self.produce_errors[(topic, retriable)] = self.produce_errors.get((topic, retriable), 0) + 1
+        if state.failed_at is None or source_offset < state.failed_at:
+            state.failed_at = source_offset
+        size = len(msg.value() or b"") + len(msg.key() or b"")
+        self.failures.append((topic, partition, source_offset, msg.topic(), size, err))
+        self._stop.set()
+
+    def _sync_due(self, state: PartitionState, entry: tuple[int, int, int], msg) -> None:
+        """The report of every N-th record: publish an offset sync for exactly that record."""
+        state.next_sync_at = entry[1] + self.settings.offset_sync_every
+        if self.partitions.get(state.key) is not state:
+            return  # a revoked or lost assignment: its new owner publishes syncs
+        acked_next = entry[0] + 1
+        state.acked_next = acked_next if state.failed_at is None else min(acked_next, state.failed_at)
+        state.last_upstream, state.last_downstream = entry[0], msg.offset()
+        self._emit_syncs([state.key])
+
+    def _serve(self, timeout: float) -> None:
+        """Serve delivery reports, then settle them."""
+        self.producer.poll(timeout)
+        if self.touched:
+            self._finish_round()
+
+    def _flush(self, timeout: float) -> int:
+        remaining = self.producer.flush(timeout)
+        if self.touched:
+            self._finish_round()
+        return remaining
+
+    def _finish_round(self) -> None:
+        """Settle this poll round's reports, once per partition that had any: positions, counters, latency.
+
+        Latency: the round's newest report stands for the round's records (weighted by their count); records of
+        one round were acknowledged within milliseconds of each other."""
+        now = time.time()
+        touched, observe = self.touched, self.latency.observe
+        for state in touched:
+            msg, (source_offset, records, nbytes) = state.round_msg, state.round_entry
+            state.round_msg = state.round_entry = None
+            acked_now = records - state.records
+            state.records, state.bytes = records, nbytes
+            state.last_upstream, state.last_downstream = source_offset, msg.offset()
+            acked_next = source_offset + 1
+            if not state.fifo and state.read_next is not None:
+                acked_next = max(acked_next, state.read_next)  # records skipped by the loop guard count as handled
+            if state.failed_at is not None:
+                acked_next = min(acked_next, state.failed_at)
+            state.acked_next = acked_next
+            ts_type, ts = msg.timestamp()
+            if ts_type:
+                observe(max(0.0, now - ts / 1000.0), acked_now)
+        touched.clear()
 
     # ------------------------------------------------------------------ commits and syncs
     def _commit(self, keys=None, sync: bool = True) -> None:
@@ -277,7 +336,7 @@ class MirrorEngine:
             sync = OffsetSync(key[0], key[1], state.last_upstream, state.last_downstream,
                               state.acked_next, state.read_next if state.read_next is not None else state.acked_next, now)
             self._produce_internal(self.syncs_topic, sync.key(), sync.to_value())
-            state.synced_acked, state.synced_read, state.acked_since_sync = state.acked_next, state.read_next, 0
+            state.synced_acked, state.synced_read = state.acked_next, state.read_next
 
     def _produce_internal(self, topic: str, key: bytes, value: bytes) -> None:
         while True:
@@ -285,67 +344,82 @@ class MirrorEngine:
                 self.producer.produce(topic, key=key, value=value)
                 return
             except BufferError:
-                self.producer.poll(0.1)
+                self.producer.poll(0.1)  # reports served here are settled by the caller's round
 
     # ------------------------------------------------------------------ the data path
     def _send(self, messages) -> None:
+        """Produce one consumed batch. Messages come in runs per partition; per-partition work happens once per run."""
         produce = self.producer.produce
-        delivered = self._delivered
+        add_origin = self.add_origin
         origin = (PROVENANCE_HEADER, self.origin)
+        # shared by every record without headers of its own (produce() only reads it)
+        origin_only = [origin] if add_origin else None
         loop_guard = self.loop_guard
-        names = self.target_names
+        guard_header = (PROVENANCE_HEADER, loop_guard)
         partitions = self.partitions
-        fifos = self.fifos
+        run_topic, run_partition = None, -1
+        state = fifo = delivered = target_topic = None
+        sent_records = sent_bytes = 0
+        reseeked: set[tuple[str, int]] = set()
         for msg in messages:
             if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    log.warning("consume error: %s", msg.error().str())
+                continue
+            topic, partition = msg.topic(), msg.partition()
+            if partition != run_partition or topic != run_topic:
+                if state is not None:
+                    state.sent_records, state.sent_bytes = sent_records, sent_bytes
+                run_topic, run_partition = topic, partition
+                state = partitions.get((topic, partition))
+                if state is None or (topic, partition) in reseeked:
+                    state = None
                     continue
-                log.warning("consume error: %s", msg.error().str())
+                fifo, delivered = state.fifo, state.delivered
+                sent_records, sent_bytes = state.sent_records, state.sent_bytes
+                target_topic = self.target_names.get(topic) or self._name(topic)
+                if state.acked_next is None:  # start position unknown at assignment: it is this record's offset
+                    state.acked_next = msg.offset()
+            elif state is None:
                 continue
-            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            state = partitions.get((topic, partition))
-            if state is None:
-                continue
-            if state.acked_next is None:  # start position unknown at assignment: it is this record's offset
-                state.acked_next = offset
+            offset = msg.offset()
             state.read_next = offset + 1
             headers = msg.headers()
-            if loop_guard is not None and headers and (PROVENANCE_HEADER, loop_guard) in headers:
-                if not state.pending:
-                    state.acked_next = offset + 1
-                continue  # it came from the target side originally: mirroring it back would loop
             if headers is None:
-                headers = [origin]
-            elif not any(h[0] == PROVENANCE_HEADER for h in headers):
-                headers.append(origin)
-            target_topic = names.get(topic) or self._name(topic)
-            fifo = fifos.get((topic, partition))
-            if fifo is None:
-                fifo = fifos[(topic, partition)] = deque()
-            fifo.append((offset, state))
-            state.pending += 1
-            self.in_flight += 1
+                headers = origin_only
+            else:
+                if loop_guard is not None and guard_header in headers:
+                    if not fifo:
+                        state.acked_next = offset + 1
+                    continue  # it came from the target side originally: mirroring it back would loop
+                if add_origin and not any(h[0] == PROVENANCE_HEADER for h in headers):
+                    headers.append(origin)
+            key = msg.key()
+            sent_records += 1
+            sent_bytes += len(msg) + (len(key) if key else 0)
+            fifo.append((offset, sent_records, sent_bytes))
             while True:
                 try:
-                    produce(target_topic, msg.value(), msg.key(), partition, on_delivery=delivered,
+                    produce(target_topic, msg.value(), key, partition, on_delivery=delivered,
                             timestamp=msg.timestamp()[1], headers=headers)
                     break
                 except BufferError:
-                    self._clock = time.time()
-                    self.producer.poll(0.05)
+                    state.sent_records, state.sent_bytes = sent_records, sent_bytes
+                    self._serve(0.05)
                 except KafkaException as exc:
-                    fifo.pop()
-                    state.pending -= 1
-                    self.in_flight -= 1
-                    self._produce_rejected(exc, topic, partition, offset, target_topic)
+                    _, before_records, before_bytes = fifo.pop()
+                    sent_records, sent_bytes = before_records - 1, before_bytes - (len(msg) + (len(key) if key else 0))
+                    if self._produce_rejected(exc, topic, partition, offset, target_topic):
+                        reseeked.add((topic, partition))  # the rest of this run comes again after the seek
+                        state.sent_records, state.sent_bytes = sent_records, sent_bytes
+                        state = None
                     break
-            if self.in_flight >= self.settings.max_in_flight:
-                self._clock = time.time()
-                self.producer.poll(0.05)
-        self._clock = time.time()
-        self.producer.poll(0)
+        if state is not None:
+            state.sent_records, state.sent_bytes = sent_records, sent_bytes
+        self._serve(0)
 
-    def _produce_rejected(self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str) -> None:
+    def _produce_rejected(self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str) -> bool:
+        """Returns True when the partition was sought back to ``offset`` (its later records come again)."""
         err = exc.args[0]
         if err.code() == KafkaError._UNKNOWN_PARTITION:
             # the source grew partitions before our topic thread caught up: grow the target, then retry
@@ -353,12 +427,13 @@ class MirrorEngine:
             self.consumer.seek(TopicPartition(topic, partition, offset))
             self.partitions[(topic, partition)].read_next = offset
             time.sleep(0.5)
-            return
+            return True
         state = self.partitions[(topic, partition)]
         state.failed_at = offset if state.failed_at is None else min(state.failed_at, offset)
         self.produce_errors[(topic, err.retriable())] = self.produce_errors.get((topic, err.retriable()), 0) + 1
         self.failures.append((topic, partition, offset, target_topic, -1, err))
         self._stop.set()
+        return False
 
     def failure_message(self) -> str | None:
         """One line naming the record that could not be written (the culprit, not its batch-mates)."""
@@ -394,7 +469,7 @@ class MirrorEngine:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
         self.start_background()
         next_commit = time.monotonic() + self.settings.commit_interval_s
-        batch = self.settings.batch_size
+        batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
         last_record = time.monotonic()
         try:
@@ -405,21 +480,24 @@ class MirrorEngine:
                     continue
                 # a short wait: consume() holds a partial batch for the whole timeout, which is latency at
                 # moderate rates (100 ms here cost p50 138 ms at 5k records/s)
-                messages = self.consumer.consume(batch, 0.01)
+                if self.in_flight >= max_in_flight:
+                    messages = None  # back-pressure: let the target catch up before reading more
+                    self._serve(0.05)
+                else:
+                    messages = self.consumer.consume(batch, 0.01)
                 now = time.monotonic()
                 if messages:
                     self._send(messages)
                     idle_synced = False
                     last_record = now
                 else:
-                    self._clock = time.time()
-                    self.producer.poll(0.01 if self.in_flight else 0)
+                    self._serve(0.01 if self.in_flight else 0)
                 now = time.monotonic()
                 if not messages and self.in_flight == 0 and not idle_synced and now - last_record >= IDLE_FLUSH_S:
                     # idle flush: everything read is acknowledged; publish exact positions now
                     self._commit()
                     self._emit_syncs()
-                    self.producer.poll(0)
+                    self._serve(0)
                     idle_synced = True
                     next_commit = now + self.settings.commit_interval_s
                 elif now >= next_commit:
@@ -434,12 +512,17 @@ class MirrorEngine:
     def stop(self) -> None:
         self._stop.set()
 
+    @property
+    def in_flight(self) -> int:
+        """Records handed to the producer and not yet reported (offset syncs included); safe from any thread."""
+        return len(self.producer)
+
     def _shutdown(self) -> None:
         if self.heartbeats:
             self.heartbeats.stop()
         if self.checkpoints:
             self.checkpoints.stop()
-        remaining = self.producer.flush(8)
+        remaining = self._flush(8)
         if remaining:
             log.warning("%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining)
         self._commit()

@@ -20,9 +20,10 @@ class LatencyHistogram:
         self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
         self.total = 0.0
 
-    def observe(self, seconds: float) -> None:
-        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        self.total += seconds
+    def observe(self, seconds: float, count: int = 1) -> None:
+        """``count`` records that took ``seconds`` (the engine settles reports once per poll round)."""
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += count
+        self.total += seconds * count
 
     def buckets(self) -> list[tuple[str, int]]:
         out, running = [], 0
