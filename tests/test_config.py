@@ -48,6 +48,9 @@ BAD_FILES = [
      "config error in {path}: canary.interval_s: Input should be greater than or equal to 1 (got 0.5)"),
     (GOOD + "monitor: {interval_s: -5}\n",
      "config error in {path}: monitor.interval_s: Input should be greater than 0 (got -5)"),
+    (GOOD.replace("target: west}", "target: west, policy: identity}") + "mirror: {provenance_header: false}\n",
+     "config error in {path}: mirror.provenance_header: flow 'ew' uses the identity policy, which needs the header to "
+     "stop active-active loops; remove the setting or set it to true"),
 ]
 
 

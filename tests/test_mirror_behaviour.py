@@ -124,6 +124,7 @@ def test_offset_syncs_exact_when_idle(source, target, topic_name, mirror_config,
     produce_numbered(source.bootstrap, topic_name, 4321, partitions=4)
     cfg = config_for(mirror_config, topic_name, f"g-{topic_name}")
     cfg["mirror"]["offset_sync_every"] = 500
+    cfg["mirror"]["provenance_header"] = True  # off by default under the prefix policy; asked for here
     with MirrorProcess(cfg, tmp_path / "m.yaml") as mirror:
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 4321, 60, what="mirroring", alive=mirror)
         source_ends = end_offsets(source.bootstrap, topic_name)
@@ -138,6 +139,7 @@ def test_offset_syncs_exact_when_idle(source, target, topic_name, mirror_config,
         sync = syncs[(topic_name, p)]
         assert (sync.upstream_offset, sync.downstream_offset) == (end - 1, target_ends[p] - 1)
         assert sync.read_position == end
+    assert all(dict(m.headers())["mw.origin"] == b"east" for m in read_all(target.bootstrap, f"east.{topic_name}"))
 
 
 def test_sigterm_exits_0_within_10s_with_acked_committed(source, target, topic_name, mirror_config, tmp_path):

@@ -111,8 +111,12 @@ class MirrorSettings(_Section):
     heartbeat_interval_s: float = Field(1.0, gt=0)
     heartbeats_topic: str = "heartbeats"
     batch_size: int = Field(5000, ge=1, description="records per consume() call")
-    max_in_flight: int = Field(200_000, ge=1, description="records sent but not yet acknowledged")
+    max_in_flight: int = Field(200_000, ge=1, description="stop reading while this many records are sent but not yet acknowledged (checked per consume batch)")
     instance_id: str | None = Field(None, description="static group membership id; unique per worker")
+    provenance_header: bool | None = Field(
+        None, description="add the mw.origin header (source alias) to every record; default: only under the identity "
+        "policy, where it is what stops active-active loops (under the prefix policy the topic name already says "
+        "where a record came from, and ~15 bytes per record is not free)")
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9641, ge=0, le=65535, description="0 = any free port, null = off")
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
@@ -198,6 +202,9 @@ class Config(_Section):
                     raise _KeyedError(f"flows.{name}.{role}", f"cluster '{alias}' is not defined (defined: {defined})")
             if flow.source == flow.target:
                 raise _KeyedError(f"flows.{name}.target", "must differ from the source cluster")
+            if flow.policy == "identity" and self.mirror.provenance_header is False:
+                raise _KeyedError("mirror.provenance_header", f"flow '{name}' uses the identity policy, which needs the "
+                                  "header to stop active-active loops; remove the setting or set it to true")
         for i, watched in enumerate(self.monitor.groups):
             if watched.cluster not in self.clusters:
                 raise _KeyedError(
