@@ -1,0 +1,46 @@
+"""Scale-out: several `mirror run` processes of one flow share its partitions through the mirror group."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .helpers import admin, create_topic, end_offsets, produce_numbered, read_all
+from .mirror_harness import MirrorProcess, wait_until
+from .test_mirror import committed_offsets
+from .test_mirror_behaviour import config_for, count_on
+
+
+def assignments(bootstrap: str, group: str) -> list[set[tuple[str, int]]]:
+    """Each member's partitions, as the group coordinator sees them."""
+    client = admin(bootstrap)  # keep a reference: a collected client fails its pending futures
+    described = client.describe_consumer_groups([group])[group].result(10)
+    return [{(tp.topic, tp.partition) for tp in m.assignment.topic_partitions} for m in described.members]
+
+
+def test_two_workers_split_a_flow_and_the_survivor_takes_over(source, target, topic_name, mirror_config, tmp_path):
+    parts, group = 6, f"g-{topic_name}"
+    create_topic(source.bootstrap, topic_name, parts)
+    produce_numbered(source.bootstrap, topic_name, 20_000, partitions=parts)
+    cfg = config_for(mirror_config, topic_name, group)
+    first = MirrorProcess(cfg, tmp_path / "a.yaml", log_name="a.log").start()
+    second = MirrorProcess(cfg, tmp_path / "b.yaml", log_name="b.log").start()
+    try:
+        def split():
+            # each member's share of this topic (the heartbeats topic is mirrored by the flow too)
+            owned = [{p for t, p in m if t == topic_name} for m in assignments(source.bootstrap, group)]
+            return len(owned) == 2 and all(owned) and not (owned[0] & owned[1]) and len(owned[0] | owned[1]) == parts
+
+        wait_until(split, 60, what="both workers to own part of the flow", alive=second)
+        wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") >= 20_000, 60, what="20k mirrored", alive=first)
+        # one worker dies without a goodbye: after the session timeout the other owns everything and goes on
+        first.kill()
+        produce_numbered(source.bootstrap, topic_name, 6_000, partitions=parts, start=20_000)
+        wait_until(lambda: committed_offsets(source.bootstrap, group, topic_name, parts) == end_offsets(source.bootstrap, topic_name),
+                   90, what="the survivor to commit everything", alive=second)
+        members = assignments(source.bootstrap, group)
+        assert len(members) == 1 and len(members[0]) >= parts
+    finally:
+        first.kill()
+        second.terminate()
+    seen = Counter(int(m.value()[1:]) for m in read_all(target.bootstrap, f"east.{topic_name}"))
+    assert set(seen) == set(range(26_000)), "lost records"
