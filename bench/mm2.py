@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirrorwatch.localkafka import ensure_jars
 from mirrorwatch.localkafka.launcher import _LOG4J2
 
-from .common import create_topic, end_total, fresh_clusters, machine, produce_rate
+from .common import create_topic, end_total, fresh_clusters, machine, produce_rate, warm_up
 
 PARTITIONS = 6
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -37,10 +37,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
 
 
-def start_ours(east: str, west: str, topics: str, workdir: Path) -> subprocess.Popen:
+def start_ours(east: str, west: str, topics: str, workdir: Path, **mirror) -> subprocess.Popen:
+    """`mirror run` on its defaults (plus ``mirror`` settings), metrics and heartbeats off, topics refreshed every 2 s."""
     config = {"clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
               "flows": {"ew": {"source": "east", "target": "west", "topics": [topics], "group": f"ours-{topics}"}},
-              "mirror": {"metrics_port": None, "heartbeats": False, "checkpoint_interval_s": 3600, "refresh_interval_s": 2}}
+              "mirror": {"metrics_port": None, "heartbeats": False, "checkpoint_interval_s": 3600, "refresh_interval_s": 2,
+                         **mirror}}
     path = workdir / "ours.yaml"
     path.write_text(yaml.safe_dump(config))
     return subprocess.Popen([str(Path(sys.executable).parent / "mirror"), "run", "--config", str(path)],
@@ -123,6 +125,22 @@ def latency(east: str, west: str, source_topic: str, target_topic: str, rate: in
     return samples[len(samples) // 2], samples[min(len(samples) - 1, int(len(samples) * 0.99))]
 
 
+def wait_mirroring(east: str, west: str, topic: str, timeout_s: float = 90) -> None:
+    """Until the engine mirrors ``topic`` (its target topic exists and a first record arrives)."""
+    deadline = time.monotonic() + timeout_s
+    producer = Producer({"bootstrap.servers": east})
+    while time.monotonic() < deadline:
+        producer.produce(topic, b"warm", None, 0)
+        producer.flush(5)
+        try:
+            if end_total(west, f"east.{topic}", PARTITIONS) > 0:
+                return
+        except Exception:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"east.{topic} never appeared on the target")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=600_000)
@@ -131,46 +149,49 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {machine()}")
     workdir = Path(tempfile.mkdtemp(prefix="mw-bench-mm2-"))
+    # ours, MM2, MM2, ours: each engine's mean over an ABBA order cancels a machine that drifts during the run
+    order = ("ours", "mm2", "mm2", "ours")
     with fresh_clusters() as clusters:
         east, west = clusters["east"].bootstrap, clusters["west"].bootstrap
+        warm_up(east, west)
         for size in (100, 1024):
             count = args.records if size == 100 else args.records // 2
-            results = {}
-            for engine in ("ours", "mm2"):
-                topic = f"{engine}-tp-{size}"
+            results: dict[str, list[tuple[float, float]]] = {"ours": [], "mm2": []}
+            per_run = []
+            for i, engine in enumerate(order):
+                topic = f"{engine}-tp-{size}-{i}"
                 create_topic(east, topic, PARTITIONS)
                 produce_rate(east, topic, count, size, PARTITIONS)
                 proc = (start_ours if engine == "ours" else start_mm2)(east, west, topic, workdir)
                 try:
-                    results[engine] = throughput(west, proc, f"east.{topic}", count)
+                    results[engine].append(throughput(west, proc, f"east.{topic}", count))
+                    per_run.append((engine, results[engine][-1]))
                 finally:
                     proc.terminate()
                     proc.wait(60)
-            (ours, ours_cpu), (mm2, mm2_cpu) = results["ours"], results["mm2"]
+            (ours, ours_cpu), (mm2, mm2_cpu) = (tuple(sum(x) / len(x) for x in zip(*results[e])) for e in ("ours", "mm2"))
+            runs = ", ".join(f"{e} {r:,.0f}" for e, (r, _) in per_run)
             print(f"{size:>5} B x {count}: ours {ours:,.0f}/s ({ours * size / 1e6:.1f} MB/s, {ours_cpu:.1f} CPU s/M), "
-                  f"MM2 {mm2:,.0f}/s ({mm2 * size / 1e6:.1f} MB/s, {mm2_cpu:.1f} CPU s/M); ours / MM2 = {ours / mm2:.2f}")
-        for engine in ("ours", "mm2"):
-            topic = f"{engine}-lat"
+                  f"MM2 {mm2:,.0f}/s ({mm2 * size / 1e6:.1f} MB/s, {mm2_cpu:.1f} CPU s/M); ours / MM2 = {ours / mm2:.2f} "
+                  f"(runs: {runs})", flush=True)
+        latencies: dict[str, list[tuple[float, float]]] = {"ours": [], "mm2": []}
+        for i, engine in enumerate(order):
+            topic = f"{engine}-lat-{i}"
             create_topic(east, topic, PARTITIONS)
             proc = (start_ours if engine == "ours" else start_mm2)(east, west, topic, workdir)
             try:
-                # wait for the engine to be mirroring (its target topic exists and a first record arrives)
-                create_topic_ready = time.monotonic() + 90
-                producer = Producer({"bootstrap.servers": east})
-                while time.monotonic() < create_topic_ready:
-                    producer.produce(topic, b"warm", None, 0)
-                    producer.flush(5)
-                    try:
-                        if end_total(west, f"east.{topic}", PARTITIONS) > 0:
-                            break
-                    except Exception:
-                        pass
-                    time.sleep(1)
-                p50, p99 = latency(east, west, topic, f"east.{topic}", args.rate, args.latency_seconds)
-                print(f"latency at {args.rate}/s, {engine}: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
+                wait_mirroring(east, west, topic)
+                latency(east, west, topic, f"east.{topic}", args.rate, 3)  # settle: first fetches, JIT, batches
+                latencies[engine].append(latency(east, west, topic, f"east.{topic}", args.rate, args.latency_seconds))
+                p50, p99 = latencies[engine][-1]
+                print(f"latency at {args.rate}/s, {engine} (run {i + 1} of {len(order)}): p50 {p50 * 1000:.1f} ms, "
+                      f"p99 {p99 * 1000:.1f} ms", flush=True)
             finally:
                 proc.terminate()
                 proc.wait(60)
+        (o50, o99), (m50, m99) = (tuple(sum(x) / len(x) for x in zip(*latencies[e])) for e in ("ours", "mm2"))
+        print(f"latency at {args.rate}/s, mean of two runs each: ours p50 {o50 * 1000:.1f} ms, p99 {o99 * 1000:.1f} ms; "
+              f"MM2 p50 {m50 * 1000:.1f} ms, p99 {m99 * 1000:.1f} ms; ours / MM2 = {o50 / m50:.2f} (p50), {o99 / m99:.2f} (p99)")
 
 
 if __name__ == "__main__":
