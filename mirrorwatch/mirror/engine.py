@@ -478,13 +478,12 @@ class MirrorEngine:
                 if not self._subscribed:
                     self._stop.wait(0.2)
                     continue
-                # a short wait: consume() holds a partial batch for the whole timeout, which is latency at
-                # moderate rates (100 ms here cost p50 138 ms at 5k records/s)
-                if self.in_flight >= max_in_flight:
+                in_flight = self.in_flight
+                if in_flight >= max_in_flight:
                     messages = None  # back-pressure: let the target catch up before reading more
                     self._serve(0.05)
                 else:
-                    messages = self.consumer.consume(batch, 0.01)
+                    messages = self._read(batch, 0.005 if in_flight else 0.05)
                 now = time.monotonic()
                 if messages:
                     self._send(messages)
@@ -508,6 +507,19 @@ class MirrorEngine:
             self._shutdown()
         if self.failures:
             raise MirrorFailure(self.failure_message())
+
+    def _read(self, batch: int, wait: float) -> list:
+        """The next records: wait for the first one, then take what is already fetched without waiting.
+
+        consume(n, timeout) holds a partial batch until the timeout, which is latency at moderate rates (a 100 ms
+        timeout cost p50 138 ms at 5k records/s, a 10 ms one still ~5 ms); poll() returns with the first record.
+        The wait is short while reports are due (they are served between reads)."""
+        first = self.consumer.poll(wait)
+        if first is None:
+            return []
+        messages = self.consumer.consume(batch - 1, 0) if batch > 1 else []
+        messages.insert(0, first)
+        return messages
 
     def stop(self) -> None:
         self._stop.set()
