@@ -243,7 +243,7 @@ class MirrorEngine:
         state.next_sync_at = entry[1] + self.settings.offset_sync_every
         if self.partitions.get(state.key) is not state:
             return  # a revoked or lost assignment: its new owner publishes syncs
-        acked_next = entry[0] + 1
+        acked_next = max(entry[0] + 1, state.acked_next or 0)
         state.acked_next = acked_next if state.failed_at is None else min(acked_next, state.failed_at)
         state.last_upstream, state.last_downstream = entry[0], msg.offset()
         self._emit_syncs([state.key])
@@ -276,6 +276,8 @@ class MirrorEngine:
             acked_next = source_offset + 1
             if not state.fifo and state.read_next is not None:
                 acked_next = max(acked_next, state.read_next)  # records skipped by the loop guard count as handled
+            if state.acked_next is not None:
+                acked_next = max(acked_next, state.acked_next)  # a loop-guard skip may have moved it further
             if state.failed_at is not None:
                 acked_next = min(acked_next, state.failed_at)
             state.acked_next = acked_next
