@@ -28,6 +28,7 @@ def warm_up(east: str, west: str, records: int = 400_000) -> None:
         create_topic(bootstrap, "bench-warm-up", 6)
         produce_rate(bootstrap, "bench-warm-up", records, 100, 6)
         consume_rate(bootstrap, "bench-warm-up", records, 6)
+    client_floor_rate(east, west, "bench-warm-up", records, 6)  # the target's write path as a mirror drives it
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -60,6 +61,42 @@ def consume_rate(bootstrap: str, topic: str, count: int, partitions: int) -> flo
     seen, started = 0, time.perf_counter()
     while seen < count:
         seen += sum(1 for m in consumer.consume(10_000, 1.0) if not m.error())
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return count / elapsed
+
+
+def client_floor_rate(east: str, west: str, topic: str, count: int, partitions: int, linger_ms: int = 5) -> float:
+    """Records/s of the least a correct mirror must do per record with this client library, in one process:
+    consume, produce with the source timestamp, and a delivery report per record (without reports nothing could
+    be committed safely). No headers, no bookkeeping, no commits: the floor of the engine's cost, for comparison."""
+    target = f"floor.{topic}"
+    create_topic(west, target, partitions)
+    consumer = Consumer({"bootstrap.servers": east, "group.id": "bench-floor", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    producer = Producer({"bootstrap.servers": west, "acks": "all", "enable.idempotence": True, "linger.ms": linger_ms,
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 200_000,
+                         "queue.buffering.max.kbytes": 1_048_576, "compression.type": "none"})
+    acked = [0]
+
+    def delivered(err, msg) -> None:
+        acked[0] += 1
+
+    seen, started = 0, time.perf_counter()
+    while seen < count:
+        for m in consumer.consume(5000, 0.01):
+            if m.error():
+                continue
+            seen += 1
+            while True:
+                try:
+                    producer.produce(target, m.value(), m.key(), m.partition(), on_delivery=delivered, timestamp=m.timestamp()[1])
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(120)
     elapsed = time.perf_counter() - started
     consumer.close()
     return count / elapsed
