@@ -23,24 +23,30 @@ class OffsetSyncReader:
         self._assigned = False
 
     def catch_up(self, timeout_s: float = 10.0) -> OffsetSyncStore:
-        """Read everything up to the topic's current end (bounded by ``timeout_s``)."""
+        """Read everything up to the topic's current end offsets (bounded by ``timeout_s``).
+
+        The end is taken from the watermarks at the start of the call: waiting for end-of-partition events
+        instead would wait the whole timeout whenever a partition got nothing new since the last call (the
+        event comes once per arrival at the end), which made checkpoints run every ~10 s whatever their interval."""
         if not self._assigned:
             md = self._consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
             if md is None or md.error is not None:
                 return self.store  # no syncs yet
-            self._consumer.assign([TopicPartition(self.topic, p, 0) for p in md.partitions])
-            self._remaining = set(md.partitions)
+            self._partitions = sorted(md.partitions)
+            self._consumer.assign([TopicPartition(self.topic, p, 0) for p in self._partitions])
+            self._next = {p: 0 for p in self._partitions}
             self._assigned = True
-        at_end: set[int] = set()
+        ends = {p: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout_s)[1]
+                for p in self._partitions}
         deadline = time.monotonic() + timeout_s
-        while len(at_end) < len(self._remaining) and time.monotonic() < deadline:
+        while any(self._next[p] < end for p, end in ends.items()) and time.monotonic() < deadline:
             for msg in self._consumer.consume(1000, 0.2):
                 err = msg.error()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(msg.partition())
+                    if err.code() == KafkaError._PARTITION_EOF:  # the end (past compacted tails or markers)
+                        self._next[msg.partition()] = max(self._next[msg.partition()], msg.offset())
                     continue
-                at_end.discard(msg.partition())
+                self._next[msg.partition()] = msg.offset() + 1
                 try:
                     self.store.add(OffsetSync.from_value(msg.value()))
                 except RecordFormatError as exc:
