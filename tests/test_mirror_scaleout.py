@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+
+from mirrorwatch.core.naming import checkpoints_topic
+from mirrorwatch.core.records import Checkpoint
 
 from .helpers import admin, create_topic, end_offsets, produce_numbered, read_all
 from .mirror_harness import MirrorProcess, wait_until
 from .test_mirror import committed_offsets
 from .test_mirror_behaviour import config_for, count_on
+from .test_mirror_failover import consume_and_commit
 
 
 def assignments(bootstrap: str, group: str) -> list[set[tuple[str, int]]]:
@@ -21,7 +26,10 @@ def test_two_workers_split_a_flow_and_the_survivor_takes_over(source, target, to
     parts, group = 6, f"g-{topic_name}"
     create_topic(source.bootstrap, topic_name, parts)
     produce_numbered(source.bootstrap, topic_name, 20_000, partitions=parts)
-    cfg = config_for(mirror_config, topic_name, group)
+    app = f"app-{topic_name}"
+    for p in range(parts):
+        consume_and_commit(source.bootstrap, topic_name, app, p, 1000)
+    cfg = config_for(mirror_config, topic_name, group, checkpoint_groups=[app])  # checkpoints every 1 s
     first = MirrorProcess(cfg, tmp_path / "a.yaml", log_name="a.log").start()
     second = MirrorProcess(cfg, tmp_path / "b.yaml", log_name="b.log").start()
     try:
@@ -32,6 +40,14 @@ def test_two_workers_split_a_flow_and_the_survivor_takes_over(source, target, to
 
         wait_until(split, 60, what="both workers to own part of the flow", alive=second)
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") >= 20_000, 60, what="20k mirrored", alive=first)
+        # each worker checkpoints only the partitions it owns: together every partition, once per interval
+        since = int(time.time() * 1000)
+        time.sleep(6)
+        emitted = Counter(cp.partition for cp in (Checkpoint.from_value(m.value()) for m in
+                                                  read_all(target.bootstrap, checkpoints_topic("east")))
+                          if cp.group == app and since <= cp.ts_ms < since + 6000)
+        # two writers per partition would give ~12; a reader waiting out its timeout (fixed) gave 1 per ~10 s
+        assert set(emitted) == set(range(parts)) and 2 <= min(emitted.values()) and max(emitted.values()) <= 7, emitted
         # one worker dies without a goodbye: after the session timeout the other owns everything and goes on
         first.kill()
         produce_numbered(source.bootstrap, topic_name, 6_000, partitions=parts, start=20_000)

@@ -108,8 +108,14 @@ def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Che
 
 
 class CheckpointEmitter(threading.Thread):
-    def __init__(self, config: Config, flow_name: str):
+    """Checkpoints for the groups that consume the flow's topics, every ``checkpoint_interval_s``.
+
+    ``owned`` (from the engine) gives the source partitions this worker mirrors now: with several workers in a
+    flow, each checkpoints only its own partitions, so together they cover the flow once."""
+
+    def __init__(self, config: Config, flow_name: str, owned=None):
         super().__init__(name="checkpoints", daemon=True)
+        self.owned = owned
         _, self.flow = config.flow(flow_name)
         self.interval_s = config.mirror.checkpoint_interval_s
         self.policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
@@ -135,8 +141,10 @@ class CheckpointEmitter(threading.Thread):
         mirrored = {topic for topic, _ in store.partitions()}
         now = int(time.time() * 1000)
         count = 0
+        owned = self.owned() if self.owned is not None else None
         for group in source_groups(self.source_admin, self.flow, {self.own_group}):
-            committed = {k: v for k, v in committed_offsets(self.source_admin, group).items() if k[0] in mirrored}
+            committed = {k: v for k, v in committed_offsets(self.source_admin, group).items()
+                         if k[0] in mirrored and (owned is None or k in owned)}
             translations = translate_group(store, committed)
             for t in translations:
                 cp = Checkpoint(group, t.topic, t.partition, t.upstream_committed, t.downstream_offset, now, t.duplicates)

@@ -104,6 +104,7 @@ class MirrorEngine:
         self.add_origin = self.flow.policy == "identity" if provenance is None else provenance
 
         self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.owned: frozenset[tuple[str, int]] = frozenset()  # the keys of partitions, for other threads to read
         self.touched: list[PartitionState] = []  # states with delivery reports not yet settled
         self.target_names: dict[str, str] = {}  # source topic → target topic
         self.source_names: dict[str, str] = {}  # target topic → source topic (delivery reports name the target)
@@ -207,6 +208,7 @@ class MirrorEngine:
                     state.read_next = state.acked_next = low
         except Exception as exc:  # a cluster restarting: the first fetched record tells where we start
             log.warning("could not look up start positions (%s); taking them from the first records", exc)
+        self.owned = frozenset(self.partitions)
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
 
     def _on_revoke(self, consumer, partitions) -> None:
@@ -220,11 +222,13 @@ class MirrorEngine:
             log.warning("handing over revoked partitions: %s", exc)
         for tp in partitions:
             self.partitions.pop((tp.topic, tp.partition), None)
+        self.owned = frozenset(self.partitions)
 
     def _on_lost(self, consumer, partitions) -> None:
         self.rebalances += 1
         for tp in partitions:  # another worker owns them now: committing would be wrong
             self.partitions.pop((tp.topic, tp.partition), None)
+        self.owned = frozenset(self.partitions)
         # their in-flight records still get reports; those update the detached states (see the module note)
 
     # ------------------------------------------------------------------ delivery reports
@@ -461,7 +465,7 @@ class MirrorEngine:
         if self.flow.checkpoint_groups:
             from .checkpoints import CheckpointEmitter
 
-            self.checkpoints = CheckpointEmitter(self.config, self.flow_name)
+            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned)
             self.checkpoints.start()
 
     def _heartbeat_sent(self) -> None:
