@@ -12,7 +12,6 @@ import functools
 import logging
 import signal
 import threading
-import time
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler

@@ -13,12 +13,13 @@ import re
 import threading
 import time
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config, FlowConfig
 from ..core.naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
+from ..core.reading import read_to_end
 from ..core.records import Checkpoint, RecordFormatError
 from .offset_store import OffsetSyncStore, Translation
 from .syncs_reader import OffsetSyncReader
@@ -89,18 +90,12 @@ def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Che
         if md is None or md.error is not None:
             return out
         consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
-        at_end, deadline = set(), time.monotonic() + 30
-        while len(at_end) < len(md.partitions) and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        at_end.add(msg.partition())
-                    continue
-                try:
-                    cp = Checkpoint.from_value(msg.value())
-                except RecordFormatError:
-                    continue
-                out.setdefault(cp.group, {})[(cp.topic, cp.partition)] = cp
+        for msg in read_to_end(consumer, {(topic, p): 0 for p in md.partitions}, 30):
+            try:
+                cp = Checkpoint.from_value(msg.value())
+            except RecordFormatError:
+                continue
+            out.setdefault(cp.group, {})[(cp.topic, cp.partition)] = cp
     finally:
         consumer.close()
     return out

@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..core.cli import UserError
 from ..core.config import load_config
+from ..core.reading import end_offsets, read_to_end
 
 BIN = Path(sys.executable).parent
 FAILBACK = """Failback (do not reverse the mirror in place): the old source missed everything written to the new
@@ -70,17 +71,11 @@ def consume(bootstrap: str, topic: str, group: str, stop_after: int | None, idle
 def read_whole(bootstrap: str, topic: str) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirrorwatch-assign-only", "enable.auto.commit": False})
     try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        out, remaining = [], sum(ends.values())
-        deadline = time.monotonic() + 120
-        while remaining and time.monotonic() < deadline:
-            for m in consumer.consume(5000, 0.5):
-                if not m.error() and m.offset() < ends[m.partition()]:
-                    out.append(m.value())
-                    remaining -= 1
-        return out
+        positions = {(topic, p): 0 for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
+        ends = end_offsets(consumer, list(positions))
+        consumer.assign([TopicPartition(t, p, 0) for t, p in positions])
+        # the topic as it was when the read began (records that arrive meanwhile are left out)
+        return [m.value() for m in read_to_end(consumer, positions, 120) if m.offset() < ends[(m.topic(), m.partition())]]
     finally:
         consumer.close()
 

@@ -6,13 +6,14 @@ import json
 import time
 
 import click
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 from rich.console import Console
 from rich.table import Table
 
 from ..core.cli import UserError
 from ..core.clients import make_consumer
 from ..core.config import load_config
+from ..core.reading import read_to_end
 from ..core.records import Heartbeat, RecordFormatError
 
 TAIL = 200  # heartbeats read per partition (from the end): plenty for the newest of each upstream
@@ -27,29 +28,24 @@ def latest_heartbeats(cluster, topic_name: str) -> dict[tuple[str, str], tuple[i
     consumer = make_consumer(cluster, "mirrorwatch-topology", **{"enable.partition.eof": True})
     try:
         metadata = consumer.list_topics(timeout=10).topics
-        assignment = []
+        positions = {}
         for topic in heartbeat_topics(metadata, topic_name):
             for p in metadata[topic].partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
                 if high > low:
-                    assignment.append(TopicPartition(topic, p, max(low, high - TAIL)))
-        if not assignment:
+                    positions[(topic, p)] = max(low, high - TAIL)
+        if not positions:
             return {}
-        consumer.assign(assignment)
-        latest, at_end, deadline = {}, set(), time.monotonic() + 15
-        while len(at_end) < len(assignment) and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        at_end.add((msg.topic(), msg.partition()))
-                    continue
-                try:
-                    beat = Heartbeat.from_value(msg.value())
-                except RecordFormatError:
-                    continue
-                key = (beat.source, beat.target)
-                if key not in latest or beat.ts_ms > latest[key][0]:
-                    latest[key] = (beat.ts_ms, msg.topic())
+        consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in positions.items()])
+        latest = {}
+        for msg in read_to_end(consumer, positions, 15):
+            try:
+                beat = Heartbeat.from_value(msg.value())
+            except RecordFormatError:
+                continue
+            key = (beat.source, beat.target)
+            if key not in latest or beat.ts_ms > latest[key][0]:
+                latest[key] = (beat.ts_ms, msg.topic())
         return latest
     finally:
         consumer.close()

@@ -1,0 +1,39 @@
+"""Reading assigned partitions up to their end offsets as they are now (offset syncs, checkpoints, heartbeats).
+
+The end is each partition's high watermark when the read starts. Waiting for end-of-partition events instead
+goes wrong on a consumer that reads again later: the event comes once per arrival at the end, so a second read
+with nothing new waits out its whole timeout (that once made checkpoints run every ~10 s).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+
+def end_offsets(consumer: Consumer, partitions: list[tuple[str, int]], timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)[1] for t, p in partitions}
+
+
+def read_to_end(consumer: Consumer, positions: dict[tuple[str, int], int], timeout_s: float) -> Iterator:
+    """Yield the records of the consumer's assigned partitions from ``positions`` (next offset to read, per
+    (topic, partition); updated as records come) up to the end offsets at the start, or until ``timeout_s``.
+
+    The caller assigns the partitions at those positions once; a long-lived reader keeps ``positions`` and
+    calls again to read what arrived since. Records past the end taken at the start are yielded too (they
+    arrived meanwhile); an end-of-partition event marks a partition done even when its last offsets hold no
+    record (a compacted tail, transaction markers)."""
+    ends = end_offsets(consumer, list(positions), timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while any(positions[key] < end for key, end in ends.items()) and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 0.2):
+            key = (msg.topic(), msg.partition())
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF and key in positions:
+                    positions[key] = max(positions[key], msg.offset())
+                continue
+            positions[key] = msg.offset() + 1
+            yield msg
