@@ -47,12 +47,13 @@ class MirrorFailure(Exception):
 class PartitionState:
     """One assignment of one source partition. Records sent under it report back to its ``delivered``."""
 
-    __slots__ = ("key", "read_next", "acked_next", "committed", "fifo", "sent_records", "sent_bytes", "records",
-                 "bytes", "last_upstream", "last_downstream", "failed_at", "synced_acked", "synced_read",
-                 "next_sync_at", "round_msg", "round_entry", "touched", "on_failure", "on_sync_due")
+    __slots__ = ("key", "engine", "read_next", "acked_next", "committed", "fifo", "sent_records", "sent_bytes",
+                 "records", "bytes", "last_upstream", "last_downstream", "failed_at", "synced_acked", "synced_read",
+                 "next_sync_at", "round_msg", "round_entry")
 
-    def __init__(self, key: tuple[str, int], touched: list, on_failure, on_sync_due, sync_every: int) -> None:
+    def __init__(self, key: tuple[str, int], engine: "MirrorEngine") -> None:
         self.key = key
+        self.engine = engine
         self.read_next: int | None = None  # next source offset to fetch
         self.acked_next: int | None = None  # last source offset acknowledged by the target + 1
         self.committed: int | None = None  # last offset committed for the mirror group
@@ -67,25 +68,39 @@ class PartitionState:
         self.failed_at: int | None = None  # a record here could not be written: never commit past it
         self.synced_acked: int | None = None  # acked_next at the last offset sync
         self.synced_read: int | None = None
-        self.next_sync_at = sync_every  # an offset sync when the report of this many records' last one arrives
-        self.round_msg = None  # the newest report of this poll round, settled by _finish_round
+        # an offset sync when the report of this many records' last one arrives
+        self.next_sync_at = engine.settings.offset_sync_every
+        self.round_msg = None  # the newest report of this poll round, settled by the engine's _finish_round
         self.round_entry: tuple[int, int, int] | None = None
-        self.touched = touched  # the engine's list of states with reports this round
-        self.on_failure = on_failure
-        self.on_sync_due = on_sync_due
 
     def delivered(self, err, msg) -> None:
         # hot path: one call per record. Reports come in send order per partition (idempotent producer).
         entry = self.fifo.popleft()
         if err is not None:
-            self.on_failure(self, entry[0], err, msg)
+            self.engine._delivery_failed(self, entry[0], err, msg)
             return
         if self.round_msg is None:
-            self.touched.append(self)
+            self.engine.touched.append(self)
         self.round_msg = msg
         self.round_entry = entry
         if entry[1] >= self.next_sync_at:  # exactly every N records, mid-round: checkpoint translation needs them dense
-            self.on_sync_due(self, entry, msg)
+            self.engine._sync_due(self, entry, msg)
+
+    def acknowledged(self, source_offset: int, downstream_offset: int) -> None:
+        """The target acknowledged everything sent through ``source_offset`` (``downstream_offset`` there)."""
+        self.last_upstream, self.last_downstream = source_offset, downstream_offset
+        acked_next = source_offset + 1
+        if not self.fifo and self.read_next is not None:
+            acked_next = max(acked_next, self.read_next)  # records skipped by the loop guard count as handled
+        if self.acked_next is not None:
+            acked_next = max(acked_next, self.acked_next)  # a loop-guard skip may have moved it further
+        if self.failed_at is not None:
+            acked_next = min(acked_next, self.failed_at)
+        self.acked_next = acked_next
+
+    def failed(self, source_offset: int) -> None:
+        """A record here could not be written: commits and syncs stop below it."""
+        self.failed_at = source_offset if self.failed_at is None else min(self.failed_at, source_offset)
 
 
 class MirrorEngine:
@@ -107,7 +122,6 @@ class MirrorEngine:
         self.owned: frozenset[tuple[str, int]] = frozenset()  # the keys of partitions, for other threads to read
         self.touched: list[PartitionState] = []  # states with delivery reports not yet settled
         self.target_names: dict[str, str] = {}  # source topic → target topic
-        self.source_names: dict[str, str] = {}  # target topic → source topic (delivery reports name the target)
         self.latency = LatencyHistogram()
         self.produce_errors: dict[tuple[str, bool], int] = {}
         self.rebalances = 0
@@ -161,7 +175,6 @@ class MirrorEngine:
 
     def _name(self, source_topic: str) -> str:
         target_topic = self.policy.target_topic(source_topic)
-        self.source_names[target_topic] = source_topic
         self.target_names[source_topic] = target_topic
         return target_topic
 
@@ -196,8 +209,7 @@ class MirrorEngine:
         for tp in partitions:
             key = (tp.topic, tp.partition)
             # read_next and acked_next are learned below, or from the first fetched record
-            self.partitions[key] = PartitionState(key, self.touched, self._delivery_failed, self._sync_due,
-                                                  self.settings.offset_sync_every)
+            self.partitions[key] = PartitionState(key, self)
         try:
             for tp in consumer.committed(partitions, timeout=30):
                 state = self.partitions[(tp.topic, tp.partition)]
@@ -233,13 +245,15 @@ class MirrorEngine:
 
     # ------------------------------------------------------------------ delivery reports
     def _delivery_failed(self, state: PartitionState, source_offset: int, err, msg) -> None:
+        self._failed(state, source_offset, msg.topic(), len(msg.value() or b"") + len(msg.key() or b""), err)
+
+    def _failed(self, state: PartitionState, source_offset: int, target_topic: str, size: int, err: KafkaError) -> None:
+        """A record the target refused (size -1 = unknown): count it, never commit past it, stop."""
         topic, partition = state.key
         retriable = err.retriable()
         self.produce_errors[(topic, retriable)] = self.produce_errors.get((topic, retriable), 0) + 1
-        if state.failed_at is None or source_offset < state.failed_at:
-            state.failed_at = source_offset
-        size = len(msg.value() or b"") + len(msg.key() or b"")
-        self.failures.append((topic, partition, source_offset, msg.topic(), size, err))
+        state.failed(source_offset)
+        self.failures.append((topic, partition, source_offset, target_topic, size, err))
         self._stop.set()
 
     def _sync_due(self, state: PartitionState, entry: tuple[int, int, int], msg) -> None:
@@ -247,9 +261,7 @@ class MirrorEngine:
         state.next_sync_at = entry[1] + self.settings.offset_sync_every
         if self.partitions.get(state.key) is not state:
             return  # a revoked or lost assignment: its new owner publishes syncs
-        acked_next = max(entry[0] + 1, state.acked_next or 0)
-        state.acked_next = acked_next if state.failed_at is None else min(acked_next, state.failed_at)
-        state.last_upstream, state.last_downstream = entry[0], msg.offset()
+        state.acknowledged(entry[0], msg.offset())
         self._emit_syncs([state.key])
 
     def _serve(self, timeout: float) -> None:
@@ -276,15 +288,7 @@ class MirrorEngine:
             state.round_msg = state.round_entry = None
             acked_now = records - state.records
             state.records, state.bytes = records, nbytes
-            state.last_upstream, state.last_downstream = source_offset, msg.offset()
-            acked_next = source_offset + 1
-            if not state.fifo and state.read_next is not None:
-                acked_next = max(acked_next, state.read_next)  # records skipped by the loop guard count as handled
-            if state.acked_next is not None:
-                acked_next = max(acked_next, state.acked_next)  # a loop-guard skip may have moved it further
-            if state.failed_at is not None:
-                acked_next = min(acked_next, state.failed_at)
-            state.acked_next = acked_next
+            state.acknowledged(source_offset, msg.offset())
             ts_type, ts = msg.timestamp()
             if ts_type:
                 observe(max(0.0, now - ts / 1000.0), acked_now)
@@ -401,8 +405,9 @@ class MirrorEngine:
                 if add_origin and not any(h[0] == PROVENANCE_HEADER for h in headers):
                     headers.append(origin)
             key = msg.key()
+            size = len(msg) + (len(key) if key else 0)
             sent_records += 1
-            sent_bytes += len(msg) + (len(key) if key else 0)
+            sent_bytes += size
             fifo.append((offset, sent_records, sent_bytes))
             while True:
                 try:
@@ -413,8 +418,8 @@ class MirrorEngine:
                     state.sent_records, state.sent_bytes = sent_records, sent_bytes
                     self._serve(0.05)
                 except KafkaException as exc:
-                    _, before_records, before_bytes = fifo.pop()
-                    sent_records, sent_bytes = before_records - 1, before_bytes - (len(msg) + (len(key) if key else 0))
+                    fifo.pop()
+                    sent_records, sent_bytes = sent_records - 1, sent_bytes - size
                     if self._produce_rejected(exc, topic, partition, offset, target_topic):
                         reseeked.add((topic, partition))  # the rest of this run comes again after the seek
                         state.sent_records, state.sent_bytes = sent_records, sent_bytes
@@ -434,11 +439,7 @@ class MirrorEngine:
             self.partitions[(topic, partition)].read_next = offset
             time.sleep(0.5)
             return True
-        state = self.partitions[(topic, partition)]
-        state.failed_at = offset if state.failed_at is None else min(state.failed_at, offset)
-        self.produce_errors[(topic, err.retriable())] = self.produce_errors.get((topic, err.retriable()), 0) + 1
-        self.failures.append((topic, partition, offset, target_topic, -1, err))
-        self._stop.set()
+        self._failed(self.partitions[(topic, partition)], offset, target_topic, -1, err)
         return False
 
     def failure_message(self) -> str | None:
