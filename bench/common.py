@@ -10,6 +10,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from mirrorwatch.core.reading import end_offsets
 from mirrorwatch.localkafka import LocalClusters
 
 
@@ -53,11 +54,17 @@ def produce_rate(bootstrap: str, topic: str, count: int, size: int, partitions: 
     return count / (time.perf_counter() - started)
 
 
-def consume_rate(bootstrap: str, topic: str, count: int, partitions: int) -> float:
-    """Records/s reading the topic whole with no processing — the read ceiling here."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw", "enable.auto.commit": False,
+def assigned_reader(bootstrap: str, topic: str, partitions: int, group: str) -> Consumer:
+    """A consumer tuned for large fetches (as the engine's), assigned to every partition of ``topic`` from 0."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                          "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    return consumer
+
+
+def consume_rate(bootstrap: str, topic: str, count: int, partitions: int) -> float:
+    """Records/s reading the topic whole with no processing — the read ceiling here."""
+    consumer = assigned_reader(bootstrap, topic, partitions, "bench-raw")
     seen, started = 0, time.perf_counter()
     while seen < count:
         seen += sum(1 for m in consumer.consume(10_000, 1.0) if not m.error())
@@ -72,9 +79,7 @@ def client_floor_rate(east: str, west: str, topic: str, count: int, partitions: 
     be committed safely). No headers, no bookkeeping, no commits: the floor of the engine's cost, for comparison."""
     target = f"floor.{topic}"
     create_topic(west, target, partitions)
-    consumer = Consumer({"bootstrap.servers": east, "group.id": "bench-floor", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer = assigned_reader(east, topic, partitions, "bench-floor")
     producer = Producer({"bootstrap.servers": west, "acks": "all", "enable.idempotence": True, "linger.ms": linger_ms,
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 200_000,
                          "queue.buffering.max.kbytes": 1_048_576, "compression.type": "none"})
@@ -102,9 +107,12 @@ def client_floor_rate(east: str, west: str, topic: str, count: int, partitions: 
     return count / elapsed
 
 
-def end_total(bootstrap: str, topic: str, partitions: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw"})
+def end_total(bootstrap: str, topic: str, partitions: int, consumer: Consumer | None = None) -> int:
+    """The sum of the topic's end offsets. Pass a long-lived ``consumer`` to ask often: a new client per look
+    loads the broker and the cores an engine under measurement runs on."""
+    client = consumer or Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw"})
     try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+        return sum(end_offsets(client, [(topic, p) for p in range(partitions)]).values())
     finally:
-        consumer.close()
+        if consumer is None:
+            client.close()

@@ -17,15 +17,18 @@ def end_offsets(consumer: Consumer, partitions: list[tuple[str, int]], timeout_s
     return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)[1] for t, p in partitions}
 
 
-def read_to_end(consumer: Consumer, positions: dict[tuple[str, int], int], timeout_s: float) -> Iterator:
+def read_to_end(consumer: Consumer, positions: dict[tuple[str, int], int], timeout_s: float,
+                ends: dict[tuple[str, int], int] | None = None) -> Iterator:
     """Yield the records of the consumer's assigned partitions from ``positions`` (next offset to read, per
-    (topic, partition); updated as records come) up to the end offsets at the start, or until ``timeout_s``.
+    (topic, partition); updated as records come) up to the end offsets at the start (or ``ends``, when the
+    caller has them already), or until ``timeout_s``.
 
     The caller assigns the partitions at those positions once; a long-lived reader keeps ``positions`` and
     calls again to read what arrived since. Records past the end taken at the start are yielded too (they
     arrived meanwhile); an end-of-partition event marks a partition done even when its last offsets hold no
     record (a compacted tail, transaction markers)."""
-    ends = end_offsets(consumer, list(positions), timeout_s)
+    if ends is None:
+        ends = end_offsets(consumer, list(positions), timeout_s)
     deadline = time.monotonic() + timeout_s
     while any(positions[key] < end for key, end in ends.items()) and time.monotonic() < deadline:
         for msg in consumer.consume(1000, 0.2):

@@ -75,7 +75,7 @@ def read_whole(bootstrap: str, topic: str) -> list[bytes]:
         ends = end_offsets(consumer, list(positions))
         consumer.assign([TopicPartition(t, p, 0) for t, p in positions])
         # the topic as it was when the read began (records that arrive meanwhile are left out)
-        return [m.value() for m in read_to_end(consumer, positions, 120) if m.offset() < ends[(m.topic(), m.partition())]]
+        return [m.value() for m in read_to_end(consumer, positions, 120, ends) if m.offset() < ends[(m.topic(), m.partition())]]
     finally:
         consumer.close()
 

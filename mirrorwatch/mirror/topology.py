@@ -28,17 +28,17 @@ def latest_heartbeats(cluster, topic_name: str) -> dict[tuple[str, str], tuple[i
     consumer = make_consumer(cluster, "mirrorwatch-topology", **{"enable.partition.eof": True})
     try:
         metadata = consumer.list_topics(timeout=10).topics
-        positions = {}
+        positions, ends = {}, {}
         for topic in heartbeat_topics(metadata, topic_name):
             for p in metadata[topic].partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
                 if high > low:
-                    positions[(topic, p)] = max(low, high - TAIL)
+                    positions[(topic, p)], ends[(topic, p)] = max(low, high - TAIL), high
         if not positions:
             return {}
         consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in positions.items()])
         latest = {}
-        for msg in read_to_end(consumer, positions, 15):
+        for msg in read_to_end(consumer, positions, 15, ends):
             try:
                 beat = Heartbeat.from_value(msg.value())
             except RecordFormatError:
