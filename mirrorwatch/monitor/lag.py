@@ -99,6 +99,15 @@ def target_side_acked_next(source_end, committed, sync_upstream, sync_downstream
     return np.where(usable, np.maximum(conservative, from_target), conservative)
 
 
+def records_lost(log_start, committed) -> np.ndarray:
+    """Records removed from the source before the group consumed them: ``log_start − committed`` where the
+    committed offset is below the log start (retention, DeleteRecords, a recreated topic), else 0; -1 unknown.
+
+    Counted in offsets: a removed transaction marker counts as a record (the count is exact on plain topics)."""
+    start, com = _a(log_start), _a(committed)
+    return np.where((start >= 0) & (com >= 0), np.maximum(start - com, 0), UNKNOWN)
+
+
 def target_behind(target_end, sync_downstream) -> np.ndarray:
     """True where the target's end offset is not past the record the newest sync says is there.
 
@@ -124,13 +133,20 @@ def rate(old_value, old_ts_ms: int, new_value, new_ts_ms: int) -> np.ndarray:
     return np.where((old >= 0) & (new >= 0), (new - old) / dt, np.nan)
 
 
-def catch_up_seconds(lag, produce_rate, mirror_rate) -> np.ndarray:
+def catch_up_seconds(lag, produce_rate, mirror_rate, keeping_up_lag=0) -> np.ndarray:
     """Forecast time to catch up: lag / (mirror rate − produce rate); 0 when caught up; +inf when the mirror
-    is not gaining on the producers; NaN when unknown."""
+    is not gaining on the producers; NaN when unknown.
+
+    A mirror keeping pace with steady traffic holds a small lag it never "gains" on (the two rates are equal):
+    where the lag is at most ``keeping_up_lag`` (the sampler passes the records produced in one monitor
+    interval, which is also how much the lag figures may over-report) the forecast is the time the mirror
+    needs for that lag at its own rate, ``lag / mirror rate``, not "not catching up"."""
     lag = np.asarray(lag, np.float64)
-    gain = np.asarray(mirror_rate, np.float64) - np.asarray(produce_rate, np.float64)
+    mirror = np.asarray(mirror_rate, np.float64)
+    gain = mirror - np.asarray(produce_rate, np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(gain > 0, lag / gain, math.inf)
+        steady = (lag <= np.asarray(keeping_up_lag, np.float64)) & (mirror > 0)
+        out = np.where(gain > 0, lag / gain, np.where(steady, lag / mirror, math.inf))
     out = np.where(np.isnan(gain), np.nan, out)
     out = np.where(lag == 0, 0.0, out)
     return np.where(lag < 0, np.nan, out)
