@@ -108,7 +108,7 @@ class MirrorSettings(_Section):
     offset_sync_every: int = Field(1000, ge=1, description="emit an offset sync at least every N records")
     offset_sync_interval_s: float | None = Field(
         None, gt=0, description="emit an offset sync for every partition that moved at least this often; default: "
-        "0.25 s under the identity policy (the monitor's true lag and RPO seconds rest on them there), the commit "
+        "0.1 s under the identity policy (the monitor's true lag and RPO seconds rest on them there), the commit "
         "interval under prefix (the monitor reads progress off the target's end offsets)")
     on_records_lost: Literal["stop", "continue"] = Field(
         "stop", description="source records removed before they were mirrored (retention, DeleteRecords, a "

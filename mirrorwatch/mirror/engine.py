@@ -644,11 +644,11 @@ class MirrorEngine:
     @property
     def sync_interval_s(self) -> float:
         """Offset syncs of moved partitions at least this often (``mirror.offset_sync_interval_s``; by default
-        0.25 s under the identity policy, where the monitor cannot read progress off the shared target topic,
+        0.1 s under the identity policy, where the monitor cannot read progress off the shared target topic,
         and the commit interval under prefix, where the target's end offset already tells it)."""
         if self.settings.offset_sync_interval_s is not None:
             return self.settings.offset_sync_interval_s
-        return 0.25 if self.flow.policy == "identity" else self.settings.commit_interval_s
+        return 0.1 if self.flow.policy == "identity" else self.settings.commit_interval_s
 
     @property
     def in_flight(self) -> int:
