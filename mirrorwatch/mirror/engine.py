@@ -609,6 +609,9 @@ class MirrorEngine:
                     idle_synced = True
                     next_commit = now + self.settings.commit_interval_s
                 elif now >= next_commit:
+                    if not messages and self.in_flight == 0:
+                        # still idle: a commit marker written after the idle flush moved the position since
+                        self._advance_idle()
                     self._commit(sync=False)
                     self._emit_syncs()
                     next_commit = now + self.settings.commit_interval_s
