@@ -83,3 +83,19 @@ def test_records_lost(start, committed, expected):
 def test_keeping_up_forecast(lag, produce, mirror, keeping, expected):
     got = float(catch_up_seconds([lag], [produce], [mirror], [keeping])[0])
     assert got == pytest.approx(expected)
+
+
+# earlier samples (ts_ms, source end), acked_next, now → seconds the record at acked_next can have been on the source
+@pytest.mark.parametrize("samples,acked,now,expected", [
+    ([(1000, 50), (6000, 90)], 95, 11000, 5.0),  # not there at 6000 (end 90 ≤ 95): at most 5 s on the source
+    ([(1000, 50), (6000, 90)], 70, 11000, 10.0),  # there at 6000, not at 1000: at most 10 s
+    ([(1000, 50), (6000, 90)], 40, 11000, math.inf),  # there at every sample: no bound
+    ([], 40, 11000, math.inf),
+    ([(1000, -1)], 40, 11000, math.inf),  # end unknown then
+    ([(1000, 50)], -1, 11000, math.inf),  # acked unknown
+])
+def test_arrival_age_bound(samples, acked, now, expected):
+    from mirrorwatch.monitor.timelag import arrival_age_bound
+
+    got = arrival_age_bound([(ts, [end]) for ts, end in samples], [acked], now)
+    assert got.tolist() == [expected]

@@ -35,7 +35,7 @@ from .lag import (catch_up_seconds, mirror_lags, plain_lag, rate, records_lost, 
 from .model import GroupView, Snapshot
 from .status import G_ERR, G_NOTFOUND, G_UNKNOWN, P_LOST, P_UNKNOWN
 from .syncs import UNUSED_GROUP, OffsetSyncTracker
-from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
+from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound, time_lag_interpolated
 
 log = logging.getLogger("mirrorwatch.monitor.sampler")
 
@@ -205,6 +205,9 @@ class Sampler:
         summary = summarize(windows, statuses)
 
         time_lag = self._time_lag(flow.source, keys, lags.acked_next, lags.true_lag, source_end, ts, ts_target)
+        # not older than the time since an earlier sample found the record not yet on the source
+        bound = arrival_age_bound([(h[0], h[1]) for h in state.history], lags.acked_next, ts_target)
+        time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
         catch_up, topic_catch_up = self._forecast(state, keys, ts, source_end, lags.acked_next, lags.true_lag)
         return self._view("mirror", name, flow.source, flow.target, group, ts, summary, windows, keys,
                           statuses, source_end=source_end, committed=committed, read_position=lags.read_position,
