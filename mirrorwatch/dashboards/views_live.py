@@ -98,6 +98,8 @@ def _partition_table(flow: dict) -> None:
         st.info("No partitions sampled yet.")
         return
     frame = pd.DataFrame(rows)
+    if "rpo_seconds" not in frame.columns and "time_lag_s" in frame.columns:
+        frame["rpo_seconds"] = frame["time_lag_s"]  # a monitor from before RPO had its own name: same figure
     frame = frame[[c for c in PARTITION_COLUMNS if c in frame.columns]]
     st.dataframe(frame, hide_index=True, width="stretch")
     forecasts = flow.get("catch_up_s") or {}
