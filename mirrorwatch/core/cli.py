@@ -21,6 +21,22 @@ class UserError(Exception):
         self.exit_code = exit_code
 
 
+def listen_error(exc: OSError, host: str, port: int, setting: str) -> str:
+    """One line for a server socket that could not be opened, naming the port and the setting that chose it."""
+    import errno
+
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} on {host} is already in use ({setting}); stop what holds it or choose another port (0 = any free one)"
+    if exc.errno == errno.EACCES:
+        return f"no permission to listen on port {port} on {host} ({setting}); choose a port above 1023"
+    return f"cannot listen on {host}:{port} ({setting}): {exc.strerror or exc}"
+
+
+def quiet_client_logs(quiet: bool = True) -> None:
+    """librdkafka's own log lines: off (the default), or on at DEBUG for -v."""
+    logging.getLogger("mirrorwatch.kafka.client").setLevel(logging.CRITICAL + 1 if quiet else logging.DEBUG)
+
+
 def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
@@ -28,6 +44,7 @@ def setup_logging(verbose: bool = False) -> None:
         stream=sys.stderr,
     )
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    quiet_client_logs(not verbose)
     install_log_redaction()
 
 

@@ -32,6 +32,8 @@ from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
 from ..core.records import PROVENANCE_HEADER, OffsetSync
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .metrics import LatencyHistogram
+from .outage import ClustersUnreachable, ClusterWatch, start_when_reachable
+from .own_topics import ensure_own_topics, internal_topic_names
 from .topics import TargetTopics, TopicFilter, list_matching
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -109,7 +111,7 @@ class MirrorEngine:
         self.config = config
         self.settings = config.mirror
         self.policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
-        self.group = mirror_group(self.flow.source, self.flow.target, self.flow.group)
+        self.group = mirror_group(self.flow.source, self.flow.target, self.flow.group, self.flow_name)
         self.source_cluster = config.clusters[self.flow.source]
         self.target_cluster = config.clusters[self.flow.target]
         self.syncs_topic = offset_syncs_topic(self.flow.source)
@@ -138,6 +140,7 @@ class MirrorEngine:
             "queue.buffering.max.messages": max(self.settings.max_in_flight, 100_000),
             "queue.buffering.max.kbytes": 1_048_576, "message.max.bytes": 100_000_000,
             "compression.type": "none",  # the target topic's compression.type applies broker-side
+            "message.timeout.ms": 0,  # a target away for minutes is waited out (outage.py), never a lost record
         }
         producer_props.update(self.settings.producer)
         consumer_props = {
@@ -157,11 +160,13 @@ class MirrorEngine:
         self.consumer = make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props)
         self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
-        always = {self.settings.heartbeats_topic, config.canary.topic}
-        self.topic_filter = TopicFilter(self.flow, self.policy, always)
+        self.topic_filter = TopicFilter(self.flow, self.policy, internal_topic_names(config, self.flow))
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
         self.heartbeats: HeartbeatProducer | None = None
         self.checkpoints = None
+        self.gave_up: str | None = None  # why the engine stopped waiting for a cluster (mirror.max_unreachable_s)
+        self.watch = ClusterWatch([("source", self.flow.source, self.source_cluster), ("target", self.flow.target, self.target_cluster)],
+                                  self.settings.max_unreachable_s, self._give_up)
 
     # ------------------------------------------------------------------ topics
     def refresh_topics(self, with_configs: bool) -> None:
@@ -186,8 +191,8 @@ class MirrorEngine:
                 self.refresh_topics(with_configs)
                 if with_configs:
                     last_config_sync = time.monotonic()
-            except Exception as exc:  # a cluster away for a while: try again next round
-                log.warning("topic refresh failed (will retry): %s", exc)
+            except Exception as exc:  # a cluster away for a while: try again next round (the watch said so once)
+                log.log(logging.WARNING if self.watch.all_up() else logging.DEBUG, "topic refresh failed (will retry): %s", exc)
 
     def _apply_subscription(self) -> None:
         with self._subscription_lock:
@@ -312,12 +317,12 @@ class MirrorEngine:
             try:  # the outcome arrives in _committed (served inside consume())
                 self.consumer.commit(offsets=offsets, asynchronous=True)
             except KafkaException as exc:
-                log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
+                self._retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
-            log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
+            self._retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         for tp in offsets:
             state = self.partitions.get((tp.topic, tp.partition))
@@ -327,12 +332,16 @@ class MirrorEngine:
     def _committed(self, err, partitions) -> None:
         """The consumer's commit callback: record what the group coordinator confirmed."""
         if err is not None:
-            log.warning("commit failed (will retry): %s", err.str())
+            self._retrying("commit failed (will retry): %s", err.str())
             return
         for tp in partitions:
             state = self.partitions.get((tp.topic, tp.partition))
             if tp.error is None and state is not None and (state.committed is None or tp.offset > state.committed):
                 state.committed = tp.offset
+
+    def _retrying(self, message: str, *args) -> None:
+        # while the watch reports a cluster away it has said so once; its retries are not news
+        log.log(logging.WARNING if self.watch.all_up() else logging.DEBUG, message, *args)
 
     def _emit_syncs(self, keys=None, force: bool = False) -> None:
         now = int(time.time() * 1000)
@@ -454,27 +463,44 @@ class MirrorEngine:
         return (f"cannot mirror {topic}[{partition}] offset {offset}{detail} to {self.flow.target}:{target_topic}: "
                 f"{err.str()} ({err.name()}); stopped without skipping it")
 
-    def start_background(self) -> None:
+    def _prepare(self) -> None:
+        """The start-up steps that talk to the clusters; idempotent, so retried while a cluster is away."""
         self.target_topics.ensure_internal()
         if self.settings.heartbeats:
             ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
+        ensure_own_topics(self.config, self.flow, self.policy, self.source_admin, self.target_admin)
+        self.refresh_topics(with_configs=True)
+
+    def _give_up(self, message: str) -> None:
+        self.gave_up = message
+        self._stop.set()
+
+    def start_background(self) -> bool:
+        self.watch.start()
+        if not start_when_reachable(self._prepare, self.watch, self._stop):
+            return False
+        if self.settings.heartbeats:
             self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
                                                 self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent)
             self.heartbeats.start()
-        self.refresh_topics(with_configs=True)
         threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
         if self.flow.checkpoint_groups:
             from .checkpoints import CheckpointEmitter
 
             self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned)
             self.checkpoints.start()
+        return True
 
     def _heartbeat_sent(self) -> None:
         self.heartbeats_sent += 1
 
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
-        self.start_background()
+        if not self.start_background():
+            self.watch.stop()
+            if self.gave_up:
+                raise ClustersUnreachable(self.gave_up)
+            return
         next_commit = time.monotonic() + self.settings.commit_interval_s
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
@@ -514,6 +540,8 @@ class MirrorEngine:
             self._shutdown()
         if self.failures:
             raise MirrorFailure(self.failure_message())
+        if self.gave_up:
+            raise ClustersUnreachable(self.gave_up)
 
     def _read(self, batch: int, wait: float) -> list:
         """The next records: wait for the first one, then take what is already fetched without waiting.
@@ -544,7 +572,9 @@ class MirrorEngine:
         remaining = self._flush(8)
         if remaining:
             log.warning("%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining)
-        self._commit()
+        self.watch.stop()
+        if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
+            self._commit()
         self._emit_syncs()
         self.producer.flush(2)
         try:

@@ -28,6 +28,7 @@ from .checkpoints import all_checkpoints, apply_offsets, committed_offsets, grou
 from .options import config_option, flow_option
 from .reach import reachable, require_reachable
 from .syncs_reader import OffsetSyncReader
+from .topics import flow_topic_filter
 
 
 
@@ -45,7 +46,7 @@ def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
         reader = OffsetSyncReader(target, offset_syncs_topic(flow.source))
         store = reader.catch_up(20)
         reader.close()
-        mirrored = {t for t, _ in store.partitions()}
+        mirrored = {t for t, _ in store.partitions() if flow_topic_filter(config, flow).matches(t)}
         committed = {k: v for k, v in committed_offsets(make_admin(config.clusters[flow.source], "mirrorwatch-failover"), group).items()
                      if k[0] in mirrored}
         rows = [{"topic": t.topic, "target_topic": policy.target_topic(t.topic), "partition": t.partition,

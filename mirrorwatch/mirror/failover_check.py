@@ -19,6 +19,7 @@ from .checkpoints import all_checkpoints, committed_offsets, group_is_active, so
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
 from .syncs_reader import OffsetSyncReader
+from .topics import flow_topic_filter
 from .topology import latest_heartbeats
 
 CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
@@ -98,9 +99,10 @@ def _check(config_path, flow, groups, as_json):
     reader = OffsetSyncReader(target, offset_syncs_topic(f.source))
     store = reader.catch_up(20)
     reader.close()
-    mirror_commits = committed_offsets(source_admin, mirror_group(f.source, f.target, f.group))
+    mirror_commits = committed_offsets(source_admin, mirror_group(f.source, f.target, f.group, flow_name))
     # a commit implies an acknowledgement: the newer of the two is what the target surely has
-    acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items()}
+    mine = flow_topic_filter(config, f)  # another flow of this pair shares the offset-syncs topic
+    acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items() if mine.matches(k[0])}
     true_lag, age = source_positions(source, sorted(acked), acked)
     topics = {}
     for (topic, partition), lag in true_lag.items():
@@ -111,7 +113,7 @@ def _check(config_path, flow, groups, as_json):
     beat = beats.get((f.source, f.target))
     heartbeat_age = None if beat is None else max(0.0, time.time() - beat[0] / 1000)
     checkpoints = all_checkpoints(target, f.source)
-    names = list(groups) or source_groups(source_admin, f, {mirror_group(f.source, f.target, f.group)})
+    names = list(groups) or source_groups(source_admin, f, {mirror_group(f.source, f.target, f.group, flow_name)})
     max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
     verdicts, now = [], time.time() * 1000
     for group in names:

@@ -74,3 +74,8 @@ class EngineCollector:
         heartbeats.add_metric(base, e.heartbeats_sent)
         yield heartbeats
 
+        up = GaugeMetricFamily("mirrorwatch_mirror_cluster_up", "1 while the cluster answers the mirror's metadata probe, "
+                               "0 while it is unreachable (stopped, frozen, partitioned)", labels=names + ["cluster", "role"])
+        for role, alias, _ in e.watch.clusters:
+            up.add_metric(base + [alias, role], 1.0 if e.watch.up[role] else 0.0)
+        yield up

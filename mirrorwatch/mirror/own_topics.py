@@ -1,0 +1,58 @@
+"""mirrorwatch's own topics (the canary topic, beside the heartbeats topic) made sure of when the mirror starts.
+
+Why: a canary topic that appears later is only found at the mirror's next topic refresh (30 s by default), and
+the first `canary check` on a fresh deployment then measured that discovery time as replication latency. So
+the mirror creates the source canary topic if it is missing (the canary's partition count and replication
+factor), and its target copy with LogAppendTime like the canary would, and subscribes to both at once.
+
+Only the flow that owns the pair's internal topics (``flows.<name>.internal_topics``, default true) does this
+and mirrors them: with two flows on one cluster pair, exactly one of them must, or every heartbeat and canary
+event arrives twice (``shared_internal_topics`` finds another group that already mirrors them).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ..core.config import Config, FlowConfig
+from ..core.naming import ReplicationPolicy
+
+log = logging.getLogger("mirrorwatch.mirror")
+ADMIN_TIMEOUT_S = 30
+
+
+def _create(admin: AdminClient, topic: NewTopic) -> bool:
+    try:
+        admin.create_topics([topic])[topic.topic].result(ADMIN_TIMEOUT_S)
+        return True
+    except KafkaException as exc:
+        if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":  # another worker or the canary was first
+            return False
+        raise
+
+
+def ensure_own_topics(config: Config, flow: FlowConfig, policy: ReplicationPolicy, source_admin: AdminClient,
+                      target_admin: AdminClient) -> None:
+    """Create the canary topic on the source and its mirror on the target when missing (owner flow only)."""
+    if not flow.internal_topics:
+        return
+    canary = config.canary
+    source_topics = source_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    found = source_topics.get(canary.topic)
+    partitions = len(found.partitions) if found is not None and found.error is None and found.partitions else canary.partitions
+    if found is None and _create(source_admin, NewTopic(canary.topic, canary.partitions, canary.replication_factor)):
+        log.info("created canary topic %s on %s (%d partitions)", canary.topic, flow.source, canary.partitions)
+    target_name = policy.target_topic(canary.topic)
+    if target_name in target_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
+        return
+    topic_config = {"message.timestamp.type": "LogAppendTime"} if canary.log_append_time else {}
+    if _create(target_admin, NewTopic(target_name, partitions, canary.replication_factor, config=topic_config)):
+        log.info("created target canary topic %s on %s (%d partitions)", target_name, flow.target, partitions)
+
+
+def internal_topic_names(config: Config, flow: FlowConfig) -> set[str]:
+    """The source topics the flow mirrors whatever its include regexes say (none unless it owns them)."""
+    return {config.mirror.heartbeats_topic, config.canary.topic} if flow.internal_topics else set()
