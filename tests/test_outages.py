@@ -16,14 +16,26 @@ import time
 import urllib.request
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from bench.soak import PARTITIONS, Producing, _read, check
 
 from .helpers import create_topic, end_offsets
 from .mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
-from .test_mirror import committed_offsets
+from .test_mirror import committed_offsets as _committed_once
 
 FREEZE_S = 15
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's commits; a coordinator still loading (a fresh or just-resumed cluster) is asked again."""
+    for attempt in range(60):
+        try:
+            return _committed_once(bootstrap, group, topic, partitions)
+        except KafkaException as exc:
+            if attempt == 59 or not (exc.args[0].retriable() or exc.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError._TIMED_OUT)):
+                raise
+            time.sleep(0.5)
 
 
 def local_only(*clusters):

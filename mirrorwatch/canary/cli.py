@@ -80,4 +80,5 @@ def run(config_path: str, flows: tuple[str, ...], verbose: bool) -> int:
 
 
 # exit 3 (UNKNOWN) for bad input and for our own faults alike: on-call tools must not read them as WARNING
-main = run_click(cli, "canary", config_exit_code=3, internal_exit_code=3)
+main = run_click(cli, "canary", config_exit_code=3, internal_exit_code=3,
+                 json_error_fields={"schema": "mirrorwatch.canary.check/1", "status": UNKNOWN})

@@ -33,7 +33,7 @@ from ..core.records import PROVENANCE_HEADER, OffsetSync
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .metrics import LatencyHistogram
 from .outage import ClustersUnreachable, ClusterWatch, start_when_reachable
-from .own_topics import ensure_own_topics, internal_topic_names
+from .own_topics import ensure_own_topics, internal_topic_names, matched_topics, other_consumers, report_shared
 from .topics import TargetTopics, TopicFilter, list_matching
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -160,7 +160,10 @@ class MirrorEngine:
         self.consumer = make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props)
         self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
-        self.topic_filter = TopicFilter(self.flow, self.policy, internal_topic_names(config, self.flow))
+        self.internal_topics = internal_topic_names(config, self.flow)
+        self.topic_filter = TopicFilter(self.flow, self.policy, self.internal_topics)
+        self.matched_topics: int | None = None  # the flow's own topics on the source (None: not listed yet)
+        self.shared_with: list[str] | None = None  # other groups mirroring our internal topics (None: not looked)
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
         self.heartbeats: HeartbeatProducer | None = None
         self.checkpoints = None
@@ -172,6 +175,10 @@ class MirrorEngine:
     def refresh_topics(self, with_configs: bool) -> None:
         topics = list_matching(self.source_admin, self.topic_filter)
         ready = self.target_topics.sync(topics, with_configs)
+        self.matched_topics = matched_topics(self.flow_name, self.flow, ready, self.internal_topics, self.matched_topics is None)
+        if with_configs:  # as often as configs are synced: another flow of this pair mirroring our internal topics?
+            others = other_consumers(self.source_admin, self.group, self.internal_topics)
+            self.shared_with = report_shared(self.flow_name, self.flow, others, self.shared_with)
         for name in ready:
             self._name(name)
         with self._subscription_lock:

@@ -16,6 +16,7 @@ from ..core.cli import UserError
 from ..core.config import ConfigError, load_config
 from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
 from .checkpoints import all_checkpoints, committed_offsets, group_is_active, source_groups
+from ..core.oneshot import require_clusters, timeout_option, within
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
 from .syncs_reader import OffsetSyncReader
@@ -79,9 +80,14 @@ def canary_status(host: str, port: int | None, flow: str) -> str:
 @click.option("--flow", default=None)
 @click.option("--group", "groups", multiple=True, help="group(s) to judge (default: all matching checkpoint_groups)")
 @click.option("--json", "as_json", is_flag=True)
-def check(config_path, flow, groups, as_json):
+@timeout_option
+def check(config_path, flow, groups, as_json, timeout_s):
     try:
-        return _check(config_path, flow, groups, as_json)
+        config = load_config(config_path)
+        _, f = config.flow(flow)
+        require_clusters([(f.source, config.clusters[f.source]), (f.target, config.clusters[f.target])], timeout_s,
+                         {f.source: "source", f.target: "target"})
+        return within(timeout_s, lambda: _check(config_path, flow, groups, as_json), "failover check")
     except (UserError, ConfigError):
         raise
     except Exception as exc:  # exit 1 means DEGRADED here: anything unexpected is UNKNOWN (3), in one line

@@ -79,3 +79,13 @@ class EngineCollector:
         for role, alias, _ in e.watch.clusters:
             up.add_metric(base + [alias, role], 1.0 if e.watch.up[role] else 0.0)
         yield up
+        matched = GaugeMetricFamily("mirrorwatch_mirror_matched_topics", "Source topics matching the flow's include/exclude "
+                                    "regexes (mirrorwatch's own topics not counted); 0 = the flow mirrors nothing", labels=names)
+        if e.matched_topics is not None:
+            matched.add_metric(base, e.matched_topics)
+        yield matched
+        shared = GaugeMetricFamily("mirrorwatch_mirror_internal_topics_shared", "Other consumer groups on the source that "
+                                   "also consume the heartbeats/canary topics this flow mirrors (should be 0)", labels=names)
+        if e.shared_with is not None:
+            shared.add_metric(base, len(e.shared_with))
+        yield shared

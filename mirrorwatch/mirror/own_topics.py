@@ -53,6 +53,44 @@ def ensure_own_topics(config: Config, flow: FlowConfig, policy: ReplicationPolic
         log.info("created target canary topic %s on %s (%d partitions)", target_name, flow.target, partitions)
 
 
+def matched_topics(flow_name: str, flow: FlowConfig, ready: list[str], internal: set[str], warn: bool) -> int:
+    """How many of the flow's own (not internal) topics exist on the source; a warning when none (at start)."""
+    count = sum(1 for t in ready if t not in internal)
+    if warn and count == 0:
+        excluded = f", exclude {flow.exclude}" if flow.exclude else ""
+        log.warning("flow %s: no topic on source cluster '%s' matches topics %s%s; nothing but mirrorwatch's own "
+                    "topics is mirrored until one appears (mirrorwatch_mirror_matched_topics = 0)",
+                    flow_name, flow.source, flow.topics, excluded)
+    return count
+
+
+def other_consumers(admin: AdminClient, own_group: str, topics: set[str]) -> list[str]:
+    """Consumer groups other than ours with a member assigned one of ``topics`` (another flow mirroring them)."""
+    if not topics:
+        return []
+    groups = [g.group_id for g in admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT_S).result(ADMIN_TIMEOUT_S).valid
+              if g.group_id != own_group]
+    found = []
+    for group, future in (admin.describe_consumer_groups(groups, request_timeout=ADMIN_TIMEOUT_S).items() if groups else ()):
+        try:
+            members = future.result(ADMIN_TIMEOUT_S).members or ()
+        except KafkaException:  # gone meanwhile, or not a consumer group: not a second mirror
+            continue
+        if any(tp.topic in topics for m in members if m.assignment for tp in m.assignment.topic_partitions):
+            found.append(group)
+    return sorted(found)
+
+
+def report_shared(flow_name: str, flow: FlowConfig, others: list[str], before: list[str] | None) -> list[str]:
+    """A warning when another group (newly) mirrors this flow's internal topics too; returns ``others``."""
+    if others and others != before:
+        log.warning("flow %s: group(s) %s on '%s' also consume the heartbeats/canary topics this flow mirrors: every "
+                    "heartbeat and canary event would arrive twice on '%s'; set internal_topics: false on all flows of "
+                    "this cluster pair but one (mirrorwatch_mirror_internal_topics_shared = %d)",
+                    flow_name, ", ".join(others), flow.source, flow.target, len(others))
+    return others
+
+
 def internal_topic_names(config: Config, flow: FlowConfig) -> set[str]:
     """The source topics the flow mirrors whatever its include regexes say (none unless it owns them)."""
     return {config.mirror.heartbeats_topic, config.canary.topic} if flow.internal_topics else set()
