@@ -220,7 +220,7 @@ class CanaryService:
             try:
                 server, _ = start_http_server(settings.metrics_port, settings.metrics_host, registry=self.registry)
             except OSError as exc:
-                raise UserError(listen_error(exc, settings.metrics_host, settings.metrics_port, "canary.metrics_port"), 2) from None
+                raise UserError(listen_error(exc, settings.metrics_host, settings.metrics_port, "canary.metrics_port"), 3) from None
             log.info("metrics on http://%s:%d/metrics", settings.metrics_host, server.server_address[1])
         # a probe held up by a slow cluster makes the next ones skip (max_instances=1); that is expected, not news
         logging.getLogger("apscheduler.executors.default").setLevel(logging.ERROR)
