@@ -10,7 +10,7 @@ import threading
 
 import click
 
-from ..core.cli import UserError, run_click, setup_logging
+from ..core.cli import UserError, quiet_client_logs, run_click, setup_logging
 from ..core.config import load_config
 from .status import UNKNOWN
 
@@ -31,6 +31,7 @@ def cli() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="log to stderr")
 def check(config_path: str, flow: str | None, timeout_s: float | None, as_json: bool, verbose: bool) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.CRITICAL, stream=sys.stderr)
+    quiet_client_logs(not verbose)  # the client library's own lines only with -v
     config = load_config(config_path)
     config.flow(flow)  # a bad --flow is a config error (exit 3) before any cluster is touched
     from .check import run_check

@@ -30,10 +30,10 @@ from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
 from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
 from ..core.records import PROVENANCE_HEADER, OffsetSync
-from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .metrics import LatencyHistogram
-from .outage import ClustersUnreachable, ClusterWatch, start_when_reachable
-from .own_topics import ensure_own_topics, internal_topic_names, matched_topics, other_consumers, report_shared
+from .lifecycle import EngineLifecycle
+from .outage import ClustersUnreachable
+from .own_topics import internal_topic_names
 from .topics import TargetTopics, TopicFilter, list_matching
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -105,7 +105,7 @@ class PartitionState:
         self.failed_at = source_offset if self.failed_at is None else min(self.failed_at, source_offset)
 
 
-class MirrorEngine:
+class MirrorEngine(EngineLifecycle):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
         self.config = config
@@ -162,23 +162,14 @@ class MirrorEngine:
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
         self.internal_topics = internal_topic_names(config, self.flow)
         self.topic_filter = TopicFilter(self.flow, self.policy, self.internal_topics)
-        self.matched_topics: int | None = None  # the flow's own topics on the source (None: not listed yet)
-        self.shared_with: list[str] | None = None  # other groups mirroring our internal topics (None: not looked)
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
-        self.heartbeats: HeartbeatProducer | None = None
-        self.checkpoints = None
-        self.gave_up: str | None = None  # why the engine stopped waiting for a cluster (mirror.max_unreachable_s)
-        self.watch = ClusterWatch([("source", self.flow.source, self.source_cluster), ("target", self.flow.target, self.target_cluster)],
-                                  self.settings.max_unreachable_s, self._give_up)
+        self._init_lifecycle()  # heartbeats, checkpoints, the cluster watch (lifecycle.py)
 
     # ------------------------------------------------------------------ topics
     def refresh_topics(self, with_configs: bool) -> None:
         topics = list_matching(self.source_admin, self.topic_filter)
         ready = self.target_topics.sync(topics, with_configs)
-        self.matched_topics = matched_topics(self.flow_name, self.flow, ready, self.internal_topics, self.matched_topics is None)
-        if with_configs:  # as often as configs are synced: another flow of this pair mirroring our internal topics?
-            others = other_consumers(self.source_admin, self.group, self.internal_topics)
-            self.shared_with = report_shared(self.flow_name, self.flow, others, self.shared_with)
+        self._topics_listed(ready, with_configs)
         for name in ready:
             self._name(name)
         with self._subscription_lock:
@@ -198,8 +189,8 @@ class MirrorEngine:
                 self.refresh_topics(with_configs)
                 if with_configs:
                     last_config_sync = time.monotonic()
-            except Exception as exc:  # a cluster away for a while: try again next round (the watch said so once)
-                log.log(logging.WARNING if self.watch.all_up() else logging.DEBUG, "topic refresh failed (will retry): %s", exc)
+            except Exception as exc:  # a cluster away for a while: try again next round
+                self._retrying("topic refresh failed (will retry): %s", exc)
 
     def _apply_subscription(self) -> None:
         with self._subscription_lock:
@@ -346,10 +337,6 @@ class MirrorEngine:
             if tp.error is None and state is not None and (state.committed is None or tp.offset > state.committed):
                 state.committed = tp.offset
 
-    def _retrying(self, message: str, *args) -> None:
-        # while the watch reports a cluster away it has said so once; its retries are not news
-        log.log(logging.WARNING if self.watch.all_up() else logging.DEBUG, message, *args)
-
     def _emit_syncs(self, keys=None, force: bool = False) -> None:
         now = int(time.time() * 1000)
         for key in keys if keys is not None else list(self.partitions):
@@ -469,37 +456,6 @@ class MirrorEngine:
         detail = f" ({size} bytes)" if size >= 0 and err.code() == KafkaError.MSG_SIZE_TOO_LARGE else ""
         return (f"cannot mirror {topic}[{partition}] offset {offset}{detail} to {self.flow.target}:{target_topic}: "
                 f"{err.str()} ({err.name()}); stopped without skipping it")
-
-    def _prepare(self) -> None:
-        """The start-up steps that talk to the clusters; idempotent, so retried while a cluster is away."""
-        self.target_topics.ensure_internal()
-        if self.settings.heartbeats:
-            ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
-        ensure_own_topics(self.config, self.flow, self.policy, self.source_admin, self.target_admin)
-        self.refresh_topics(with_configs=True)
-
-    def _give_up(self, message: str) -> None:
-        self.gave_up = message
-        self._stop.set()
-
-    def start_background(self) -> bool:
-        self.watch.start()
-        if not start_when_reachable(self._prepare, self.watch, self._stop):
-            return False
-        if self.settings.heartbeats:
-            self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
-                                                self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent)
-            self.heartbeats.start()
-        threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
-        if self.flow.checkpoint_groups:
-            from .checkpoints import CheckpointEmitter
-
-            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned)
-            self.checkpoints.start()
-        return True
-
-    def _heartbeat_sent(self) -> None:
-        self.heartbeats_sent += 1
 
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
