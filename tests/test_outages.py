@@ -12,16 +12,18 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
 import time
 import urllib.request
 
 import pytest
+import yaml
 from confluent_kafka import KafkaError, KafkaException
 
 from bench.soak import PARTITIONS, Producing, _read, check
 
 from .helpers import create_topic, end_offsets
-from .mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
 from .test_mirror import committed_offsets as _committed_once
 
 FREEZE_S = 15
@@ -166,3 +168,28 @@ def test_gives_up_after_max_unreachable_s_with_one_line_and_exit_3(mirror_config
     assert last == (f"mirror: source cluster 'east' at {nobody} has been unreachable for "
                     f"{last.split('for ')[1].split(' s')[0]} s (mirror.max_unreachable_s = 3); giving up"), last
     assert state_lines(log, "source") == (1, 0), log
+
+
+def test_one_shot_commands_answer_in_one_line_while_the_source_is_frozen(source, target, mirror_config, tmp_path):
+    """`monitor lag`, `mirror failover check` and `canary check` against a frozen source (it accepts connections
+    and never answers): each answers (exit 3) with one line naming the cluster and its address, and no client
+    library line on stderr."""
+    local_only(source)
+    mirror_config["canary"] = {"connect_timeout_s": 2, "crit_latency_s": 4, "warn_latency_s": 2}
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(mirror_config))
+    commands = {"monitor lag": [str(BIN / "monitor"), "lag", "--config", str(path), "--timeout", "6"],
+                "failover check": [str(BIN / "mirror"), "failover", "check", "--config", str(path), "--timeout", "6"],
+                "canary check": [str(BIN / "canary"), "check", "--config", str(path), "--timeout", "4"]}
+    with frozen(source):
+        running = {name: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for name, argv in commands.items()}
+        outputs = {name: proc.communicate(timeout=90) for name, proc in running.items()}
+    where = f"source cluster 'east' at {source.bootstrap}"
+    for name, (out, err) in outputs.items():
+        said = out if name == "canary check" else err
+        lines = [line for line in said.splitlines() if line.strip()]
+        assert running[name].returncode == 3, (name, out, err)
+        assert len(lines) == 1 and where in lines[0], (name, out, err)
+        assert "%3|" not in err and "%4|" not in err and "%6|" not in err and "Traceback" not in err, (name, err)
+        print(f"{name}: {lines[0]}")

@@ -109,9 +109,10 @@ class CheckpointEmitter(threading.Thread):
     ``owned`` (from the engine) gives the source partitions this worker mirrors now: with several workers in a
     flow, each checkpoints only its own partitions, so together they cover the flow once."""
 
-    def __init__(self, config: Config, flow_name: str, owned=None):
+    def __init__(self, config: Config, flow_name: str, owned=None, all_up=None):
         super().__init__(name="checkpoints", daemon=True)
         self.owned = owned
+        self.all_up = all_up or (lambda: True)  # the engine's cluster watch: while a cluster is away, retries are not news
         self.flow_name, self.flow = config.flow(flow_name)
         self.topic_filter = flow_topic_filter(config, self.flow)
         self.interval_s = config.mirror.checkpoint_interval_s
@@ -130,7 +131,7 @@ class CheckpointEmitter(threading.Thread):
             try:
                 self.emit_once()
             except Exception as exc:  # a cluster away: checkpoints resume when it returns
-                log.warning("checkpointing failed (will retry): %s", exc)
+                log.log(logging.WARNING if self.all_up() else logging.DEBUG, "checkpointing failed (will retry): %s", exc)
         self.producer.flush(5)
 
     def emit_once(self) -> int:

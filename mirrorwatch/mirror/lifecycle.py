@@ -55,7 +55,8 @@ class EngineLifecycle:
         if self.flow.checkpoint_groups:
             from .checkpoints import CheckpointEmitter
 
-            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned)
+            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned,
+                                                 all_up=self.watch.all_up)
             self.checkpoints.start()
         return True
 
