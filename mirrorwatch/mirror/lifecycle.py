@@ -8,7 +8,7 @@ import threading
 
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .outage import ClusterWatch, start_when_reachable
-from .own_topics import ensure_own_topics, matched_topics, other_consumers, report_shared
+from .own_topics import ensure_own_topics, matched_topics, other_consumers, report_shared, warn_if_legacy_group
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -37,6 +37,7 @@ class EngineLifecycle:
         if self.settings.heartbeats:
             ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
         ensure_own_topics(self.config, self.flow, self.policy, self.source_admin, self.target_admin)
+        warn_if_legacy_group(self.source_admin, self.flow_name, self.flow, self.group)
         self.refresh_topics(with_configs=True)
 
     def _give_up(self, message: str) -> None:

@@ -91,6 +91,19 @@ def report_shared(flow_name: str, flow: FlowConfig, others: list[str], before: l
     return others
 
 
+def warn_if_legacy_group(admin: AdminClient, flow_name: str, flow: FlowConfig, group: str) -> None:
+    """Default groups became per flow (``mirrorwatch-<flow>``); a flow not named ``<source>-<target>`` that ran
+    before used ``mirrorwatch-<source>-<target>``. If our group is new and that one exists, say how to keep it."""
+    legacy = f"mirrorwatch-{flow.source}-{flow.target}"
+    if flow.group or group == legacy:
+        return
+    listed = {g.group_id for g in admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT_S).result(ADMIN_TIMEOUT_S).valid}
+    if legacy in listed and group not in listed:
+        log.warning("flow %s: its default group is now %s (one per flow); the group %s, the default before, exists on "
+                    "'%s': if this flow used it, stop the mirror and set flows.%s.group: %s, or the flow's topics are "
+                    "mirrored again from the start", flow_name, group, legacy, flow.source, flow_name, legacy)
+
+
 def internal_topic_names(config: Config, flow: FlowConfig) -> set[str]:
     """The source topics the flow mirrors whatever its include regexes say (none unless it owns them)."""
     return {config.mirror.heartbeats_topic, config.canary.topic} if flow.internal_topics else set()
