@@ -46,7 +46,8 @@ def test_two_flows_on_one_pair_each_in_its_own_file(source, target, topic_name, 
         create_topic(source.bootstrap, topic, 3)
         produce_numbered(source.bootstrap, topic, 3000, partitions=3)
     cfg_a = flow_config(mirror_config, suffix, flow_a, orders)
-    cfg_b_shared = flow_config(mirror_config, suffix, flow_b, payments)  # internal_topics defaults to true
+    # internal_topics defaults to true; and its include regex matches nothing yet
+    cfg_b_shared = flow_config(mirror_config, suffix, flow_b, f"{payments}-not-yet")
     cfg_b = flow_config(mirror_config, suffix, flow_b, payments, internal_topics=False)
     path_a, path_b = write(cfg_a, tmp_path / "a.yaml"), write(cfg_b, tmp_path / "b.yaml")
 
@@ -63,6 +64,9 @@ def test_two_flows_on_one_pair_each_in_its_own_file(source, target, topic_name, 
                        what="the shared-internal-topics warning", alive=shared)
             assert f"mirrorwatch-{flow_a}" in shared.log_text()
             assert metric(shared, "mirrorwatch_mirror_internal_topics_shared") == 1.0
+            # a flow that matches no topic: a warning at start, and a metric
+            assert f"flow {flow_b}: no topic on source cluster 'east' matches topics ['{payments}-not-yet']" in shared.log_text()
+            assert metric(shared, "mirrorwatch_mirror_matched_topics") == 0.0
 
         with MirrorProcess(cfg_b, tmp_path / "mb.yaml", log_name="b.log") as mirror_b:
             wait_until(lambda: count_on(target.bootstrap, f"east.{orders}") == 3000

@@ -193,3 +193,44 @@ def test_one_shot_commands_answer_in_one_line_while_the_source_is_frozen(source,
         assert len(lines) == 1 and where in lines[0], (name, out, err)
         assert "%3|" not in err and "%4|" not in err and "%6|" not in err and "Traceback" not in err, (name, err)
         print(f"{name}: {lines[0]}")
+
+
+def test_source_killed_and_restarted_while_running_costs_no_exit_and_loses_nothing(source, target, topic_name, mirror_config, tmp_path):
+    """The source vanishes (SIGKILL, as a machine crash) for a few seconds and comes back."""
+    local_only(source)
+    group = f"g-{topic_name}"
+    create_topic(source.bootstrap, topic_name, PARTITIONS)
+    producing = Producing(source.bootstrap, total=10_000, rate=5_000, topic=topic_name)
+    producing.start()
+    producing.join(60)
+    assert producing.failed == 0
+    mirror_config["flows"]["east-west"].update({"topics": [topic_name], "group": group})
+    mirror_config["mirror"] = fast_mirror_settings()
+    with MirrorProcess(mirror_config, tmp_path / "m.yaml") as mirror:
+        wait_until(lambda: caught_up(source, group, topic_name), 90, what="mirroring before the crash", alive=mirror)
+        before = committed_offsets(source.bootstrap, group, topic_name, PARTITIONS)
+        source.local.kill()
+        try:
+            wait_until(lambda: cluster_up(mirror, "source") == 0.0, 30, what="the source reported down", alive=mirror)
+        finally:
+            source.local.start()
+        wait_until(lambda: cluster_up(mirror, "source") == 1.0, 60, what="the source reported up again", alive=mirror)
+        wait_until(lambda: caught_up(source, group, topic_name), 90, what="caught up after the crash", alive=mirror)
+        windows = [(before, end_offsets(source.bootstrap, topic_name))]
+        assert mirror.running()
+    assert mirror.proc.returncode == 0
+    assert state_lines(mirror.log_text(), "source") == (1, 1), mirror.log_text()[-3000:]
+    verdict(source, target, topic_name, windows)
+
+
+@pytest.mark.parametrize("code, transient", [
+    (KafkaError._TRANSPORT, True), (KafkaError._TIMED_OUT, True), (KafkaError._ALL_BROKERS_DOWN, True),
+    (KafkaError.REQUEST_TIMED_OUT, True), (KafkaError.NOT_COORDINATOR, True), (KafkaError.LEADER_NOT_AVAILABLE, True),
+    (KafkaError._AUTHENTICATION, False), (KafkaError._SSL, False), (KafkaError.SASL_AUTHENTICATION_FAILED, False),
+    (KafkaError.TOPIC_AUTHORIZATION_FAILED, False), (KafkaError.CLUSTER_AUTHORIZATION_FAILED, False),
+    (KafkaError.INVALID_CONFIG, False),
+])
+def test_which_errors_are_waited_out(code, transient):
+    from mirrorwatch.mirror.outage import is_transient
+
+    assert is_transient(KafkaException(KafkaError(code))) is transient

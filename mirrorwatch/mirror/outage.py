@@ -78,6 +78,7 @@ class ClusterWatch:
         self.up: dict[str, bool] = {role: True for role, _, _ in clusters}  # assumed up until a probe says otherwise
         self.down_since: dict[str, float] = {}
         self.outages: dict[str, int] = {role: 0 for role, _, _ in clusters}
+        self.last_error: dict[str, BaseException] = {}  # the newest failed probe's error, per role
         self._admins = {role: make_admin(cluster, "mirrorwatch-mirror-probe",
                                          **{"socket.timeout.ms": int(timeout_s * 1000), "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
                                             "reconnect.backoff.max.ms": 1000})
@@ -94,8 +95,10 @@ class ClusterWatch:
         try:
             metadata = self._admins[role].list_topics(timeout=self.timeout_s)
             ok, reason = bool(metadata.brokers), "no brokers in the metadata answer"
-        except Exception as exc:  # KafkaException (timeout, transport) or anything the client raises
+            self.last_error.pop(role, None)
+        except Exception as exc:  # KafkaException (timeout, transport, authentication) or anything the client raises
             ok, reason = False, _reason(exc)
+            self.last_error[role] = exc
         self.mark(role, ok, reason)
         return ok
 
@@ -157,7 +160,11 @@ def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stoppin
     """
     attempt = 0
     while not stopping.is_set():
-        if all([watch.probe(role) for role, _, _ in watch.clusters]):  # probe both, every time
+        answered = [watch.probe(role) for role, _, _ in watch.clusters]  # probe both, every time
+        for error in list(watch.last_error.values()):
+            if not is_transient(error):  # e.g. authentication or TLS: waiting will not heal it
+                raise error
+        if all(answered):
             try:
                 start()
                 return True
