@@ -30,8 +30,10 @@ from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
 from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
 from ..core.records import PROVENANCE_HEADER, OffsetSync
-from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .metrics import LatencyHistogram
+from .lifecycle import EngineLifecycle
+from .outage import ClustersUnreachable
+from .own_topics import internal_topic_names
 from .topics import TargetTopics, TopicFilter, list_matching
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -115,13 +117,13 @@ class PartitionState:
         self.failed_at = source_offset if self.failed_at is None else min(self.failed_at, source_offset)
 
 
-class MirrorEngine:
+class MirrorEngine(EngineLifecycle):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
         self.config = config
         self.settings = config.mirror
         self.policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
-        self.group = mirror_group(self.flow.source, self.flow.target, self.flow.group)
+        self.group = mirror_group(self.flow.source, self.flow.target, self.flow.group, self.flow_name)
         self.source_cluster = config.clusters[self.flow.source]
         self.target_cluster = config.clusters[self.flow.target]
         self.syncs_topic = offset_syncs_topic(self.flow.source)
@@ -152,6 +154,7 @@ class MirrorEngine:
             "queue.buffering.max.messages": max(self.settings.max_in_flight, 100_000),
             "queue.buffering.max.kbytes": 1_048_576, "message.max.bytes": 100_000_000,
             "compression.type": "none",  # the target topic's compression.type applies broker-side
+            "message.timeout.ms": 0,  # a target away for minutes is waited out (outage.py), never a lost record
         }
         producer_props.update(self.settings.producer)
         consumer_props = {
@@ -171,16 +174,16 @@ class MirrorEngine:
         self.consumer = make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props)
         self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
-        always = {self.settings.heartbeats_topic, config.canary.topic}
-        self.topic_filter = TopicFilter(self.flow, self.policy, always)
+        self.internal_topics = internal_topic_names(config, self.flow)
+        self.topic_filter = TopicFilter(self.flow, self.policy, self.internal_topics)
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
-        self.heartbeats: HeartbeatProducer | None = None
-        self.checkpoints = None
+        self._init_lifecycle()  # heartbeats, checkpoints, the cluster watch (lifecycle.py)
 
     # ------------------------------------------------------------------ topics
     def refresh_topics(self, with_configs: bool) -> None:
         topics = list_matching(self.source_admin, self.topic_filter)
         ready = self.target_topics.sync(topics, with_configs)
+        self._topics_listed(ready, with_configs)
         for name in ready:
             self._name(name)
         with self._subscription_lock:
@@ -201,7 +204,7 @@ class MirrorEngine:
                 if with_configs:
                     last_config_sync = time.monotonic()
             except Exception as exc:  # a cluster away for a while: try again next round
-                log.warning("topic refresh failed (will retry): %s", exc)
+                self._retrying("topic refresh failed (will retry): %s", exc)
 
     def _apply_subscription(self) -> None:
         with self._subscription_lock:
@@ -326,12 +329,12 @@ class MirrorEngine:
             try:  # the outcome arrives in _committed (served inside consume())
                 self.consumer.commit(offsets=offsets, asynchronous=True)
             except KafkaException as exc:
-                log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
+                self._retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
-            log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
+            self._retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         for tp in offsets:
             state = self.partitions.get((tp.topic, tp.partition))
@@ -341,7 +344,7 @@ class MirrorEngine:
     def _committed(self, err, partitions) -> None:
         """The consumer's commit callback: record what the group coordinator confirmed."""
         if err is not None:
-            log.warning("commit failed (will retry): %s", err.str())
+            self._retrying("commit failed (will retry): %s", err.str())
             return
         for tp in partitions:
             state = self.partitions.get((tp.topic, tp.partition))
@@ -553,27 +556,13 @@ class MirrorEngine:
         return (f"cannot mirror {topic}[{partition}] offset {offset}{detail} to {self.flow.target}:{target_topic}: "
                 f"{err.str()} ({err.name()}); stopped without skipping it")
 
-    def start_background(self) -> None:
-        self.target_topics.ensure_internal()
-        if self.settings.heartbeats:
-            ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
-            self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
-                                                self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent)
-            self.heartbeats.start()
-        self.refresh_topics(with_configs=True)
-        threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
-        if self.flow.checkpoint_groups:
-            from .checkpoints import CheckpointEmitter
-
-            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned)
-            self.checkpoints.start()
-
-    def _heartbeat_sent(self) -> None:
-        self.heartbeats_sent += 1
-
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
-        self.start_background()
+        if not self.start_background():
+            self.watch.stop()
+            if self.gave_up:
+                raise ClustersUnreachable(self.gave_up)
+            return
         next_commit = time.monotonic() + self.settings.commit_interval_s
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
@@ -627,6 +616,8 @@ class MirrorEngine:
             raise MirrorFailure(self.failure_message())
         if self.lost:
             raise RecordsLost(self.lost_message())
+        if self.gave_up:
+            raise ClustersUnreachable(self.gave_up)
 
     def _read(self, batch: int, wait: float) -> list:
         """The next records: wait for the first one, then take what is already fetched without waiting.
@@ -666,7 +657,9 @@ class MirrorEngine:
         remaining = self._flush(8)
         if remaining:
             log.warning("%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining)
-        self._commit()
+        self.watch.stop()
+        if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
+            self._commit()
         self._emit_syncs()
         self.producer.flush(2)
         try:

@@ -28,6 +28,7 @@ from .checkpoints import all_checkpoints, apply_offsets, committed_offsets, grou
 from .options import config_option, flow_option
 from .reach import reachable, require_reachable
 from .syncs_reader import OffsetSyncReader
+from .topics import flow_topic_filter
 
 
 
@@ -45,7 +46,7 @@ def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
         reader = OffsetSyncReader(target, offset_syncs_topic(flow.source))
         store = reader.catch_up(20)
         reader.close()
-        mirrored = {t for t, _ in store.partitions()}
+        mirrored = {t for t, _ in store.partitions() if flow_topic_filter(config, flow).matches(t)}
         committed = {k: v for k, v in committed_offsets(make_admin(config.clusters[flow.source], "mirrorwatch-failover"), group).items()
                      if k[0] in mirrored}
         rows = [{"topic": t.topic, "target_topic": policy.target_topic(t.topic), "partition": t.partition,
@@ -123,16 +124,22 @@ def parse_time(text: str) -> int:
 @click.option("--group", required=True)
 @click.option("--time", "when", required=True, help="ISO 8601; without an offset it is UTC")
 @click.option("--apply", "do_apply", is_flag=True)
+@click.option("--force", is_flag=True, help="accept a time in the future (every partition moves to its end)")
 @click.option("--json", "as_json", is_flag=True)
-def reset_to_time(config_path, flow, group, when, do_apply, as_json):
+def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
     config = load_config(config_path)
     flow_name, flow_cfg = config.flow(flow)
     ts_ms = parse_time(when)
+    ahead_s = ts_ms / 1000 - time.time()
+    if ahead_s > 0 and not force:
+        raise UserError(f"--time {when} is {ahead_s:.0f} s in the future: every partition would move to its end, skipping "
+                        "everything not yet consumed; check the time (no offset means UTC) or add --force", 2)
     target = config.clusters[flow_cfg.target]
     require_reachable(target, flow_cfg.target)
     policy = ReplicationPolicy(flow_cfg.policy, flow_cfg.source, flow_cfg.target, flow_cfg.separator)
     reader = OffsetSyncReader(target, offset_syncs_topic(flow_cfg.source))
-    partitions = reader.catch_up(20).partitions()
+    mine = flow_topic_filter(config, flow_cfg)  # another flow of this pair shares the offset-syncs topic
+    partitions = [(t, p) for t, p in reader.catch_up(20).partitions() if mine.matches(t)]
     reader.close()
     if not partitions:
         raise UserError(f"no mirrored partitions known for flow {flow_name} (no offset syncs on {flow_cfg.target})", 2)

@@ -16,9 +16,11 @@ from ..core.cli import UserError
 from ..core.config import ConfigError, load_config
 from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
 from .checkpoints import all_checkpoints, committed_offsets, group_is_active, source_groups
+from ..core.oneshot import require_clusters, timeout_option, within
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
 from .syncs_reader import OffsetSyncReader
+from .topics import flow_topic_filter
 from .topology import latest_heartbeats
 
 CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
@@ -83,9 +85,14 @@ def canary_status(host: str, port: int | None, flow: str) -> str:
 @click.option("--flow", default=None)
 @click.option("--group", "groups", multiple=True, help="group(s) to judge (default: all matching checkpoint_groups)")
 @click.option("--json", "as_json", is_flag=True)
-def check(config_path, flow, groups, as_json):
+@timeout_option
+def check(config_path, flow, groups, as_json, timeout_s):
     try:
-        return _check(config_path, flow, groups, as_json)
+        config = load_config(config_path)
+        _, f = config.flow(flow)
+        require_clusters([(f.source, config.clusters[f.source]), (f.target, config.clusters[f.target])], timeout_s,
+                         {f.source: "source", f.target: "target"})
+        return within(timeout_s, lambda: _check(config_path, flow, groups, as_json), "failover check")
     except (UserError, ConfigError):
         raise
     except Exception as exc:  # exit 1 means DEGRADED here: anything unexpected is UNKNOWN (3), in one line
@@ -103,9 +110,10 @@ def _check(config_path, flow, groups, as_json):
     reader = OffsetSyncReader(target, offset_syncs_topic(f.source))
     store = reader.catch_up(20)
     reader.close()
-    mirror_commits = committed_offsets(source_admin, mirror_group(f.source, f.target, f.group))
+    mirror_commits = committed_offsets(source_admin, mirror_group(f.source, f.target, f.group, flow_name))
     # a commit implies an acknowledgement: the newer of the two is what the target surely has
-    acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items()}
+    mine = flow_topic_filter(config, f)  # another flow of this pair shares the offset-syncs topic
+    acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items() if mine.matches(k[0])}
     true_lag, age, lost = source_positions(source, sorted(acked), acked)
     topics = {}
     for (topic, partition), lag in true_lag.items():
@@ -118,7 +126,7 @@ def _check(config_path, flow, groups, as_json):
     beat = beats.get((f.source, f.target))
     heartbeat_age = None if beat is None else max(0.0, time.time() - beat[0] / 1000)
     checkpoints = all_checkpoints(target, f.source)
-    names = list(groups) or source_groups(source_admin, f, {mirror_group(f.source, f.target, f.group)})
+    names = list(groups) or source_groups(source_admin, f, {mirror_group(f.source, f.target, f.group, flow_name)})
     max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
     verdicts, now = [], time.time() * 1000
     for group in names:

@@ -17,6 +17,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from ..core.config import FlowConfig
 from ..core.naming import ReplicationPolicy, checkpoints_topic, is_internal, offset_syncs_topic
+from .own_topics import internal_topic_names
 
 log = logging.getLogger("mirrorwatch.mirror.topics")
 
@@ -40,6 +41,12 @@ class TopicFilter:
         if any(p.fullmatch(topic) for p in self._exclude):
             return False
         return topic in self._always or any(p.fullmatch(topic) for p in self._include)
+
+
+def flow_topic_filter(config, flow: FlowConfig) -> TopicFilter:
+    """The flow's own topics: with several flows on one pair (one offset-syncs topic), each tool sees only these."""
+    policy = ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
+    return TopicFilter(flow, policy, internal_topic_names(config, flow))
 
 
 @dataclass

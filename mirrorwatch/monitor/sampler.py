@@ -106,7 +106,7 @@ class Sampler:
             views = []
             for name, flow in self.config.flows.items():
                 views.append(self._guarded(("mirror", name, flow.source), flow.source, flow.target,
-                                           mirror_group(flow.source, flow.target, flow.group), name, topics, ts))
+                                           mirror_group(flow.source, flow.target, flow.group, name), name, topics, ts))
             for watched in self.config.monitor.groups:
                 if any(v.cluster == watched.cluster and v.group == watched.group for v in views):
                     continue  # already watched as a flow's mirror group
