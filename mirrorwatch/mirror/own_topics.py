@@ -13,6 +13,7 @@ event arrives twice (``shared_internal_topics`` finds another group that already
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -34,6 +35,17 @@ def _create(admin: AdminClient, topic: NewTopic) -> bool:
         raise
 
 
+def await_visible(admin: AdminClient, topics: list[str], timeout_s: float = 10.0) -> None:
+    """Wait (bounded) until just-created topics show in metadata with partitions: a listing right after a create
+    can miss them, and the mirror would then subscribe to them only at its next refresh (30 s by default)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+        if all(t in listed and listed[t].error is None and listed[t].partitions for t in topics):
+            return
+        time.sleep(0.2)
+
+
 def ensure_own_topics(config: Config, flow: FlowConfig, policy: ReplicationPolicy, source_admin: AdminClient,
                       target_admin: AdminClient) -> None:
     """Create the canary topic on the source and its mirror on the target when missing (owner flow only)."""
@@ -45,6 +57,7 @@ def ensure_own_topics(config: Config, flow: FlowConfig, policy: ReplicationPolic
     partitions = len(found.partitions) if found is not None and found.error is None and found.partitions else canary.partitions
     if found is None and _create(source_admin, NewTopic(canary.topic, canary.partitions, canary.replication_factor)):
         log.info("created canary topic %s on %s (%d partitions)", canary.topic, flow.source, canary.partitions)
+    await_visible(source_admin, [canary.topic, config.mirror.heartbeats_topic] if config.mirror.heartbeats else [canary.topic])
     target_name = policy.target_topic(canary.topic)
     if target_name in target_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
         return
