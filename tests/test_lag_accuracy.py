@@ -15,7 +15,15 @@ from tests.lag_accuracy import LatencyReader, RateProducer, measure
 from tests.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 
 PARTS = 3
-INTERVAL_S = 1.0  # the monitor interval the bound is stated in
+# The monitor interval the over-report bound is stated in. Prefix: 1 s, five times stricter than the default,
+# since its estimate comes from the target end sampled in the cycle itself. Identity: the default 5 s — its
+# true lag rests on the engine's syncs, which are one sync interval (0.1 s) plus two trips through the brokers
+# (produce to the offset-syncs topic, fetch by the monitor's tracker) old: measured up to ~1.2 s of records at
+# p99 on this shared 2-core machine at load 30-45 (docs/monitor.md).
+INTERVAL_S = {"prefix": 1.0, "identity": 5.0}
+# RPO p50 against the independently measured replication latency p50: the 250 ms for prefix; identity
+# adds the same sync age to the oldest record's age (measured 230-260 ms more than prefix at that load).
+RPO_TOLERANCE_MS = {"prefix": 250, "identity": 500}
 
 
 def flow_config(source, target, topic, policy: str) -> dict:
@@ -24,7 +32,7 @@ def flow_config(source, target, topic, policy: str) -> dict:
         "flows": {"east-west": {"source": "east", "target": "west", "topics": [topic], "checkpoint_groups": [],
                               "group": f"mw-mirror-{topic}", "policy": policy}},
         "mirror": fast_mirror_settings(heartbeats=False, metrics_port=None),
-        "monitor": {"interval_s": INTERVAL_S, "window": 3, "history": False},
+        "monitor": {"interval_s": INTERVAL_S[policy], "window": 3, "history": False},
     }
 
 
@@ -63,7 +71,7 @@ def test_true_lag_and_rpo_under_steady_traffic(source, target, topic_name, tmp_p
 
     true_lag, lower = np.asarray(m.true_lag), np.asarray(m.lower)
     over = m.over()
-    per_interval = rate / PARTS * INTERVAL_S  # records one partition receives in one monitor interval
+    per_interval = rate / PARTS * INTERVAL_S[policy]  # records one partition receives in one monitor interval
     rpo = np.asarray([r for r in m.rpo_ms if not np.isnan(r)])
     lat = latency.latencies_ms(m.start_ms, m.end_ms)
     print(f"\n{policy} {rate}/s: over truth p50 {np.percentile(over, 50):.0f} p99 {np.percentile(over, 99):.0f} "
@@ -74,4 +82,4 @@ def test_true_lag_and_rpo_under_steady_traffic(source, target, topic_name, tmp_p
     assert (true_lag >= lower).all(), f"under-reported: {list(zip(true_lag[true_lag < lower], lower[true_lag < lower]))}"
     assert np.percentile(over, 99) <= per_interval
     assert len(rpo) >= len(m.rpo_ms) * 0.9 and len(lat) > 100
-    assert abs(np.percentile(rpo, 50) - np.percentile(lat, 50)) <= 250
+    assert abs(np.percentile(rpo, 50) - np.percentile(lat, 50)) <= RPO_TOLERANCE_MS[policy]

@@ -73,7 +73,11 @@ class EngineCollector:
         lost = CounterMetricFamily("mirrorwatch_mirror_records_lost", "Source records removed (retention, "
                                    "DeleteRecords, a recreated topic) before they were mirrored; counted under "
                                    "mirror.on_records_lost: continue", labels=names + ["topic", "partition"])
-        for (topic, partition), count in sorted(e.records_lost.items()):
+        # every owned partition from the start (0), so panels and alerts see 0 rather than "no data"
+        lost_counts = dict(e.records_lost)
+        for key in list(e.partitions):
+            lost_counts.setdefault(key, 0)
+        for (topic, partition), count in sorted(lost_counts.items()):
             lost.add_metric(base + [topic, str(partition)], count)
         yield lost
         heartbeats = CounterMetricFamily("mirrorwatch_mirror_heartbeats", "Heartbeats written to the source", labels=names)

@@ -9,7 +9,8 @@ Positions, from oldest to newest on the source log::
 
 - ``committed``: the mirror group's committed offset on the source (the engine commits only what the target
   acknowledged, so committed ≤ acked);
-- ``acked_next``: last source offset acknowledged by the target + 1, from the newest OffsetSync;
+- ``acked_next``: last source offset surely on the target + 1: from the newest OffsetSync, and under the prefix
+  policy from the target's end offset read through it (:func:`target_side_acked_next`);
 - ``read_position``: the engine's next fetch offset, from the same OffsetSync.
 
 The sync and the commit are sampled separately and either may be the newer. A commit implies an ack, so the

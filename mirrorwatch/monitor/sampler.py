@@ -33,7 +33,7 @@ from .kafka_io import ClusterReader, ClusterUnreachable
 from .lag import (catch_up_seconds, mirror_lags, plain_lag, rate, records_lost, target_behind,
                   target_side_acked_next)
 from .model import GroupView, Snapshot
-from .status import G_ERR, G_NOTFOUND, G_UNKNOWN, P_LOST, P_UNKNOWN
+from .status import G_NOTFOUND, G_UNKNOWN, P_LOST, P_UNKNOWN
 from .syncs import UNUSED_GROUP, OffsetSyncTracker
 from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound, time_lag_interpolated
 
