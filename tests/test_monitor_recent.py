@@ -141,3 +141,16 @@ def test_a_slow_run_is_killed_after_the_timeout(history, tmp_path):
 def test_no_closed_history_file_yet_is_waiting_not_failed(tmp_path):
     status = runner_with(WRITE_OUTPUT, tmp_path / "empty", tmp_path / "analytics").run()
     assert status.state == "waiting" and "history_roll_s" in status.reason and status.runs == 0
+
+
+def test_runs_never_overlap_whoever_starts_them(history, tmp_path):
+    import threading
+
+    runner = runner_with("import time; time.sleep(3)", history, tmp_path / "analytics")
+    first = threading.Thread(target=runner.run)
+    first.start()
+    deadline = time.monotonic() + 20
+    while runner.status().state != "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runner.run().state == "running" and runner.status().runs == 1  # returned at once, no second run
+    first.join(30)

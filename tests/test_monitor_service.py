@@ -10,11 +10,13 @@ import subprocess
 import sys
 import time
 
+import pyarrow.parquet as pq
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.records import lag_sample_arrow_schema
 from mirrorwatch.localkafka import LocalCluster
 from mirrorwatch.monitor.history import history_files, read_history
 from mirrorwatch.monitor.service import MonitorService
@@ -152,8 +154,12 @@ def test_a_hung_analytics_run_is_killed_and_reported_while_sampling_goes_on(sour
         "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
         "canary": {"metrics_port": None},
         "monitor": {"interval_s": 1, "window": 3, "http_port": 0, "metrics_port": None,
-                    "history_dir": str(tmp_path / "history"), "history_roll_s": 1, "recent_minutes": 5,
+                    "history_dir": str(tmp_path / "history"), "recent_minutes": 5,
                     "analytics": {"every_s": 600, "first_delay_s": 5, "timeout_s": 4, "out": str(tmp_path / "a")}}})
+    # a closed file from an earlier run, so the first scheduled run does not wait for this run's first roll
+    earlier = tmp_path / "history" / "lag" / "date=2026-01-05"
+    earlier.mkdir(parents=True)
+    pq.write_table(lag_sample_arrow_schema().empty_table(), earlier / "part-000000000000-1.parquet")
     service = MonitorService(config)
     service.analytics.command = lambda settings, history, out, now: [sys.executable, "-c", "import time; time.sleep(300)"]
     service.start()

@@ -81,6 +81,7 @@ class AnalyticsRunner:
         self.out = out or DEFAULT_OUT
         self._clock = clock
         self._lock = threading.Lock()
+        self._running = threading.Lock()  # one run at a time, whoever calls (the scheduler's job or a retry)
         self._proc: subprocess.Popen | None = None
         self._stopping = False
         self._status = RunStatus(every_s=settings.every_s, master=settings.master, out=self.out)
@@ -93,7 +94,10 @@ class AnalyticsRunner:
         self._status = replace(self._status, **changes)
 
     def run(self) -> RunStatus:
-        """One run (the scheduler's job). Never raises: every outcome becomes the status."""
+        """One run (the scheduler's job). Never raises: every outcome becomes the status. A call while a run is
+        going returns at once (runs never overlap)."""
+        if not self._running.acquire(blocking=False):
+            return self._status
         try:
             return self._run()
         except Exception as exc:  # a bug here must not take the scheduler thread down
@@ -101,6 +105,8 @@ class AnalyticsRunner:
             self._set(state="failed", reason=f"{type(exc).__name__}: {redact_text(str(exc))[:200]}",
                       finished_ms=int(self._clock() * 1000), failures=self._status.failures + 1)
             return self._status
+        finally:
+            self._running.release()
 
     def _run(self) -> RunStatus:
         if not history_files(self.history_dir):

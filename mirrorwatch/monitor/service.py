@@ -72,8 +72,8 @@ class MonitorService:
             # its own thread from APScheduler's pool, its work in a child process: sampling never waits for it
             a = s.analytics
             first = a.every_s if a.first_delay_s is None else a.first_delay_s
-            self.scheduler.add_job(self.analytics.run, "interval", seconds=a.every_s, id="analytics", max_instances=1,
-                                   coalesce=True, next_run_time=_now_dt(first))
+            self.scheduler.add_job(self._run_analytics, "interval", seconds=a.every_s, id="analytics",
+                                   max_instances=1, coalesce=True, next_run_time=_now_dt(first))
         # a cycle slowed by an unreachable cluster makes APScheduler skip the next run (coalesced, by design)
         # and warn each time; the cluster's own warning already says what is wrong
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
@@ -107,6 +107,14 @@ class MonitorService:
             except Exception:
                 log.exception("webhooks: cannot queue notifications")
             return snap
+
+    def _run_analytics(self) -> None:
+        status = self.analytics.run()
+        if status.state == "waiting":
+            # no closed history file yet: look again within a minute rather than a whole interval later
+            retry = min(self.config.monitor.analytics.every_s, 60.0)
+            self.scheduler.add_job(self.analytics.run, "date", run_date=_now_dt(retry), id="analytics-retry",
+                                   replace_existing=True)
 
     def _metrics_route(self, path: str):
         if path.split("?", 1)[0] in ("/metrics", "/"):
