@@ -154,3 +154,11 @@ def test_runs_never_overlap_whoever_starts_them(history, tmp_path):
         time.sleep(0.05)
     assert runner.run().state == "running" and runner.status().runs == 1  # returned at once, no second run
     first.join(30)
+
+
+def test_the_api_body_masks_credentials_in_uris():
+    from mirrorwatch.monitor.analytics_runs import RunStatus
+
+    body = RunStatus(state="failed", master="spark://h:7077", out="s3a://AKIA:s3cr3t@bucket/analytics",
+                     reason="cannot write s3a://AKIA:s3cr3t@bucket/analytics/x").body()
+    assert "s3cr3t" not in str(body) and body["out"] == "s3a://***@bucket/analytics"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from .history import history_files
 
 log = logging.getLogger("mirrorwatch.monitor.analytics_runs")
 DEFAULT_OUT = ".cache/analytics"
+_URI_USERINFO = re.compile(r"(://)[^/@\s]+@")
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,13 @@ class RunStatus:
     out: str | None = None
 
     def body(self) -> dict:
-        return asdict(self)
+        """JSON-able, with secrets masked: registered secret values, and credentials inside a URI
+        (``s3a://key:secret@bucket``) in the master, the output location and the reason."""
+        body = asdict(self)
+        for key in ("master", "out", "reason"):
+            if body[key]:
+                body[key] = _URI_USERINFO.sub(r"\1***@", redact_text(body[key]))
+        return body
 
 
 def job_argv(settings: AnalyticsSchedule, history_dir: str, out: str, now: datetime) -> list[str]:
