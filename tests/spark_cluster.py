@@ -52,7 +52,7 @@ class SparkCluster:
         self.services.append(service)
         return service
 
-    def start(self, timeout_s: float = 120) -> "SparkCluster":
+    def start(self, timeout_s: float = 300) -> "SparkCluster":  # two JVMs starting on a busy 2-core machine
         self.work.mkdir(parents=True, exist_ok=True)
         self._start("spark-master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.ui_port))

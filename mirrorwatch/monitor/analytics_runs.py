@@ -35,7 +35,8 @@ _URI_USERINFO = re.compile(r"(://)[^/@\s]+@")
 @dataclass(frozen=True)
 class RunStatus:
     """What the API serves. ``state``: never (no run yet), waiting (no closed history file yet), running, ok,
-    failed (the job's own one-line reason), timeout (killed after ``timeout_s``)."""
+    failed (the job's own one-line reason), timeout (killed after ``timeout_s``), stopped (by the monitor's
+    shutdown)."""
 
     state: str = "never"
     reason: str | None = None
@@ -148,7 +149,10 @@ class AnalyticsRunner:
                 self._proc = None
         finished = self._clock()
         done = {"finished_ms": int(finished * 1000), "duration_s": round(finished - started, 3)}
-        if timed_out:
+        if self._stopping:  # killed because the monitor is shutting down: not a failure of the job
+            self._set(state="stopped", reason="the monitor stopped during the run", **done)
+            log.info("analytics: run stopped with the monitor")
+        elif timed_out:
             reason = f"still running after {self.settings.timeout_s:g} s (monitor.analytics.timeout_s): killed"
             self._set(state="timeout", reason=reason, failures=self._status.failures + 1, **done)
             log.warning("analytics: %s", reason)
