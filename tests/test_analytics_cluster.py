@@ -19,7 +19,7 @@ from mirrorwatch.monitor.analytics.job import AnalysisSettings, build_tables, ru
 from .spark_cluster import SPARK_HOME
 
 # a driver and an executor JVM per run, on a shared 2-core machine: more room than the suite's default 600 s
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 BIN = Path(sys.executable).parent
 TABLES = list(build_tables(None, AnalysisSettings("", "")))
 # differs between runs by nature: when it ran, and where it wrote
@@ -88,7 +88,7 @@ def test_monitor_analyze_on_the_standalone_cluster_equals_local(spark_cluster, h
     # a separate process: this test process already holds the local[2] session, which run_job would reuse
     result = subprocess.run([str(BIN / "monitor"), "analyze", "--master", spark_cluster.master_url,
                              "--history", str(history), "--out", str(out), "--quiet"],
-                            env=spark_cluster.env(), capture_output=True, text=True, timeout=600)
+                            env=spark_cluster.env(), capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_output(out, reference)
     # it really ran there: the master lists one more finished application, with executors on the worker
@@ -102,7 +102,7 @@ def test_spark_submit_on_the_standalone_cluster_equals_local(spark_cluster, hist
     result = subprocess.run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", spark_cluster.master_url,
                              "--driver-memory", "1g", "--executor-memory", "512m", submit.__file__,
                              "--history", str(history), "--out", f"file://{out}", "--quiet"],
-                            env=spark_cluster.env(), capture_output=True, text=True, timeout=600)
+                            env=spark_cluster.env(), capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_output(out, reference)
     assert len(completed_apps(spark_cluster) - before) == 1

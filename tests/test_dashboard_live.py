@@ -224,11 +224,15 @@ def page_text(page) -> str:
     return page.evaluate("document.body.innerText")
 
 
-def wait_for_text(page, stack: Stack, text: str, timeout_s: float) -> str:
+def wait_for_text(page, stack: Stack, text: str | list[str], timeout_s: float) -> str:
+    """The page's text once every one of ``text`` is on it at the same time (Streamlit draws in steps, and a
+    re-run replaces elements one by one)."""
+    texts = [text] if isinstance(text, str) else text
+
     def seen():
         body = page_text(page)
-        return body if text in body else None
-    return stack.wait(seen, timeout_s, f"'{text}' on the page")
+        return body if all(t in body for t in texts) else None
+    return stack.wait(seen, timeout_s, f"{texts} on the page")
 
 
 class Traffic:
@@ -274,9 +278,8 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     stack.wait(lambda: requests.get(url, timeout=2).status_code == 200, 60, "the page server")
     page.goto(url)
     wait_for_text(page, stack, "Status: OK", 90)
-    body = wait_for_text(page, stack, "Status changes", 30)  # the card's last part: the whole card is drawn
+    body = wait_for_text(page, stack, ["Status: OK", "RPO now", "Canary round trip", "Heartbeat age", "Status changes"], 60)
     assert FLOW in body and "east → west" in body and "Traceback" not in body
-    assert "RPO now" in body and "Canary round trip" in body and "Status changes" in body
     stack.wait(lambda: charts_drawn(page) >= 1, 30, "the overview's RPO and lag chart")
     screenshot(page, "overview-healthy.png")
 
@@ -284,9 +287,9 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     page.set_viewport_size({"width": 1600, "height": 1400})  # Streamlit scrolls inside its own container
     page.get_by_text("Flow detail", exact=True).click()
     with Traffic(stack.source.bootstrap, stack.topic, 600):
-        body = wait_for_text(page, stack, "Mean round trip", 30)  # the last section: the whole view is drawn
+        # the last section: the whole view is drawn
+        wait_for_text(page, stack, ["Lag over time", "Partitions sorted by", "All columns", "Mean round trip"], 60)
         time.sleep(10)  # the monitor's points every second: the committed saw-tooth shows
-    assert "Lag over time" in body and "Partitions sorted by" in body and "All columns" in body
     # caught up again (lag 0: OK by the evaluator's first rule), with the saw-tooth still on the chart
     wait_for_text(page, stack, "Status: OK", 60)
     stack.wait(lambda: charts_drawn(page) >= 3, 30, "lag, RPO and canary charts")
@@ -311,36 +314,38 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
         body = stack.wait(lambda: (t := page_text(page)) and "Status: DOWN" in t and "evaluator ERR" in t
                           and "Status: OK" not in t and "→ ERR" in t and t, 60,
                           "Status: DOWN with the evaluator's ERR and the status change on the page")
-        assert "STOP (the mirror stopped committing while new records arrived)" in body and "Traceback" not in body
+        # a frozen engine commits nothing while records arrive: STOP, or STALL when its last commits repeat
+        assert ("STOP (the mirror stopped committing while new records arrived)" in body
+                or "STALL (the mirror commits but its offset does not move)" in body), body
+        assert "Traceback" not in body
         assert "canary CRITICAL" in body and "heartbeat" in body
         # a reload is a new session: the charts and the status changes come back at once from the monitor
         page.reload()
-        body = wait_for_text(page, stack, "Status: DOWN", 30)
-        assert "→ ERR" in body
+        wait_for_text(page, stack, ["Status: DOWN", "→ ERR"], 60)
         stack.wait(lambda: charts_drawn(page) >= 1, 30, "the chart after a reload")
         time.sleep(3)  # the RPO climbing on the chart
         screenshot(page, "overview-frozen.png")
     finally:
         os.kill(stack.mirror.proc.pid, signal.SIGCONT)
-    resumed_at = time.time()
     stack.wait(lambda: stack.flows_body()["flows"][0]["totals"]["true_lag"] == 0, 90, "the mirror caught up again")
 
-    # the monitor's next scheduled Spark run covers the freeze: the History view fills itself
+    # a scheduled Spark run that started well into the freeze has its breach in the history: the History view
+    # fills itself (on a busy machine one local[1] run takes minutes, hence the long wait)
     def analysed_after_the_freeze():
         status = stack.analytics_status()
         assert status["state"] not in ("failed", "timeout"), status
-        return status["state"] == "ok" and status["started_ms"] > resumed_at * 1000 + 3000 and status
-    status = stack.wait(analysed_after_the_freeze, 240, "a scheduled analytics run after the freeze")
-    assert status["runs"] >= 2 and status["failures"] == 0
+        return status["state"] == "ok" and status["started_ms"] > frozen_at * 1000 + 10_000 and status
+    status = stack.wait(analysed_after_the_freeze, 900, "a scheduled analytics run after the freeze")
+    assert status["runs"] >= 1 and status["failures"] == 0
     incidents = pq.read_table(stack.base / "analytics" / "incidents").to_pylist()
-    assert incidents and all(i["topic"] == stack.topic for i in incidents)
+    assert incidents  # on the flow's topic, and on the canary and heartbeat topics it mirrors too
     # the freeze is there: an incident starts within a few samples of it (time lag passes 3 s a few s later)
     assert any(abs(i["start"].timestamp() - frozen_at) < 30 for i in incidents), incidents
 
     page.set_viewport_size({"width": 1400, "height": 1300})
     page.get_by_text("History", exact=True).click()
-    body = wait_for_text(page, stack, "Daily p99 trend", 60)
-    assert "SLO compliance per topic" in body and "partition incidents" in body and "Traceback" not in body
-    assert "Scheduled analytics every 40 s" in body
+    body = wait_for_text(page, stack, ["Daily p99 trend", "SLO compliance per topic", "partition incidents",
+                                       "Scheduled analytics every 40 s"], 60)
+    assert "Traceback" not in body
     stack.wait(lambda: charts_drawn(page) >= 4, 30, "compliance, incidents and trend charts")
     screenshot(page, "history.png")

@@ -28,7 +28,8 @@ def time_series(frame: pd.DataFrame, columns: list[str], value_title: str, colou
     return (alt.Chart(long, height=height)
             .mark_line(interpolate="step-after")
             .encode(x=alt.X("time:T", title="UTC", axis=alt.Axis(format=axis_format, labelOverlap=True)),
-                    y=alt.Y("value:Q", title=value_title),
+                    y=alt.Y("value:Q", title=value_title, axis=alt.Axis(format=",.3~r"),
+                            scale=_zero_based(long["value"], 1.0)),
                     color=colour,
                     tooltip=[alt.Tooltip("time:T", format="%H:%M:%S"), "series:N",
                              alt.Tooltip("value:Q", format=",.3~f")]))
@@ -42,17 +43,27 @@ def canary_chart(frame: pd.DataFrame) -> alt.Chart:
     return time_series(frame, ["canary_round_trip_s", "heartbeat_age_s"], "seconds", height=220)
 
 
+def _zero_based(values: pd.Series, floor: float) -> alt.Scale:
+    """From 0 to a little above the largest value, at least ``floor``: a flat zero line sits at the bottom of a
+    readable axis instead of in the middle of a "0.000000" one."""
+    top = values.max(skipna=True) if len(values) else None
+    top = float(top) if top is not None and pd.notna(top) else 0.0
+    return alt.Scale(domain=[0, max(floor, top * 1.1)], nice=True)
+
+
 def overview_chart(frame: pd.DataFrame, height: int = 140) -> alt.Chart:
     """The overview's small chart: RPO seconds (left axis) and true lag (right axis) over the last minutes."""
     data = frame.reset_index(names="time")
     base = alt.Chart(data, height=height).encode(
-        x=alt.X("time:T", title=None, axis=alt.Axis(format="%H:%M", labelOverlap=True, tickCount=5)))
+        x=alt.X("time:T", title=None, axis=alt.Axis(format="%H:%M:%S", labelOverlap=True, tickCount=4)))
     tooltip = [alt.Tooltip("time:T", format="%H:%M:%S"), alt.Tooltip("rpo_seconds:Q", title="RPO s", format=",.2~f"),
                alt.Tooltip("true_lag:Q", title="true lag", format=",d")]
     rpo = base.mark_area(interpolate="step-after", opacity=0.35, color=RPO_COLOUR, line={"color": RPO_COLOUR}).encode(
-        y=alt.Y("rpo_seconds:Q", title="RPO (s)", axis=alt.Axis(titleColor=RPO_COLOUR)), tooltip=tooltip)
+        y=alt.Y("rpo_seconds:Q", title="RPO (s)", scale=_zero_based(data["rpo_seconds"], 1.0),
+                axis=alt.Axis(titleColor=RPO_COLOUR, format=",.3~r", tickCount=4)), tooltip=tooltip)
     lag = base.mark_line(interpolate="step-after", color=LAG_COLOURS["true_lag"]).encode(
-        y=alt.Y("true_lag:Q", title="true lag", axis=alt.Axis(titleColor=LAG_COLOURS["true_lag"], orient="right")),
+        y=alt.Y("true_lag:Q", title="true lag", scale=_zero_based(data["true_lag"], 10.0),
+                axis=alt.Axis(titleColor=LAG_COLOURS["true_lag"], orient="right", format=",.3~s", tickCount=4)),
         tooltip=tooltip)
     return alt.layer(rpo, lag).resolve_scale(y="independent")
 
