@@ -57,7 +57,7 @@ def demo_config(east: str, west: str, base: Path, ports: dict[str, int]) -> dict
         # the History view fills itself: a history file closes every minute, the Spark job runs every 2 minutes
         "monitor": {"interval_s": 2, "window": 10, "history_dir": str(base / "history"), "history_roll_s": 60,
                     "metrics_port": ports["monitor"], "http_port": ports["api"],
-                    "analytics": {"every_s": 120, "master": "local[2]", "out": str(base / "analytics"),
+                    "analytics": {"every_s": 120, "master": "local[1]", "out": str(base / "analytics"),
                                   "slo_lag": 1000, "slo_time_s": 5}},
     }
     if _has("mirrorwatch.dashboards.settings"):
