@@ -214,7 +214,10 @@ def browser_page():
         context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
                                                         args=CHROMIUM_FLAGS, viewport={"width": 1400, "height": 1000})
         try:
-            yield context.new_page()
+            page = context.new_page()
+            page.set_default_timeout(120_000)  # a shared 2-core machine under load can take that long to serve
+            page.set_default_navigation_timeout(120_000)
+            yield page
         finally:
             context.close()
             shutil.rmtree(profile, ignore_errors=True)

@@ -80,6 +80,8 @@ def test_canary_round_trip_is_the_mean_of_new_probes_held_for_a_while():
 def test_failure_reason_is_the_jobs_last_line_redacted():
     assert failure_reason(2, "spark noise\nmonitor: history not found: /x\n") == "monitor: history not found: /x"
     assert failure_reason(1, "") == "exit code 1"
+    internal = "analyze: internal error: Py4JJavaError: calling o81.parquet.\n\tat org.apache...\n(set MIRRORWATCH_DEBUG=1)"
+    assert failure_reason(1, internal).startswith("analyze: internal error: Py4JJavaError")
     assert failure_reason(-9, "").startswith("killed by signal 9")
     register_secret("hunter2-scheduled")  # as loading a config with that password does
     assert "hunter2" not in failure_reason(1, "failed with sasl.password=hunter2-scheduled")
@@ -118,7 +120,7 @@ def test_a_good_run_replaces_the_output_whole(history, tmp_path):
     status = runner_with(WRITE_OUTPUT, history, out).run()
     assert status.state == "ok" and status.reason is None and status.last_ok_ms and status.runs == 1
     assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging or old folder left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["analytics", "history"]  # no staging or old folder left
 
 
 def test_a_failed_run_keeps_the_last_output_and_says_why(history, tmp_path):

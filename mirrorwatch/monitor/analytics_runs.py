@@ -29,6 +29,7 @@ from .history import history_files
 
 log = logging.getLogger("mirrorwatch.monitor.analytics_runs")
 DEFAULT_OUT = ".cache/analytics"
+_OWN_LINE = re.compile(r"^(analyze|monitor): ")
 _URI_USERINFO = re.compile(r"(://)[^/@\s]+@")
 
 
@@ -70,7 +71,10 @@ def job_argv(settings: AnalyticsSchedule, history_dir: str, out: str, now: datet
 def failure_reason(returncode: int, stderr: str) -> str:
     """The job's last line on stderr (it says what was wrong in one line), or the exit code."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    last = lines[-1] if lines else f"exit code {returncode}"
+    # the command's own one-line message ("analyze: …"); an internal error's text may run on over several lines
+    # (a Java stack trace), so take the line that starts it rather than the last one
+    own = [line for line in lines if _OWN_LINE.match(line)]
+    last = own[-1] if own else (lines[-1] if lines else f"exit code {returncode}")
     if returncode < 0:
         last = f"killed by signal {-returncode}" + (f" ({last})" if lines else "")
     return redact_text(last)[:300]
@@ -125,7 +129,8 @@ class AnalyticsRunner:
             return self._status
         started = self._clock()
         out = Path(self.out)
-        staging = out.parent / f".{out.name}.run-{int(started * 1000)}"
+        # not a hidden name: Spark and Hadoop skip paths whose name starts with "." or "_" when they list files
+        staging = out.parent / f"{out.name}.run-{int(started * 1000)}"
         argv = self.command(self.settings, self.history_dir, str(staging), datetime.fromtimestamp(started, timezone.utc))
         self._set(state="running", reason=None, started_ms=int(started * 1000), finished_ms=None, duration_s=None,
                   runs=self._status.runs + 1)
@@ -184,7 +189,7 @@ class AnalyticsRunner:
 
 def _swap_in(staging: Path, out: Path) -> None:
     """Replace ``out`` with ``staging``: two renames, the old output removed afterwards."""
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    old = out.parent / f"{out.name}.old-{os.getpid()}"
     if out.exists():
         os.replace(out, old)
     os.replace(staging, out)
