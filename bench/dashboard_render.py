@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,7 +102,7 @@ def main() -> None:
                             context.close()
                             shutil.rmtree(profile, ignore_errors=True)
                     shown = ", ".join(f"{t:.2f}" for t in times[1:])
-                    print(f"{partitions:>5} partitions  {view:<12} first render {sorted(times[1:])[len(times[1:]) // 2]:.2f} s "
+                    print(f"{partitions:>5} partitions  {view:<12} first render {statistics.median(times[1:]):.2f} s "
                           f"(median of {args.runs}: {shown})")
     finally:
         server.terminate()

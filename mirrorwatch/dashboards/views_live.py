@@ -58,9 +58,12 @@ def overview(settings: PageSettings, poll: Poll) -> None:
             st.caption("Status: UNKNOWN — the monitor does not report this flow (is it in the monitor's config?)")
 
 
-def _latest(frame, column: str):
-    known = frame[column].dropna() if column in frame else []
-    return float(known.iloc[-1]) if len(known) else None
+def _newest(frame, column: str):
+    """The newest point's value; None when it is unknown (an older known value would hide a stopped canary)."""
+    if column not in frame or not len(frame):
+        return None
+    value = frame[column].iloc[-1]
+    return None if value != value else float(value)  # NaN → None
 
 
 def _flow_card(settings: PageSettings, flow: dict, poll: Poll) -> None:
@@ -74,13 +77,14 @@ def _flow_card(settings: PageSettings, flow: dict, poll: Poll) -> None:
         st.markdown(f"#### {verdict.symbol} {name} &nbsp; `{flow.get('source')} → {flow.get('target')}`")
         st.markdown(f"{verdict.badge} {verdict.why()}")
         rpo = totals.get("max_time_lag_s")
-        round_trip = _latest(frame, "canary_round_trip_s")
-        if round_trip is None and canary is not None:
+        round_trip = _newest(frame, "canary_round_trip_s")
+        if not len(frame) and canary is not None:  # a monitor without recent figures: the mean since the start
             round_trip = canary.mean_round_trip_s()
         cols = st.columns(6)
         cols[0].metric("RPO now", _number(rpo, " s"), help="age of the oldest source record not yet on the target")
         cols[1].metric("True lag", _number(totals.get("true_lag")), help="records not yet on the target")
-        cols[2].metric("Canary round trip", _seconds(round_trip))
+        cols[2].metric("Canary round trip", _seconds(round_trip),
+                       help="mean of the probes seen in the last seconds; – when none came back")
         cols[3].metric("Heartbeat age", _number(canary.heartbeat_age_s, " s") if canary else "–")
         cols[4].metric("Evaluator", flow.get("status", "UNKNOWN"))
         cols[5].metric("Canary", (canary.status or "–") if canary else "–")
