@@ -106,7 +106,11 @@ def main() -> None:
                           f"(median of {args.runs}: {shown})")
     finally:
         server.terminate()
-        server.wait(20)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:  # Streamlit slow to stop on a loaded machine
+            server.kill()
+            server.wait()
         stub.close()
         shutil.rmtree(work, ignore_errors=True)
 
