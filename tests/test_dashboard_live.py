@@ -98,7 +98,7 @@ class Stack:
             "monitor": {"interval_s": 1, "window": 3, "http_port": self.api, "metrics_port": 0,
                         "history_dir": str(base / "history"), "history_roll_s": 3,
                         "analytics": {"every_s": 40, "master": "local[1]", "out": str(base / "analytics"),
-                                      "slo_lag": 50, "slo_time_s": 3, "lookback_days": 1, "timeout_s": 300}},
+                                      "slo_lag": 50, "slo_time_s": 3, "lookback_days": 1, "timeout_s": 900}},
             "dashboard": {"refresh_s": 2},
         }
         self.config_path = base / "mirrorwatch.yaml"
