@@ -118,3 +118,16 @@ def spark():
     yield session
     if created:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """One real Spark standalone cluster (master + worker, 2 cores, 1 GiB) for the whole session; see
+    tests/spark_cluster.py. Drivers reach it with ``cluster.master_url`` and ``cluster.env()``."""
+    from .spark_cluster import SparkCluster
+
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster")).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -185,6 +185,19 @@ class WatchedGroup(_Section):
     group: str
 
 
+class AnalyticsSchedule(_Section):
+    """``monitor.analytics``: the monitor runs ``monitor analyze`` over its own history on a timer."""
+
+    every_s: float | None = Field(None, ge=10, description="run the Spark job this often (seconds); unset = never")
+    master: str = Field("local[2]", description="Spark master for the scheduled job, e.g. spark://host:7077")
+    out: str | None = Field(None, description="output folder; default dashboard.analytics_dir, else .cache/analytics")
+    timeout_s: float = Field(900.0, gt=0, description="a run still going after this long is killed (and reported)")
+    lookback_days: float = Field(7.0, gt=0, description="analyse the history of this many days back from now")
+    slo_lag: int = Field(10_000, ge=0, description="SLO: max true lag (records), as `monitor analyze --slo-lag`")
+    slo_time_s: float = Field(60.0, ge=0, description="SLO: max time lag (s), as `monitor analyze --slo-time`")
+    first_delay_s: float | None = Field(None, ge=0, description="first run this long after start; default every_s")
+
+
 class MonitorSettings(_Section):
     interval_s: float = Field(5.0, gt=0)
     window: int = Field(10, ge=2)
@@ -205,6 +218,8 @@ class MonitorSettings(_Section):
     history: bool = Field(True, description="write lag samples to Parquet under history_dir")
     history_roll_s: float = Field(3600.0, gt=0, le=3600, description="roll history files at least this often")
     webhook_retries: int = Field(3, ge=0, description="retries after a failed webhook POST")
+    recent_minutes: float = Field(60.0, gt=0, le=1440, description="per-flow figures kept in memory for /recent")
+    analytics: AnalyticsSchedule = Field(default_factory=AnalyticsSchedule, description="scheduled Spark analytics")
 
 
 class DashboardSettings(_Section):
@@ -216,7 +231,7 @@ class DashboardSettings(_Section):
     canary_url: str | None = Field(None, description="canary /metrics URL; default from canary.metrics_*; '' = none")
     analytics_dir: str | None = Field(None, description="`monitor analyze --out` folder; default .cache/analytics")
     refresh_s: float = Field(5.0, ge=1, description="default auto-refresh interval")
-    history_points: int = Field(720, ge=10, description="samples kept per flow for the in-session lag charts")
+    overview_minutes: float = Field(15.0, gt=0, description="the overview's charts show this many recent minutes")
     timeout_s: float = Field(3.0, gt=0, description="HTTP timeout towards the monitor and the canary")
 
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from . import config as c
 
 SECTIONS = [("flows.<name>", c.FlowConfig), ("mirror", c.MirrorSettings), ("canary", c.CanarySettings),
-            ("monitor", c.MonitorSettings)]
+            ("monitor", c.MonitorSettings), ("monitor.analytics", c.AnalyticsSchedule)]
 
 
 def _default(field) -> str:
