@@ -9,6 +9,7 @@ from typing import Callable
 
 import click
 
+from .access import AccessProblem, any_connection_problem
 from .config import ConfigError
 from .redact import install_log_redaction, redact_text
 
@@ -50,6 +51,8 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
             _fail(prog, str(exc), config_exit_code)
         except UserError as exc:
             _fail(prog, str(exc), exc.exit_code)
+        except AccessProblem as exc:
+            _fail(prog, str(exc), exc.exit_code if exc.exit_code is not None else internal_exit_code)
         except KeyboardInterrupt:
             sys.exit(130)
         except (SystemExit, GeneratorExit):
@@ -64,5 +67,8 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
 
 
 def _fail(prog: str, message: str, code: int) -> None:
+    # A failed SASL/TLS handshake makes requests time out; whatever the command concluded ("cannot reach",
+    # a timeout), the recorded handshake failure is the cause the user can fix.
+    message = any_connection_problem() or message
     click.echo(f"{prog}: {redact_text(message)}", err=True)
     sys.exit(code)

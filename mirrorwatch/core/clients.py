@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from .access import record_client_error
 from .config import ClusterConfig
 from .redact import redact_text
 
@@ -42,9 +43,15 @@ log.addFilter(_RepeatThrottle())
 log.addHandler(logging.NullHandler())
 
 
-def _error_cb(err) -> None:
-    # librdkafka reports transient broker errors here; they are retried internally, so log, don't raise.
-    log.warning("kafka client: %s", redact_text(str(err)))
+def _error_callback(bootstrap: str):
+    def on_error(err) -> None:
+        # librdkafka reports transient broker errors here; they are retried internally, so log, don't raise.
+        # A failed SASL or TLS handshake comes only this way (the request then times out): remember it, so the
+        # command can say "authentication failed" rather than "cannot reach".
+        record_client_error(bootstrap, err)
+        log.warning("kafka client: %s", redact_text(str(err)))
+
+    return on_error
 
 
 def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None) -> dict:
@@ -52,7 +59,7 @@ def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[st
     props.update(cluster.properties)
     for key, value in (overrides or {}).items():
         props[key] = value
-    props.setdefault("error_cb", _error_cb)
+    props.setdefault("error_cb", _error_callback(cluster.bootstrap_servers))
     props.setdefault("logger", log)
     return props
 
