@@ -44,6 +44,20 @@ class AccessProblem(Exception):
         self.exit_code = exit_code
 
 
+class Denied(Exception):
+    """An authorisation failure whose operation and resource are known where it happened; the cluster (by its
+    role, "source" or "target") is named by whoever catches it."""
+
+    def __init__(self, operation: str, resource_type: str, resource: str, role: str):
+        super().__init__(f"not authorised to {operation} {resource_type} {resource} on the {role} cluster")
+        self.operation, self.resource_type, self.resource, self.role = operation, resource_type, resource, role
+
+
+def raise_if_denied(exc: BaseException, operation: str, resource_type: str, resource: str, role: str) -> None:
+    if is_denied(exc):
+        raise Denied(operation, resource_type, resource, role) from None
+
+
 def register_cluster(alias: str, properties: dict[str, str]) -> None:
     bootstrap = properties.get("bootstrap.servers", "")
     with _lock:

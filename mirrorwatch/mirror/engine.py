@@ -26,17 +26,20 @@ from collections import deque
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ..core.access import AccessProblem, Denied, is_denied, wait_for_connection
+from ..core.access import denied as access_denied
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
 from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
 from ..core.records import PROVENANCE_HEADER, OffsetSync
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .metrics import LatencyHistogram
-from .topics import TargetTopics, TopicFilter, list_matching
+from .topics import TargetTopics, TopicFilter, check_named_topics, list_matching
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 
+ACCESS_CHECK_S = 10.0  # at start: how long to wait for each cluster's first metadata (a failed handshake ends it sooner)
 IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle: commit and sync exactly
 
 
@@ -127,6 +130,7 @@ class MirrorEngine:
         self.rebalances = 0
         self.heartbeats_sent = 0
         self.failures: list[tuple[str, int, int, str, int, KafkaError]] = []  # topic, partition, offset, target, size, error
+        self.access_problem: AccessProblem | None = None  # an ACL or credential problem: stop, say it, exit 1
 
         self._stop = threading.Event()
         self._pending_subscription: list[str] | None = None
@@ -186,6 +190,9 @@ class MirrorEngine:
                 self.refresh_topics(with_configs)
                 if with_configs:
                     last_config_sync = time.monotonic()
+            except Denied as denied:
+                self.deny(denied)
+                return
             except Exception as exc:  # a cluster away for a while: try again next round
                 log.warning("topic refresh failed (will retry): %s", exc)
 
@@ -317,6 +324,8 @@ class MirrorEngine:
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
+            if is_denied(exc):
+                self.deny(Denied("READ", "group", self.group, "source"))
             log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         for tp in offsets:
@@ -327,6 +336,8 @@ class MirrorEngine:
     def _committed(self, err, partitions) -> None:
         """The consumer's commit callback: record what the group coordinator confirmed."""
         if err is not None:
+            if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                self.deny(Denied("READ", "group", self.group, "source"))
             log.warning("commit failed (will retry): %s", err.str())
             return
         for tp in partitions:
@@ -348,10 +359,14 @@ class MirrorEngine:
             self._produce_internal(self.syncs_topic, sync.key(), sync.to_value())
             state.synced_acked, state.synced_read = state.acked_next, state.read_next
 
+    def _internal_delivered(self, err, msg) -> None:
+        if err is not None and is_denied(err):
+            self.deny(Denied("WRITE", "topic", msg.topic(), "target"))
+
     def _produce_internal(self, topic: str, key: bytes, value: bytes) -> None:
         while True:
             try:
-                self.producer.produce(topic, key=key, value=value)
+                self.producer.produce(topic, key=key, value=value, on_delivery=self._internal_delivered)
                 return
             except BufferError:
                 self.producer.poll(0.1)  # reports served here are settled by the caller's round
@@ -373,7 +388,11 @@ class MirrorEngine:
         reseeked: set[tuple[str, int]] = set()
         for msg in messages:
             if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
+                if msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    self.deny(Denied("READ", "group", self.group, "source"))
+                elif msg.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    self.deny(Denied("READ", "topic", msg.topic() or ", ".join(self._subscribed), "source"))
+                elif msg.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consume error: %s", msg.error().str())
                 continue
             topic, partition = msg.topic(), msg.partition()
@@ -447,6 +466,8 @@ class MirrorEngine:
         if not self.failures:
             return None
         topic, partition, offset, target_topic, size, err = self.failures[0]
+        if is_denied(err):
+            return str(self._as_problem(Denied("WRITE", "topic", target_topic, "target")))
         if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             # the broker refuses the whole batch holding a too-large record: name the largest one
             topic, partition, offset, target_topic, size, err = max(self.failures, key=lambda f: f[4])
@@ -454,19 +475,46 @@ class MirrorEngine:
         return (f"cannot mirror {topic}[{partition}] offset {offset}{detail} to {self.flow.target}:{target_topic}: "
                 f"{err.str()} ({err.name()}); stopped without skipping it")
 
+    # ------------------------------------------------------------------ access (credentials and ACLs)
+    def _as_problem(self, denied: Denied) -> AccessProblem:
+        alias = self.flow.source if denied.role == "source" else self.flow.target
+        cluster = self.source_cluster if denied.role == "source" else self.target_cluster
+        return access_denied(denied.operation, denied.resource_type, denied.resource, alias, cluster.properties)
+
+    def deny(self, denied: Denied) -> None:
+        """From any thread: an ACL is missing. The engine stops (committing what was acknowledged) and exits 1
+        with one line naming the operation and resource; retrying cannot make an ACL appear."""
+        if self.access_problem is None:
+            self.access_problem = self._as_problem(denied)
+            log.error("%s", self.access_problem)
+        self._stop.set()
+
+    def _check_access(self) -> None:
+        """Credentials and TLS first: a failed handshake would otherwise surface as a metadata timeout."""
+        for alias, cluster, admin in ((self.flow.source, self.source_cluster, self.source_admin),
+                                      (self.flow.target, self.target_cluster, self.target_admin)):
+            wait_for_connection(admin, cluster.bootstrap_servers, alias, ACCESS_CHECK_S)
+        check_named_topics(self.source_admin, self.flow)
+
     def start_background(self) -> None:
-        self.target_topics.ensure_internal()
-        if self.settings.heartbeats:
-            ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
-            self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
-                                                self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent)
-            self.heartbeats.start()
-        self.refresh_topics(with_configs=True)
+        try:
+            self._check_access()
+            self.target_topics.ensure_internal()
+            if self.settings.heartbeats:
+                ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
+                self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
+                                                    self.flow.target, self.settings.heartbeat_interval_s,
+                                                    self._heartbeat_sent, on_denied=self.deny)
+                self.heartbeats.start()
+            self.refresh_topics(with_configs=True)
+        except Denied as denied:
+            raise self._as_problem(denied) from None
         threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
         if self.flow.checkpoint_groups:
             from .checkpoints import CheckpointEmitter
 
-            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned)
+            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned,
+                                                 on_denied=self.deny)
             self.checkpoints.start()
 
     def _heartbeat_sent(self) -> None:
@@ -512,6 +560,8 @@ class MirrorEngine:
                     next_commit = now + self.settings.commit_interval_s
         finally:
             self._shutdown()
+        if self.access_problem is not None:
+            raise self.access_problem
         if self.failures:
             raise MirrorFailure(self.failure_message())
 
