@@ -56,3 +56,38 @@ def test_mirror_as_least_privilege_principal(sasl_pair, tmp_path):
         assert mirror.running(), mirror.log_text()[-2000:]
     assert sorted(int(r.key()[1:]) for r in records) == list(range(300))
     assert MIRROR_PASSWORD not in mirror.log_text()
+
+
+def _template_needs() -> list:
+    cfg = {"clusters": {"eTAG": {"bootstrap.servers": "x:1"}, "west": {"bootstrap.servers": "x:2"}},
+           "flows": {"f": {"source": "eTAG", "target": "west", "topics": ["orders-TAG"]}},
+           "mirror": {"heartbeats_topic": "hb-TAG"}, "canary": {"topic": "canary-TAG"}}
+    return [n for n in mirror_needs(config_from_dict(cfg), None) if n.required]
+
+
+REQUIRED = _template_needs()
+
+
+@pytest.mark.parametrize("index", range(len(REQUIRED)),
+                         ids=[f"{n.role}-{n.operation}-{n.resource_type}-{n.name.replace('TAG', '')}" for n in REQUIRED])
+def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
+    cfg, alias, topic = flow_setup(sasl_pair, tmp_path)
+    needs = [n for n in mirror_needs(config_from_dict(cfg), None) if n.required]
+    assert len(needs) == len(REQUIRED)
+    withheld = needs[index]
+    sasl_pair.grant([n for i, n in enumerate(needs) if i != index])
+    east = sasl_pair.east
+    create_topic(east.bootstrap, topic, 2, auth=admin_auth(east))
+    create_topic(east.bootstrap, cfg["canary"]["topic"], 1, auth=admin_auth(east))
+    produce_numbered(east.bootstrap, topic, 20, partitions=2,
+                     **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"})
+    mirror = MirrorProcess(cfg, tmp_path / "m.yaml").start()
+    try:
+        code = mirror.wait(60)
+    finally:
+        mirror.kill()
+    lines = mirror.log_text().strip().splitlines()
+    alias_of = alias if withheld.role == "source" else "west"
+    expected = (rf"mirror: not authorised to {withheld.operation} {withheld.resource_type} {re.escape(withheld.name)}\S* "
+                rf"on cluster '{alias_of}' \(principal User:mirror\): grant it \(see docs/security\.md\)")
+    assert code == 1 and re.fullmatch(expected, lines[-1]), "\n".join(lines[-8:])

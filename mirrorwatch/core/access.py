@@ -54,7 +54,10 @@ class Denied(Exception):
 
 
 def raise_if_denied(exc: BaseException, operation: str, resource_type: str, resource: str, role: str) -> None:
-    if is_denied(exc):
+    """Denied when ``exc`` refuses this kind of resource (a topic request refused for a *group* is something else,
+    e.g. an assign()-only consumer's coordinator lookup, which does not stop it from reading)."""
+    err = error_of(exc)
+    if err is not None and DENIED_RESOURCE.get(err.code()) == resource_type:
         raise Denied(operation, resource_type, resource, role) from None
 
 

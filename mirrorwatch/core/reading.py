@@ -12,8 +12,6 @@ from typing import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from .access import is_denied
-
 
 def end_offsets(consumer: Consumer, partitions: list[tuple[str, int]], timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
     return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)[1] for t, p in partitions}
@@ -39,8 +37,8 @@ def read_to_end(consumer: Consumer, positions: dict[tuple[str, int], int], timeo
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF and key in positions:
                     positions[key] = max(positions[key], msg.offset())
-                elif is_denied(err):  # no ACL to read: waiting out the timeout would only hide it
-                    raise KafkaException(err)
+                elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise KafkaException(err)  # no ACL to read: waiting out the timeout would only hide it
                 continue
             positions[key] = msg.offset() + 1
             yield msg

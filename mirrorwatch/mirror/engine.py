@@ -368,6 +368,11 @@ class MirrorEngine:
             try:
                 self.producer.produce(topic, key=key, value=value, on_delivery=self._internal_delivered)
                 return
+            except KafkaException as exc:  # refused at once when the client already knows it may not write there
+                if not is_denied(exc):
+                    raise
+                self.deny(Denied("WRITE", "topic", topic, "target"))
+                return
             except BufferError:
                 self.producer.poll(0.1)  # reports served here are settled by the caller's round
 
@@ -494,7 +499,7 @@ class MirrorEngine:
         for alias, cluster, admin in ((self.flow.source, self.source_cluster, self.source_admin),
                                       (self.flow.target, self.target_cluster, self.target_admin)):
             wait_for_connection(admin, cluster.bootstrap_servers, alias, ACCESS_CHECK_S)
-        check_named_topics(self.source_admin, self.flow)
+        check_named_topics(self.source_admin, self.flow, {self.settings.heartbeats_topic, self.config.canary.topic})
 
     def start_background(self) -> None:
         try:

@@ -50,11 +50,12 @@ class SourceTopic:
     partitions: int
 
 
-def check_named_topics(admin: AdminClient, flow: FlowConfig) -> None:
+def check_named_topics(admin: AdminClient, flow: FlowConfig, own: set[str] = frozenset()) -> None:
     """Include patterns that are plain names must be visible: a topic the principal may not DESCRIBE is left
     out of a listing as if it did not exist, and the mirror would silently skip it. Asked by name, the broker
-    says TOPIC_AUTHORIZATION_FAILED instead."""
-    names = [p for p in flow.topics if is_literal(p)]
+    says TOPIC_AUTHORIZATION_FAILED instead (whether or not it exists). ``own``: the heartbeats and canary
+    topics, always mirrored."""
+    names = [p for p in flow.topics if is_literal(p)] + sorted(own)
     if not names:
         return
     metadata = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
