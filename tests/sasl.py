@@ -49,7 +49,8 @@ class SaslPair:
 
     def grant(self, needs: list[AclNeed], principal: str = f"User:{MIRROR_USER}") -> None:
         for role in ("source", "target"):
-            bindings = [binding(n, principal) for n in needs if n.role == role]
+            unique = {(n.operation, n.resource_type, n.name, n.pattern): n for n in needs if n.role == role}
+            bindings = [binding(n, principal) for n in unique.values()]
             if bindings:
                 admin = self.admin(role)
                 for future in admin.create_acls(bindings).values():
