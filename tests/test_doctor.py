@@ -25,10 +25,15 @@ BAD_INPUTS = [
      "message": r"mirrorwatch: cannot read config file \S+: No such file or directory", "exit": 3},
     {"input": "mirrorwatch doctor --flow with a flow the config does not define",
      "message": r"mirrorwatch: flow 'nope' is not defined \(defined: east-west\)", "exit": 3},
+    # the doctor's answers are table rows: "check | status | detail | fix" (as in --json "checks")
     {"input": "mirrorwatch doctor: a cluster's SASL password is wrong",
-     "message": r"connect and authenticate .* MISSING .*authentication failed on cluster 'east'.*", "exit": 2},
+     "message": r"connect and authenticate \| MISSING \| authentication failed on cluster '\S+' at 127\.0\.0\.1:\d+ as user "
+                r"'mirror': .* \| set the principal's sasl\.username / sasl\.password \(and sasl\.mechanism\) for this cluster",
+     "exit": 2},
     {"input": "mirrorwatch doctor: the principal lacks an ACL a component needs",
-     "message": r"ACL READ topic \S+ \(mirror, monitor\) .* MISSING .*kafka-acls\.sh .*--operation Read --topic.*", "exit": 2},
+     "message": r"ACL READ topic \S+ \(mirror, monitor\) \| MISSING \| refused: .* \| kafka-acls\.sh --bootstrap-server "
+                r"127\.0\.0\.1:\d+ --command-config <admin\.properties> --add --allow-principal User:mirror --operation Read "
+                r"--topic '\S+'", "exit": 2},
 ]
 
 
@@ -39,6 +44,10 @@ def doctor(path: Path, *extra: str) -> subprocess.CompletedProcess:
 
 def rows_of(proc) -> list[dict]:
     return json.loads(proc.stdout)["checks"]
+
+
+def row_line(row: dict) -> str:
+    return " | ".join((row["check"], row["status"], row["detail"], row["fix"]))
 
 
 def test_bad_input_is_one_line_and_exit_3(tmp_path, write_config):
@@ -100,13 +109,14 @@ def test_sasl_pair_names_the_missing_acl_and_a_wrong_password(sasl_pair, tmp_pat
     assert "--allow-principal User:mirror --operation Read --topic" in missing[0]["fix"]
     ok = {r["check"] for r in rows if r["status"] == "OK"}
     assert f"ACL CREATE topic {alias}.* (prefixed) (mirror)" in ok and "connect and authenticate" in ok
+    assert re.fullmatch(BAD_INPUTS[3]["message"], row_line(missing[0])), row_line(missing[0])
     table = doctor(path)
-    assert table.returncode == 2
-    assert re.search(BAD_INPUTS[3]["message"], " ".join(table.stdout.split())), table.stdout
+    assert table.returncode == 2 and "MISSING" in table.stdout and "kafka-acls.sh" in table.stdout
 
     cfg["clusters"][alias]["sasl.password"] = "wrong-" + MIRROR_PASSWORD[::-1]
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    wrong = doctor(path)
+    wrong = doctor(path, "--json")
     assert wrong.returncode == 2
-    assert re.search(BAD_INPUTS[2]["message"], " ".join(wrong.stdout.split())), wrong.stdout
+    failed = [r for r in rows_of(wrong) if r["status"] == "MISSING"]
+    assert failed and re.fullmatch(BAD_INPUTS[2]["message"], row_line(failed[0])), wrong.stdout
     assert MIRROR_PASSWORD[::-1] not in wrong.stdout + wrong.stderr

@@ -12,6 +12,7 @@ docs/security.md)". The operation is what the caller was doing: the broker's ans
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -125,8 +126,13 @@ def any_connection_problem() -> str | None:
     return connection_problem(addresses[0]) if addresses else None
 
 
+_BROKER_PREFIX = re.compile(r"^[a-z_]+://[^ ]+/(bootstrap|\d+): ")
+
+
 def _short(reason: str) -> str:
-    # librdkafka appends state and repeat counts: "(after 12ms in state AUTH_REQ, 3 identical error(s) suppressed)"
+    # librdkafka names the broker connection first ("sasl_ssl://127.0.0.1:9093/bootstrap: ") and appends state
+    # and repeat counts ("(after 12ms in state AUTH_REQ, 3 identical error(s) suppressed)"); the line says both
+    reason = _BROKER_PREFIX.sub("", reason.strip())
     for marker in (" (after ", " (in state "):
         if marker in reason:
             reason = reason.split(marker)[0]

@@ -100,8 +100,9 @@ def canary_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
     policy = ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
     canary = config.canary.topic
     return [
-        AclNeed("canary", "source", "CREATE", "topic", canary, LITERAL, "create the canary topic if it is missing",
-                required=False),
+        AclNeed("canary", "source", "CREATE", "topic", canary, LITERAL, "create the canary topic when it is missing"),
+        AclNeed("canary", "target", "CREATE", "topic", policy.target_topic(canary), LITERAL,
+                "create the target canary topic with LogAppendTime before the mirror does", required=False),
         AclNeed("canary", "source", "WRITE", "topic", canary, LITERAL, "write the canary events"),
         AclNeed("canary", "target", "READ", "topic", policy.target_topic(canary), LITERAL, "read the mirrored events back"),
         AclNeed("canary", "target", "READ", "topic", policy.target_topic(config.mirror.heartbeats_topic), LITERAL,

@@ -527,12 +527,13 @@ class MirrorEngine:
 
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
-        self.start_background()
         next_commit = time.monotonic() + self.settings.commit_interval_s
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
         last_record = time.monotonic()
         try:
+            # inside the try: a start refused (credentials, ACLs) still closes the clients before the exit
+            self.start_background()
             while not self._stop.is_set():
                 self._apply_subscription()
                 if not self._subscribed:
