@@ -86,6 +86,8 @@ class LocalCluster:
         ports = {"port": self.port, "controller_port": self.controller_port}
         if security == "sasl_ssl":
             self.internal_port = saved.get("internal_port") or free_port()
+            while self.internal_port in (self.port, self.controller_port):  # a just-closed port can come back
+                self.internal_port = free_port()
             ports["internal_port"] = self.internal_port
         self._ports_file.write_text(json.dumps(ports))
         self.proc: subprocess.Popen | None = None
