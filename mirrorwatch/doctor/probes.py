@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic)
 
 from ..core.access import AccessProblem, error_of, serve_callbacks, wait_for_connection
-from ..core.acls import LITERAL, MATCHING, PREFIXED, AclNeed
+from ..core.acls import LITERAL, PREFIXED, AclNeed
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import ClusterConfig
 
