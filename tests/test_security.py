@@ -108,7 +108,7 @@ def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
                      **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"})
     mirror = MirrorProcess(cfg, tmp_path / "m.yaml").start()
     try:
-        code = mirror.wait(60)
+        code = mirror.wait(120)  # generous: seconds normally, but brokers share two cores with other suites
     finally:
         mirror.kill()
     lines = mirror.log_text().strip().splitlines()

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
 from ..core.access import Denied, is_denied, raise_if_denied
@@ -57,6 +58,11 @@ class HeartbeatProducer(threading.Thread):
                                        on_delivery=self._delivered)
             except BufferError:  # the source is down and the queue is full: skip this beat, it is only a signal
                 pass
+            except KafkaException as exc:  # refused at once once the client knows it may not write there
+                if is_denied(exc):
+                    self._on_denied(Denied("WRITE", "topic", self.topic, "source"))
+                    return
+                log.warning("heartbeat not sent: %s", exc)
             self._producer.poll(0)
             self._stop.wait(self.interval_s)
         self._producer.flush(2)
