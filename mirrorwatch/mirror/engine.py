@@ -26,7 +26,7 @@ from collections import deque
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from ..core.access import AccessProblem, Denied, is_denied, wait_for_connection
+from ..core.access import AccessProblem, Denied, error_of, is_denied, wait_for_connection
 from ..core.access import denied as access_denied
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
@@ -324,8 +324,8 @@ class MirrorEngine:
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
-            if is_denied(exc):
-                self.deny(Denied("READ", "group", self.group, "source"))
+            if error_of(exc) is not None and error_of(exc).code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                self.deny(Denied("READ", "group", self.group, "source"))  # a refused topic is named by the fetch
             log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         for tp in offsets:
@@ -336,8 +336,13 @@ class MirrorEngine:
     def _committed(self, err, partitions) -> None:
         """The consumer's commit callback: record what the group coordinator confirmed."""
         if err is not None:
+            # a commit needs READ on the group and on each topic; the refused topics carry their own error
             if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
                 self.deny(Denied("READ", "group", self.group, "source"))
+            refused = sorted({tp.topic for tp in partitions or () if tp.error is not None
+                              and tp.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED})
+            if refused:
+                self.deny(Denied("READ", "topic", ", ".join(refused), "source"))
             log.warning("commit failed (will retry): %s", err.str())
             return
         for tp in partitions:
