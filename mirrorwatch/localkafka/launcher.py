@@ -248,7 +248,10 @@ class LocalCluster:
     def _wait_ready(self, deadline: float) -> None:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({**self.client_config(), "socket.connection.setup.timeout.ms": 1000,
+        # a TLS and SCRAM handshake with a JVM still warming up can take seconds on a busy machine; the setup
+        # timeout covers it, so 1 s (plenty for PLAINTEXT) would fail every attempt there
+        setup_ms = 1000 if self.security == "plaintext" else 10000
+        admin = AdminClient({**self.client_config(), "socket.connection.setup.timeout.ms": setup_ms,
                              "reconnect.backoff.max.ms": 200, "log_level": 0})
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
