@@ -7,6 +7,7 @@ import logging
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
+from ..core.access import connection_problem, serve_callbacks
 from ..core.clients import make_admin
 from ..core.config import Config
 from ..core.naming import ReplicationPolicy
@@ -21,7 +22,9 @@ class ProbeUnknown(Exception):
 
 class ClusterUnreachable(ProbeUnknown):
     def __init__(self, role: str, alias: str, bootstrap: str, reason: str):
-        super().__init__(f"cannot reach {role} cluster '{alias}' at {bootstrap}: {redact_text(reason)}")
+        # a failed SASL or TLS handshake looks like a timeout to the request: say what it really was
+        problem = connection_problem(bootstrap, alias)
+        super().__init__(problem or f"cannot reach {role} cluster '{alias}' at {bootstrap}: {redact_text(reason)}")
         self.role, self.alias, self.bootstrap = role, alias, bootstrap
 
 
@@ -64,6 +67,7 @@ class FlowTopics:
         try:
             md = self._admins[role].list_topics(topic, timeout=timeout_s)
         except KafkaException as exc:
+            serve_callbacks(self._admins[role])
             raise ClusterUnreachable(role, *self._where(role), _reason(exc)) from None
         if not md.brokers:
             raise ClusterUnreachable(role, *self._where(role), "no brokers in the metadata answer")
@@ -132,6 +136,7 @@ def warm_up(producer, topics: FlowTopics, partition: int, timeout_s: float) -> N
     try:
         producer.list_topics(topics.source_topic, timeout=timeout_s)
     except KafkaException as exc:
+        serve_callbacks(producer)
         raise ClusterUnreachable("source", topics.source_alias, topics.source_cluster.bootstrap_servers, _reason(exc)) from None
     failed: list = []
     producer.produce(topics.source_topic, value=b"", partition=partition, headers=[(WARM_UP_HEADER, b"1")],

@@ -10,6 +10,7 @@ from typing import Callable
 
 import click
 
+from .access import AccessProblem, any_connection_problem
 from .config import ConfigError
 from .redact import install_log_redaction, redact_text
 
@@ -81,6 +82,8 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
             _fail(prog, str(exc), config_exit_code)
         except UserError as exc:
             _fail(prog, str(exc), exc.exit_code, exc.hard)
+        except AccessProblem as exc:
+            _fail(prog, str(exc), exc.exit_code if exc.exit_code is not None else internal_exit_code)
         except KeyboardInterrupt:
             sys.exit(130)
         except (SystemExit, GeneratorExit):
@@ -96,7 +99,9 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
 
 def _report(prog: str, message: str, code: int, as_json: bool = False, json_fields: dict | None = None,
             hard: bool = False) -> None:
-    line = redact_text(message)
+    # A failed SASL/TLS handshake makes requests time out; whatever the command concluded ("cannot reach",
+    # a timeout), the recorded handshake failure is the cause the user can fix.
+    line = redact_text(any_connection_problem() or message)
     if as_json:
         click.echo(json.dumps({**(json_fields or {}), "error": line, "exit_code": code}))
     click.echo(f"{prog}: {line}", err=True)

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .access import register_cluster
 from .redact import MASK, is_secret_key, register_secret
 
 ENV_PREFIX = "MIRRORWATCH__"
@@ -341,7 +342,8 @@ def config_from_dict(raw: dict, origin: str = "config") -> Config:
         raise ConfigError(f"config error in {origin}: {exc.key}: {exc.problem}") from None
     except ValidationError as exc:
         raise ConfigError(f"config error in {origin}: {_describe(exc)}") from None
-    for cluster in config.clusters.values():
+    for alias, cluster in config.clusters.items():
+        register_cluster(alias, cluster.properties)  # so an authentication failure can name the cluster
         for key, value in cluster.properties.items():
             if is_secret_key(key):
                 register_secret(value)

@@ -26,6 +26,8 @@ from collections import deque
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ..core.access import AccessProblem, Denied, error_of, is_denied, wait_for_connection
+from ..core.access import denied as access_denied
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
 from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
@@ -35,11 +37,12 @@ from .lifecycle import EngineLifecycle
 from .outage import ClustersUnreachable
 from .own_topics import internal_topic_names
 from .records_lost import RecordsLostDetection
-from .topics import TargetTopics, TopicFilter, list_matching
+from .topics import TargetTopics, TopicFilter, check_named_topics, list_matching
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 
+ACCESS_CHECK_S = 10.0  # at start: how long to wait for each cluster's first metadata (a failed handshake ends it sooner)
 IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle: commit and sync exactly
 
 
@@ -144,6 +147,7 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         self.failures: list[tuple[str, int, int, str, int, KafkaError]] = []  # topic, partition, offset, target, size, error
         self.lost: list[tuple[str, int, int, int]] = []  # topic, partition, [first, end) lost; the engine stops
         self.records_lost: dict[tuple[str, int], int] = {}  # counted under mirror.on_records_lost: continue
+        self.access_problem: AccessProblem | None = None  # an ACL or credential problem: stop, say it, exit 1
 
         self._stop = threading.Event()
         self._pending_subscription: list[str] | None = None
@@ -204,6 +208,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
                 self.refresh_topics(with_configs)
                 if with_configs:
                     last_config_sync = time.monotonic()
+            except Denied as denied:
+                self.deny(denied)
+                return
             except Exception as exc:  # a cluster away for a while: try again next round
                 self._retrying("topic refresh failed (will retry): %s", exc)
 
@@ -335,6 +342,8 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
+            if error_of(exc) is not None and error_of(exc).code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                self.deny(Denied("READ", "group", self.group, "source"))  # a refused topic is named by the fetch
             self._retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         for tp in offsets:
@@ -345,6 +354,10 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
     def _committed(self, err, partitions) -> None:
         """The consumer's commit callback: record what the group coordinator confirmed."""
         if err is not None:
+            # A commit needs READ on the group and on each topic. A refused topic is not named here: the client
+            # marks every partition of the commit refused, so the fetch error (which names the topic) says it.
+            if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                self.deny(Denied("READ", "group", self.group, "source"))
             self._retrying("commit failed (will retry): %s", err.str())
             return
         for tp in partitions:
@@ -366,10 +379,19 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
             self._produce_internal(self.syncs_topic, sync.key(), sync.to_value())
             state.synced_acked, state.synced_read = state.acked_next, state.read_next
 
+    def _internal_delivered(self, err, msg) -> None:
+        if err is not None and is_denied(err):
+            self.deny(Denied("WRITE", "topic", msg.topic(), "target"))
+
     def _produce_internal(self, topic: str, key: bytes, value: bytes) -> None:
         while True:
             try:
-                self.producer.produce(topic, key=key, value=value)
+                self.producer.produce(topic, key=key, value=value, on_delivery=self._internal_delivered)
+                return
+            except KafkaException as exc:  # refused at once when the client already knows it may not write there
+                if not is_denied(exc):
+                    raise
+                self.deny(Denied("WRITE", "topic", topic, "target"))
                 return
             except BufferError:
                 self.producer.poll(0.1)  # reports served here are settled by the caller's round
@@ -392,7 +414,11 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         reseeked: set[tuple[str, int]] = set()
         for msg in messages:
             if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
+                if msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    self.deny(Denied("READ", "group", self.group, "source"))
+                elif msg.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    self.deny(Denied("READ", "topic", msg.topic() or ", ".join(self._subscribed), "source"))
+                elif msg.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consume error: %s", msg.error().str())
                 continue
             topic, partition = msg.topic(), msg.partition()
@@ -472,6 +498,8 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         if not self.failures:
             return None
         topic, partition, offset, target_topic, size, err = self.failures[0]
+        if is_denied(err):
+            return str(self._as_problem(Denied("WRITE", "topic", target_topic, "target")))
         if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             # the broker refuses the whole batch holding a too-large record: name the largest one
             topic, partition, offset, target_topic, size, err = max(self.failures, key=lambda f: f[4])
@@ -479,13 +507,29 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         return (f"cannot mirror {topic}[{partition}] offset {offset}{detail} to {self.flow.target}:{target_topic}: "
                 f"{err.str()} ({err.name()}); stopped without skipping it")
 
+    # ------------------------------------------------------------------ access (credentials and ACLs)
+    def _as_problem(self, denied: Denied) -> AccessProblem:
+        alias = self.flow.source if denied.role == "source" else self.flow.target
+        cluster = self.source_cluster if denied.role == "source" else self.target_cluster
+        return access_denied(denied.operation, denied.resource_type, denied.resource, alias, cluster.properties)
+
+    def deny(self, denied: Denied) -> None:
+        """From any thread: an ACL is missing. The engine stops (committing what was acknowledged) and exits 1
+        with one line naming the operation and resource; retrying cannot make an ACL appear."""
+        if self.access_problem is None:
+            self.access_problem = self._as_problem(denied)
+            log.error("%s", self.access_problem)
+        self._stop.set()
+
+    def _check_access(self) -> None:
+        """Credentials and TLS first: a failed handshake would otherwise surface as a metadata timeout."""
+        for alias, cluster, admin in ((self.flow.source, self.source_cluster, self.source_admin),
+                                      (self.flow.target, self.target_cluster, self.target_admin)):
+            wait_for_connection(admin, cluster.bootstrap_servers, alias, ACCESS_CHECK_S)
+        check_named_topics(self.source_admin, self.flow, {self.settings.heartbeats_topic, self.config.canary.topic})
+
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
-        if not self.start_background():
-            self.watch.stop()
-            if self.gave_up:
-                raise ClustersUnreachable(self.gave_up)
-            return
         next_commit = time.monotonic() + self.settings.commit_interval_s
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
@@ -493,6 +537,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         sync_interval = self.sync_interval_s
         next_sync = time.monotonic() + sync_interval
         try:
+            # inside the try: a start refused (credentials, ACLs) still closes the clients before the exit
+            if not self.start_background():
+                self._stop.set()  # stopped, or gave up on a cluster that stayed away, before the start-up steps
             while not self._stop.is_set():
                 self._apply_subscription()
                 if not self._subscribed:
@@ -535,6 +582,8 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
                     next_sync = now + sync_interval
         finally:
             self._shutdown()
+        if self.access_problem is not None:
+            raise self.access_problem
         if self.failures:
             raise MirrorFailure(self.failure_message())
         if self.lost:

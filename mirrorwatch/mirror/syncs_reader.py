@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
+from ..core.access import is_denied
 from ..core.clients import make_consumer
 from ..core.config import ClusterConfig
 from ..core.reading import read_to_end
@@ -26,6 +27,8 @@ class OffsetSyncReader:
         """Read what arrived since the last call, up to the topic's current end (bounded by ``timeout_s``)."""
         if self._positions is None:
             md = self._consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
+            if md is not None and md.error is not None and is_denied(md.error):
+                raise KafkaException(md.error)  # not "no syncs yet": the principal may not see the topic
             if md is None or md.error is not None:
                 return self.store  # no syncs yet
             self._positions = {(self.topic, p): 0 for p in md.partitions}
