@@ -109,8 +109,12 @@ def print_tables(snap: Snapshot) -> None:
 
     console = Console(soft_wrap=False, width=max(160, Console().width))
     for v in snap.views:
-        title = (f"flow {v.flow}: {v.cluster} → {v.target}, group {v.group}" if v.kind == "mirror"
-                 else f"group {v.group} on {v.cluster}")
+        if v.kind == "mirror" and v.engine == "mm2":
+            title = f"flow {v.flow}: {v.cluster} → {v.target}, MirrorMaker 2 ({v.group})"
+        elif v.kind == "mirror":
+            title = f"flow {v.flow}: {v.cluster} → {v.target}, group {v.group}"
+        else:
+            title = f"group {v.group} on {v.cluster}"
         table = Table(title=f"{title} — {v.status_name}", title_justify="left")
         mirror = v.kind == "mirror"
         headers = ["TOPIC", "PARTITION", "SOURCE-END", "COMMITTED", "COMMITTED-LAG"]
@@ -146,6 +150,8 @@ def _totals_line(v: GroupView, rows: list[dict]) -> str:
         parts += [f"read-lag {_n(total('read_lag'))}", f"true-lag {_n(total('true_lag'))}",
                   f"max time-lag {_t(max(times) if times else None)}",
                   f"forecast {describe_forecast(max(finite) if finite else None)}"]
+    if v.engine == "mm2":
+        parts.append(f"heartbeat {_t(v.heartbeat_age_s)}")
     parts.append(f"status {v.status_name}")
     if v.group_status != G_UNKNOWN:
         parts.append(f"window complete {v.complete:.0%}")

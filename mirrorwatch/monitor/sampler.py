@@ -28,6 +28,7 @@ from .evaluator import WindowSet, summarize
 from .flows import mirrored_topics, policy_of
 from .kafka_io import ClusterReader, ClusterUnreachable
 from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, target_behind
+from .mm2 import mm2_trackers, sample_mm2_flow
 from .model import GroupView, Snapshot
 from .status import G_NOTFOUND, G_UNKNOWN, P_UNKNOWN
 from .syncs import UNUSED_GROUP, OffsetSyncTracker
@@ -60,7 +61,10 @@ class Sampler:
         self.timeout_s = timeout_s if timeout_s is not None else max(1.0, min(10.0, settings.interval_s))
         self.readers = {alias: ClusterReader(alias, c, self.timeout_s) for alias, c in config.clusters.items()}
         self.trackers: dict[tuple[str, str], OffsetSyncTracker] = {}
+        self.mm2 = mm2_trackers(config)
         for flow in config.flows.values():
+            if flow.mirror is not None:
+                continue  # MirrorMaker 2 keeps its own records (monitor/mm2.py)
             key = (flow.source, flow.target)
             if key not in self.trackers:
                 self.trackers[key] = OffsetSyncTracker(config.clusters[flow.target], offset_syncs_topic(flow.source),
@@ -77,10 +81,14 @@ class Sampler:
         for tracker in self.trackers.values():
             if tracker._thread is None:
                 tracker.start()
+        for trackers in self.mm2.values():
+            trackers.start()
 
     def close(self) -> None:
         for tracker in self.trackers.values():
             tracker.close()
+        for trackers in self.mm2.values():
+            trackers.close()
         for reader in self.ts_readers.values():
             reader.close()
         # AdminClient has no close(): dropping the references lets librdkafka destroy the handles now
@@ -101,8 +109,9 @@ class Sampler:
                     topics[alias] = exc
             views = []
             for name, flow in self.config.flows.items():
+                group = flow.mirror.connector if flow.mirror else mirror_group(flow.source, flow.target, flow.group)
                 views.append(self._guarded(("mirror", name, flow.source), flow.source, flow.target,
-                                           mirror_group(flow.source, flow.target, flow.group), name, topics, ts))
+                                           group, name, topics, ts))
             for watched in self.config.monitor.groups:
                 if any(v.cluster == watched.cluster and v.group == watched.group for v in views):
                     continue  # already watched as a flow's mirror group
@@ -134,8 +143,9 @@ class Sampler:
 
     def _unknown(self, flow, cluster, target, group, state: _GroupState, ts, error) -> GroupView:
         n = len(state.keys)
+        mm2 = bool(flow) and self.config.flows[flow].mirror is not None
         return GroupView(kind="mirror" if flow else "group", flow=flow, cluster=cluster, target=target, group=group,
-                         ts_ms=ts, group_status=G_UNKNOWN, error=error, last_ok_ms=state.last_ok_ms,
+                         ts_ms=ts, group_status=G_UNKNOWN, engine="mm2" if mm2 else "mirrorwatch", error=error, last_ok_ms=state.last_ok_ms,
                          topics=[k[0] for k in state.keys], partitions=[k[1] for k in state.keys],
                          status=np.full(n, P_UNKNOWN, np.int8))
 
@@ -159,6 +169,8 @@ class Sampler:
         src, dst = self.readers[flow.source], self.readers[flow.target]
         source_topics = topics[flow.source]
         keys = [(t, p) for t in mirrored_topics(flow, source_topics) for p in range(source_topics[t])]
+        if name in self.mm2:
+            return sample_mm2_flow(self, name, state, topics, keys)
         policy = policy_of(flow)
 
         members, committed_map = src.group(group)
