@@ -28,6 +28,7 @@ class PartitionFacts:
     checkpoint_duplicates: int | None  # re-delivery already in the checkpoint's translation
     checkpoint_age_s: float | None
     true_lag: int  # records of this partition not yet on the target
+    approximate: str | None = None  # why the checkpoint is only an approximate translation (MM2: commit past its syncs)
 
 
 @dataclass
@@ -57,6 +58,8 @@ def judge_group(group: str, facts: list[PartitionFacts], active_on_target: bool,
         # the group has consumed (committed − checkpoint) more since the checkpoint: those re-deliver too
         v.duplicates += (f.committed - f.checkpoint_upstream) + (f.checkpoint_duplicates or 0)
         v.lost += f.true_lag
+        if f.approximate:
+            costly.append(f.approximate)
         if f.checkpoint_age_s is not None:
             v.oldest_checkpoint_s = max(v.oldest_checkpoint_s or 0.0, f.checkpoint_age_s)
     if not facts:

@@ -26,7 +26,7 @@ from ..core.mm2 import (aliases, any_heartbeat, decode_connect_offset, decode_of
                         mm2_topics)
 from .evaluator import summarize
 from .lag import _lag, target_behind
-from .mm2_lag import target_side_acked_next
+from ..core.mm2_lag import target_side_acked_next
 from .syncs import OffsetSyncTracker
 
 
