@@ -104,11 +104,13 @@ def test_translation_coverage_reasons():
                "idle": {("orders", 0): 400}, "beyond": {("orders", 0): 900}}
     checkpoints = {"fresh": {("orders", 0): cp(500)}, "stale": {("orders", 0): cp(450, now - 120_000)},
                    "idle": {("orders", 0): cp(400, now - 600_000)}, "beyond": {("orders", 0): cp(900)}}
-    out = translation_coverage(commits, checkpoints, {("orders", 0): 800}, now, 60)
+    out = translation_coverage(commits, checkpoints, {("orders", 0): 800}, now, 60, {("fresh", "orders", 0): 95})
     assert (out["groups"], out["translated"], out["ratio"]) == (5, 2, 0.4)
     reasons = {u["group"]: u["reason"] for u in out["untranslated"]}
     assert set(reasons) == {"none", "stale", "beyond"}  # an old checkpoint at the group's (unchanged) commit is fine
     assert reasons["none"].startswith("no checkpoint")
+    assert out["approximate"] == [{"group": "fresh", "redelivered": 95,
+                                   "reason": "translated through an older offset sync: resuming re-delivers 95 records"}]
     assert "120 s old" in reasons["stale"]
     assert "beyond the last offset sync (800)" in reasons["beyond"]
 

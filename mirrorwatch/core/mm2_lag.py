@@ -56,16 +56,20 @@ def checkpoint_redelivery(syncs: list[tuple[int, int]], cp_upstream: int, cp_dow
 
 
 def translation_coverage(commits: dict[str, dict[tuple[str, int], int]], checkpoints: dict[str, dict],
-                         last_sync_upstream: dict[tuple[str, int], int], now_ms: int, max_age_s: float) -> dict:
+                         last_sync_upstream: dict[tuple[str, int], int], now_ms: int, max_age_s: float,
+                         redelivery: dict[tuple[str, str, int], int] | None = None) -> dict:
     """Of the groups with commits on mirrored partitions, which have a usable checkpoint for every one of them.
 
     ``checkpoints[group][(topic, partition)]`` has ``upstream_offset`` and ``ts_ms`` (source topic names).
-    Reasons, first found per group: no checkpoint; checkpoint older than ``max_age_s`` and behind the commit;
-    commit beyond the last sync (MM2 can only translate it approximately, to the last sync + 1).
+    Untranslated, with the first reason found per group: no checkpoint; checkpoint older than ``max_age_s`` and
+    behind the commit; commit beyond the last sync (MM2 can then only translate it to the last sync + 1).
+    Translated but approximate: ``redelivery[(group, topic, partition)] > 0`` records are read again on resuming
+    (MM2 translated the commit through an older sync than the commit's own position).
     """
-    untranslated = []
+    untranslated, approximate = [], []
+    redelivery = redelivery or {}
     for group in sorted(commits):
-        reason = None
+        reason, again = None, 0
         for (topic, partition), committed in sorted(commits[group].items()):
             cp = checkpoints.get(group, {}).get((topic, partition))
             where = f"{topic}[{partition}]"
@@ -79,9 +83,13 @@ def translation_coverage(commits: dict[str, dict[tuple[str, int], int]], checkpo
                           f"({last_sync_upstream[(topic, partition)]}): translated approximately")
             if reason:
                 break
+            again += redelivery.get((group, topic, partition)) or 0
         if reason:
             untranslated.append({"group": group, "reason": reason})
+        elif again > 0:
+            approximate.append({"group": group, "redelivered": again,
+                                "reason": f"translated through an older offset sync: resuming re-delivers {again} records"})
     count = len(commits)
     translated = count - len(untranslated)
     return {"groups": count, "translated": translated, "ratio": None if count == 0 else round(translated / count, 4),
-            "untranslated": untranslated}
+            "untranslated": untranslated, "approximate": approximate}

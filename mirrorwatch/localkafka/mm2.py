@@ -75,6 +75,11 @@ class LocalMirrorMaker2:
         except subprocess.TimeoutExpired:
             self.kill()
 
+    running = is_running  # the test harness's wait_until(alive=...) asks running(), proc and log_text()
+
+    def log_text(self) -> str:
+        return self.out_path.read_text(errors="replace") if self.out_path.exists() else ""
+
     def log_tail(self, lines: int = 20) -> str:
         text = self.out_path.read_text(errors="replace") if self.out_path.exists() else ""
         return "\n".join(text.strip().splitlines()[-lines:])

@@ -129,7 +129,7 @@ def _check(config_path, flow, groups, as_json):
         max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
     names = list(groups) or source_groups(source_admin, f, {own_group} if own_group else set())
     verdicts, now = [], time.time() * 1000
-    commits_by_group = {}
+    commits_by_group, redelivery = {}, {}
     for group in names:
         committed = {k: v for k, v in committed_offsets(source_admin, group).items() if k in true_lag}
         commits_by_group[group] = committed
@@ -142,10 +142,14 @@ def _check(config_path, flow, groups, as_json):
             if cp is not None and mm2 is not None:
                 # MM2 translates to the newest sync it kept (+1): the re-delivery that adds, from the sync history
                 duplicates = checkpoint_redelivery(mm2.syncs.get((t, p), []), cp.upstream_offset, cp.downstream_offset)
+                redelivery[(group, t, p)] = duplicates
                 last = mm2.latest_sync.get((t, p))
                 if last is not None and c > last[0] + 1:
                     approximate = (f"{t}[{p}]: commit {c} is beyond MM2's last offset sync ({last[0]}): "
                                    f"translated approximately")
+                elif duplicates:
+                    approximate = (f"{t}[{p}]: MM2 translated the checkpoint through an older offset sync: "
+                                   f"approximate, {duplicates} records re-delivered")
             facts.append(PartitionFacts(t, p, c, cp.upstream_offset if cp else None, cp.downstream_offset if cp else None,
                                         duplicates, (now - cp.ts_ms) / 1000 if cp else None, true_lag[(t, p)],
                                         approximate))
@@ -153,7 +157,7 @@ def _check(config_path, flow, groups, as_json):
                                     heartbeat_age, config.canary.heartbeat_max_age_s))
     last_sync = {k: v[0] for k, v in mm2.latest_sync.items()} if mm2 is not None else {
         k: s.upstream_offset for k, s in store.latest.items()}
-    coverage = translation_coverage(commits_by_group, checkpoints, last_sync, int(now), max_age)
+    coverage = translation_coverage(commits_by_group, checkpoints, last_sync, int(now), max_age, redelivery)
     report = {
         "flow": flow_name, "source": f.source, "target": f.target, "mirror": "mm2" if mm2 is not None else "mirrorwatch",
         "coverage": coverage,
@@ -189,5 +193,6 @@ def _check(config_path, flow, groups, as_json):
         console.print("no consumer groups to judge (none given, none match checkpoint_groups)")
     else:
         console.print(f"translation coverage: {coverage['translated']}/{coverage['groups']} groups have a usable checkpoint"
-                      + "".join(f"\n  {u['group']}: {u['reason']}" for u in coverage["untranslated"]))
+                      + "".join(f"\n  {u['group']}: {u['reason']}" for u in coverage["untranslated"])
+                      + "".join(f"\n  {u['group']} (approximate): {u['reason']}" for u in coverage["approximate"]))
     return code
