@@ -190,7 +190,8 @@ def _resume_and_count(env, group, cps: dict[int, int], committed: dict[int, int]
     consumer = Consumer({"bootstrap.servers": env.target.bootstrap, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest"})
     consumer.subscribe([target_topic])
-    again, reached, deadline = 0, set(), time.monotonic() + 30
+    ends = end_offsets(env.target.bootstrap, target_topic)
+    again, reached, deadline = 0, {p for p in committed if cps[p] >= ends[p]}, time.monotonic() + 30
     while len(reached) < len(committed) and time.monotonic() < deadline:
         msg = consumer.poll(0.5)
         if msg is None or msg.error():
@@ -276,10 +277,13 @@ def test_sigkill_mm2_then_restart(mm2_env):
 
         def stopped():
             view = next(v for v in sampler.sample().flow_views() if v.flow == "ew")
-            statuses.append(view.status_name)
+            statuses.append((view.status_name, view.heartbeat_age_s, view.error, view.rows()[:1]))
             return view.status_name in ("STOP", "ERR") and view.heartbeat_age_s is not None and view.heartbeat_age_s > 5
 
-        wait_until(stopped, 60, 1, "the evaluator to stop the MM2 flow")
+        try:
+            wait_until(stopped, 60, 1, "the evaluator to stop the MM2 flow")
+        except AssertionError:
+            raise AssertionError(f"statuses: {statuses[:3]} ... {statuses[-3:]}") from None
         dead = run_check(env.config_path, timeout_s=5)
         assert dead.rc == 2 and dead.body["status"] == "CRITICAL", dead.stdout
         env.mm2.start()

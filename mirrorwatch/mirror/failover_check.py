@@ -150,9 +150,11 @@ def _check(config_path, flow, groups, as_json):
                 elif duplicates:
                     approximate = (f"{t}[{p}]: MM2 translated the checkpoint through an older offset sync: "
                                    f"approximate, {duplicates} records re-delivered")
+            cp_age = (now - cp.ts_ms) / 1000 if cp else None
+            if mm2 is not None and cp is not None and cp.upstream_offset == c:
+                cp_age = None  # MM2 writes a checkpoint only when the group's offset moves: one at the commit is current
             facts.append(PartitionFacts(t, p, c, cp.upstream_offset if cp else None, cp.downstream_offset if cp else None,
-                                        duplicates, (now - cp.ts_ms) / 1000 if cp else None, true_lag[(t, p)],
-                                        approximate))
+                                        duplicates, cp_age, true_lag[(t, p)], approximate))
         verdicts.append(judge_group(group, facts, group_is_active(target_admin, group), max_age,
                                     heartbeat_age, config.canary.heartbeat_max_age_s))
     last_sync = {k: v[0] for k, v in mm2.latest_sync.items()} if mm2 is not None else {
