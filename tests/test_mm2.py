@@ -264,37 +264,59 @@ def test_commit_beyond_the_last_sync_is_reported(mm2_env):
                                     f"offset sync ({last}): translated approximately"}]
 
 
-def test_sigkill_mm2_then_restart(mm2_env):
-    """MM2 killed: the evaluator stops the flow, heartbeats go stale, the canary goes CRITICAL; restarted: all recover."""
+def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
+    """MM2 killed under traffic: the evaluator goes to ERR (partitions STOP), heartbeats go stale, the canary goes
+    CRITICAL, and the shipped alerts fire on a real Prometheus scraping the real `monitor run` and `canary run`
+    (every ``for:`` 5 s, thresholds lowered as in test_grafana_real_exporters). Restarted: all recover."""
+    import yaml
+
+    from .prometheus_server import free_port, prometheus_server, write_rules_copy
+    from .services import Service
+    from .test_grafana_real_exporters import BIN, Traffic
+
     env = mm2_env
-    sampler = Sampler(env.config(), timeout_s=5)
+    # MM2 has a committed position for every partition of the flow before it dies
+    produce_numbered(env.source.bootstrap, LAG_TOPIC, 30, partitions=3)
+    ends = end_offsets(env.source.bootstrap, LAG_TOPIC)
+    wait_until(lambda: all(_connect_offsets(env.target.bootstrap).get((LAG_TOPIC, p)) == e for p, e in ends.items()), 60, 0.5,
+               "MM2 committed the first records")
+    ports = {"monitor": free_port(), "canary": free_port()}
+    body = json.loads(json.dumps(env.config_dict))
+    body["monitor"].update({"metrics_port": ports["monitor"], "window": 5})
+    body["canary"].update({"metrics_port": ports["canary"], "interval_s": 1})
+    path = tmp_path / "services.yaml"
+    path.write_text(yaml.safe_dump(body))
+    rules = write_rules_copy(tmp_path / "rules.yml", "5s", {"MirrorwatchTrueLagHigh": 100, "MirrorwatchHeartbeatStale": 5})
+    services = [Service(n, [str(BIN / n), "run", "--config", str(path)], tmp_path) for n in ports]
+    traffic = Traffic(env.source.bootstrap, LAG_TOPIC).start()
+    alerts = {"MirrorwatchEvaluatorError", "MirrorwatchCanaryCritical", "MirrorwatchTrueLagHigh", "MirrorwatchHeartbeatStale"}
     try:
-        ok = run_check(env.config_path, timeout_s=30)
-        assert ok.rc == 0, (ok.stdout, ok.stderr)
-        env.mm2.kill()
-        produce_numbered(env.source.bootstrap, LAG_TOPIC, 300, partitions=3)
-        statuses = []
+        with prometheus_server({f"mirrorwatch-{n}": [f"127.0.0.1:{p}"] for n, p in ports.items()}, [rules],
+                               workdir=tmp_path / "prometheus") as prom:
+            def flow_value(expr):
+                return {r["metric"].get("flow"): float(r["value"][1]) for r in prom.query(expr)}.get("ew")
 
-        def stopped():
-            view = next(v for v in sampler.sample().flow_views() if v.flow == "ew")
-            statuses.append((view.status_name, view.heartbeat_age_s, view.error, view.rows()[:1]))
-            return view.status_name in ("STOP", "ERR") and view.heartbeat_age_s is not None and view.heartbeat_age_s > 5
+            def firing():
+                assert all(s.alive() for s in services), [s.log_tail() for s in services]
+                return {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"}
 
-        try:
-            wait_until(stopped, 60, 1, "the evaluator to stop the MM2 flow")
-        except AssertionError:
-            raise AssertionError(f"statuses: {statuses[:3]} ... {statuses[-3:]}") from None
-        dead = run_check(env.config_path, timeout_s=5)
-        assert dead.rc == 2 and dead.body["status"] == "CRITICAL", dead.stdout
-        env.mm2.start()
+            def healthy():
+                return (flow_value("flow_group:mirrorwatch_group_status:max") == 0 and flow_value("mirrorwatch_canary_status") == 0
+                        and flow_value('mirrorwatch_flow_info{mirror="mm2"}') == 1 and not alerts & firing())
 
-        def recovered():
-            view = next(v for v in sampler.sample().flow_views() if v.flow == "ew")
-            return view.status_name == "OK" and int(view.true_lag.sum()) == 0 and view.heartbeat_age_s < 5
-
-        wait_until(recovered, 240, 1, "the MM2 flow to recover after a restart",
-                   alive=env.mm2)
-        again = run_check(env.config_path, timeout_s=30)
-        assert again.rc == 0, again.stdout
+            prom.wait_for(healthy, 180, "the MM2 flow healthy in Prometheus")
+            assert run_check(path, timeout_s=30).rc == 0
+            env.mm2.kill()
+            prom.wait_for(lambda: alerts <= firing(), 180, f"{sorted(alerts)} firing after MM2 was killed")
+            assert flow_value("flow_group:mirrorwatch_group_status:max") == 2  # ERR: the partitions are STOP
+            assert flow_value("mirrorwatch_heartbeat_age_seconds") > 5
+            dead = run_check(path, timeout_s=5)
+            assert dead.rc == 2 and dead.body["status"] == "CRITICAL", dead.stdout
+            env.mm2.start()
+            prom.wait_for(lambda: env.mm2.is_running() and healthy(), 300, "the MM2 flow recovered after a restart")
+            assert flow_value("mirrorwatch_heartbeat_age_seconds") < 5
+            assert run_check(path, timeout_s=30).rc == 0
     finally:
-        sampler.close()
+        traffic.stop()
+        for service in services:
+            service.stop()
