@@ -241,6 +241,14 @@ def test_failover_check_predicts_the_redelivery_of_a_real_resume(mm2_env):
             assert any("older offset sync" in r for r in by_group[group]["reasons"]), by_group[group]
     coverage = report["coverage"]
     assert (coverage["groups"], coverage["translated"], coverage["untranslated"]) == (3, 3, [])
+    sampler = Sampler(env.config(), timeout_s=5)  # the monitor's figures: coverage and checkpoint age per group
+    try:
+        wait_until(lambda: sampler.coverage["ew"].tracker.caught_up.is_set(), 30, 0.5, "the monitor read the checkpoints")
+        monitored = next(v for v in sampler.sample().flow_views() if v.flow == "ew").coverage
+        assert (monitored["groups"], monitored["translated"], monitored["untranslated"]) == (3, 3, [])
+        assert set(monitored["checkpoint_age_s"]) == set(groups)
+    finally:
+        sampler.close()
     assert {a["group"] for a in coverage["approximate"]} == approximate
     assert f"mm2g-{RUN}-end" not in approximate  # MM2 syncs the last record it mirrors at each offset flush
 

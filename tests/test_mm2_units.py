@@ -146,3 +146,43 @@ def test_mm2_bad_kind_is_one_line():
 
     with pytest.raises(ConfigError, match=r"flows\.ew\.mirror\.kind"):
         _config(kind="mm3")
+
+
+# ------------------------------------------------------------------------------ surfaces
+
+
+def test_an_mm2_flow_is_marked_on_the_exporter_and_the_api():
+    import numpy as np
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from mirrorwatch.monitor.api import flow_body
+    from mirrorwatch.monitor.exporter import SnapshotCollector, TextRenderer
+
+    from .test_monitor_surfaces import mirror_view, snapshot
+
+    coverage = {"groups": 2, "translated": 1, "ratio": 0.5, "approximate": [], "checkpoint_age_s": {"billing": 3.5},
+                "untranslated": [{"group": "audit", "reason": "no checkpoint for orders[0]"}]}
+    mm2 = mirror_view(flow="mm2-flow", group="MirrorSourceConnector", engine="mm2", heartbeat_age_s=1.25,
+                      read_position=np.array([-1, -1], np.int64), read_lag=np.array([-1, -1], np.int64), coverage=coverage)
+    snap = snapshot(mirror_view(), mm2)
+    clock = lambda: 1_700_000_100.0  # noqa: E731
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(lambda: snap, clock))
+
+    def parse(text):
+        return sorted((s.name, tuple(sorted(s.labels.items())), s.value)
+                      for f in text_string_to_metric_families(text) for s in f.samples)
+
+    fast = parse(TextRenderer(clock).render(snap).decode())
+    assert fast == parse(generate_latest(registry).decode())
+    info = {dict(l)["flow"]: dict(l)["mirror"] for n, l, _ in fast if n == "mirrorwatch_flow_info"}
+    assert info == {"ew": "mirrorwatch", "mm2-flow": "mm2"}
+    assert ("mirrorwatch_heartbeat_age_seconds", (("flow", "mm2-flow"), ("source", "east"), ("target", "west")), 1.25) in fast
+    assert [v for n, l, v in fast if n == "mirrorwatch_translation_coverage_ratio"] == [0.5]
+    assert [dict(l)["group"] for n, l, _ in fast if n == "mirrorwatch_checkpoint_age_seconds"] == ["billing"]
+    kinds = {dict(l)["kind"] for n, l, _ in fast if n == "mirrorwatch_lag_records" and dict(l)["flow"] == "mm2-flow"}
+    assert kinds == {"committed", "true"}  # MM2 publishes no read position
+    body = flow_body(mm2)
+    assert (body["mirror"], body["heartbeat_age_s"], body["coverage"]["ratio"]) == ("mm2", 1.25, 0.5)
+    assert body["partitions"][0]["read_lag"] is None

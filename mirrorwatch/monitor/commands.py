@@ -134,6 +134,10 @@ def print_tables(snap: Snapshot) -> None:
             table.add_row(*cells)
         console.print(table)
         console.print(_totals_line(v, rows))
+        if v.coverage and v.coverage["groups"]:
+            c = v.coverage
+            console.print(f"translation coverage {c['translated']}/{c['groups']} groups"
+                          + "".join(f"\n  {u['group']}: {u['reason']}" for u in c["untranslated"]))
         if v.error:
             console.print(f"  reason: {v.error}")
 

@@ -16,7 +16,7 @@ import math
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from .evaluator import WindowSet, summarize
 from .flows import mirrored_topics, policy_of
 from .kafka_io import ClusterReader, ClusterUnreachable
 from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, target_behind
+from .coverage import CoverageWatch
 from .mm2 import mm2_trackers, sample_mm2_flow
 from .model import GroupView, Snapshot
 from .status import G_NOTFOUND, G_UNKNOWN, P_UNKNOWN
@@ -62,6 +63,7 @@ class Sampler:
         self.readers = {alias: ClusterReader(alias, c, self.timeout_s) for alias, c in config.clusters.items()}
         self.trackers: dict[tuple[str, str], OffsetSyncTracker] = {}
         self.mm2 = mm2_trackers(config)
+        self.coverage = {name: CoverageWatch(config, name, flow) for name, flow in config.flows.items()}
         for flow in config.flows.values():
             if flow.mirror is not None:
                 continue  # MirrorMaker 2 keeps its own records (monitor/mm2.py)
@@ -83,12 +85,17 @@ class Sampler:
                 tracker.start()
         for trackers in self.mm2.values():
             trackers.start()
+        for watch in self.coverage.values():
+            if watch.tracker._thread is None:
+                watch.tracker.start()
 
     def close(self) -> None:
         for tracker in self.trackers.values():
             tracker.close()
         for trackers in self.mm2.values():
             trackers.close()
+        for watch in self.coverage.values():
+            watch.tracker.close()
         for reader in self.ts_readers.values():
             reader.close()
         # AdminClient has no close(): dropping the references lets librdkafka destroy the handles now
@@ -170,7 +177,9 @@ class Sampler:
         source_topics = topics[flow.source]
         keys = [(t, p) for t in mirrored_topics(flow, source_topics) for p in range(source_topics[t])]
         if name in self.mm2:
-            return sample_mm2_flow(self, name, state, topics, keys)
+            view = sample_mm2_flow(self, name, state, topics, keys)
+            last_sync = {k: s.upstream_offset for k, s in self.mm2[name].syncs.latest().items()}
+            return replace(view, coverage=self.coverage[name].refresh(src, set(keys), last_sync, view.ts_ms))
         policy = policy_of(flow)
 
         members, committed_map = src.group(group)
@@ -204,13 +213,14 @@ class Sampler:
         summary = summarize(windows, statuses)
 
         time_lag = self._time_lag(flow.source, keys, lags.acked_next, lags.true_lag, source_end, ts)
+        coverage = self.coverage[name].refresh(src, set(keys), {k: s.upstream_offset for k, s in syncs.items()}, ts)
         catch_up, topic_catch_up = self._forecast(state, keys, ts, source_end, lags.acked_next, lags.true_lag)
         return self._view("mirror", name, flow.source, flow.target, group, ts, summary, windows, keys,
                           statuses, source_end=source_end, committed=committed, read_position=lags.read_position,
                           acked_next=lags.acked_next, target_end=target_end, committed_lag=lags.committed_lag,
                           read_lag=lags.read_lag, true_lag=lags.true_lag, time_lag_s=time_lag,
                           target_behind=target_behind(target_end, sync_down), catch_up_s=catch_up,
-                          topic_catch_up_s=topic_catch_up, last_ok_ms=ts)
+                          topic_catch_up_s=topic_catch_up, last_ok_ms=ts, coverage=coverage)
 
     def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts) -> np.ndarray:
         out = np.where(true_lag == 0, 0.0, np.nan)
