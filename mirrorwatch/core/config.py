@@ -95,7 +95,8 @@ class MirrorMaker2Settings(_Section):
     offset_syncs_topic_location: Literal["source", "target"] = Field(
         "source", description="offset-syncs.topic.location: the cluster that holds the offset syncs")
     checkpoints_topic: str | None = Field(None, description="on the target; default <source_alias>.checkpoints.internal")
-    heartbeats_topic: str = Field("heartbeats", description="heartbeats.topic (MM2 writes its heartbeats on the target)")
+    heartbeats_topic: str = Field("heartbeats", description="MM2's heartbeats topic name (its heartbeat connector "
+                                  "writes it on the target; the source's, mirrored, is <source_alias>.heartbeats)")
     connector: str = Field("MirrorSourceConnector", description="the source connector's name in the Connect offsets")
     connect_offsets_topic: str | None = Field(
         None, description="the source connector's Connect offsets topic, on the target; default (dedicated mode) "
@@ -103,7 +104,6 @@ class MirrorMaker2Settings(_Section):
     offset_flush_interval_s: float = Field(
         60.0, gt=0, description="offset.flush.interval.ms / 1000: how often MM2 commits its source positions")
     emit_checkpoints_interval_s: float = Field(60.0, gt=0, description="emit.checkpoints.interval.seconds")
-    offset_lag_max: int = Field(100, ge=0, description="offset.lag.max: how far MM2 lets its offset syncs fall behind")
 
 
 class FlowConfig(_Section):
