@@ -33,8 +33,8 @@ GROUP_STATUS = ["OK", "WARN", "ERR", "STOP", "STALL", "REWIND", "NOTFOUND", "UNK
 GROUP_COLORS = ["green", "yellow", "red", "red", "red", "orange", "purple", "text"]
 CANARY_STATUS = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
 CANARY_COLORS = ["green", "yellow", "red", "text"]
-PARTITION_STATUS = ["OK", "WARN", "STOP", "STALL", "REWIND", "UNKNOWN"]
-PARTITION_COLORS = ["green", "yellow", "red", "red", "orange", "text"]
+PARTITION_STATUS = ["OK", "WARN", "STOP", "STALL", "REWIND", "UNKNOWN", "LOST"]
+PARTITION_COLORS = ["green", "yellow", "red", "red", "orange", "text", "dark-red"]
 
 
 def mappings(names: list[str], colors: list[str]) -> list[dict]:
@@ -120,8 +120,9 @@ def flows_dashboard() -> dict:
                      maps=mappings(CANARY_STATUS, CANARY_COLORS)))
     L.add(4, 5, stat("True lag", [target(f'sum by (flow) (mirrorwatch_lag_records{{kind="true",{F}}})', "{{flow}}")],
                      steps=((None, "green"), (10000, "red")), description="Alert threshold: 10000 records for 5m."))
-    L.add(4, 5, stat("Time lag", [target(f"max by (flow) (mirrorwatch_time_lag_seconds{{{F}}})", "{{flow}}")],
-                     unit="s", steps=((None, "green"), (120, "red"))))
+    L.add(4, 5, stat("RPO", [target(f"max by (flow) (mirrorwatch_flow_rpo_seconds{{{F}}})", "{{flow}}")],
+                     unit="s", steps=((None, "green"), (60, "red")),
+                     description="Age of the oldest source record not yet on the target. Alert: above 60 s for 2m."))
     L.add(4, 5, stat("Heartbeat age", [target(f"max by (flow) (mirrorwatch_canary_heartbeat_age_seconds{{{F}}})", "{{flow}}")],
                      unit="s", steps=((None, "green"), (60, "red"))))
 
@@ -167,6 +168,20 @@ def flows_dashboard() -> dict:
     L.add(12, 8, timeseries("Catch-up forecast", [target(
         f"max by (flow, topic) (mirrorwatch_catch_up_seconds{{{FT}}})", "{{flow}} {{topic}}")], unit="s",
         description="+Inf: not catching up."))
+    L.add(12, 8, timeseries("RPO seconds and the canary's replication latency", [
+        target(f"max by (flow) (mirrorwatch_flow_rpo_seconds{{{F}}})", "{{flow}} RPO"),
+        target(quantile("0.5", "mirrorwatch_canary_round_trip_seconds"), "{{flow}} canary p50", "B")],
+        unit="s", threshold=60,
+        description="RPO: the age of the oldest source record not yet on the target (the flow's worst partition), "
+                    "measured from the clusters every monitor cycle — page on it. The canary's latency measures "
+                    "its own probes; on a healthy mirror the two agree within a few hundred ms."))
+    L.add(12, 8, timeseries("Records lost before they were mirrored or consumed", [
+        target(f"sum by (flow, group, topic) (mirrorwatch_records_lost{{{F}}})", "{{group}} {{topic}} (monitor)"),
+        target(f"sum by (flow, topic) (mirrorwatch_mirror_records_lost_total{{{F}}})", "{{flow}} {{topic}} (engine skipped)",
+               "B")],
+        threshold=1,
+        description="Source log start past a group's committed offset (retention, DeleteRecords, a recreated "
+                    "topic). Any value above 0 pages (MirrorwatchRecordsLost)."))
     L.add(12, 8, state_timeline("Group status", [target(
         f"max by (flow, group) (mirrorwatch_group_status{{{F}}})", "{{flow}} {{group}}")],
         mappings(GROUP_STATUS, GROUP_COLORS)))

@@ -88,6 +88,11 @@ def test_target_side_acked_next(source_end, committed, up, down, target_end, exp
     assert int(target_side_acked_next([source_end], [committed], [up], [down], [target_end])[0]) == expected
 
 
+def test_identity_policy_trusts_only_mm2s_commit():
+    # other writers may share an identity-named target partition: its end offset proves nothing
+    assert int(target_side_acked_next([1000], [700], [950], [950], [980], one_to_one=False)[0]) == 700
+
+
 def test_redelivery_and_translation_from_the_sync_history():
     syncs = [(0, 0), (101, 101), (404, 404), (505, 505)]
     assert downstream_of(syncs, 500) == 500

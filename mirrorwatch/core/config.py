@@ -137,6 +137,14 @@ class MirrorSettings(_Section):
     refresh_interval_s: float = Field(30.0, gt=0, description="how often new matching topics are looked for")
     config_sync_interval_s: float = Field(60.0, gt=0, description="topic config / partition count sync period")
     offset_sync_every: int = Field(1000, ge=1, description="emit an offset sync at least every N records")
+    offset_sync_interval_s: float | None = Field(
+        None, gt=0, description="emit an offset sync for every partition that moved at least this often; default: "
+        "0.1 s under the identity policy (the monitor's true lag and RPO seconds rest on them there), the commit "
+        "interval under prefix (the monitor reads progress off the target's end offsets)")
+    on_records_lost: Literal["stop", "continue"] = Field(
+        "stop", description="source records removed before they were mirrored (retention, DeleteRecords, a "
+        "recreated topic): stop with one line and exit code 4, or continue, logging at ERROR and counting them "
+        "in mirrorwatch_mirror_records_lost_total")
     checkpoint_interval_s: float = Field(10.0, gt=0)
     heartbeats: bool = True
     heartbeat_interval_s: float = Field(1.0, gt=0)

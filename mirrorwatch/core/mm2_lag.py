@@ -13,9 +13,9 @@ Bounds (docs/mirrormaker2.md):
   under-reported; it is over-reported by at most the records mirrored between the two reads.
 - Source gaps after the newest sync (a transaction's commit marker at the tail, compacted offsets) have no target
   record: each over-reports by one offset until MM2's next sync (MM2 writes a sync at every gap it mirrors past).
-- Under the identity policy, records written to the target topic by anything but MM2 count as mirrored (they
-  raise the target end): true lag can then be under-reported by that many records. With the default (prefix)
-  policy only MM2 writes the target topic, and the estimate is never above the truth.
+- Under the identity policy records written to the target topic by anything but MM2 would count as mirrored, so
+  there only MM2's committed position is used (over-reports by up to one offset flush). With the default
+  (prefix) policy only MM2 writes the target topic, and the estimate is never above the truth.
 """
 
 from __future__ import annotations
@@ -23,10 +23,14 @@ from __future__ import annotations
 import numpy as np
 
 
-def target_side_acked_next(source_end, committed_next, sync_upstream, sync_downstream, target_end) -> np.ndarray:
+def target_side_acked_next(source_end, committed_next, sync_upstream, sync_downstream, target_end,
+                           one_to_one=True) -> np.ndarray:
+    """The monitor uses the same rule through ``monitor.lag.target_side_acked_next`` (issue 13's estimator);
+    this copy serves ``mirror failover check``, which may import only core. ``one_to_one`` False (identity
+    policy: other writers share the target partition): the target end proves nothing, MM2's commit counts."""
     end, com = np.asarray(source_end, np.int64), np.asarray(committed_next, np.int64)
     up, down, tend = (np.asarray(x, np.int64) for x in (sync_upstream, sync_downstream, target_end))
-    known = (up >= 0) & (down >= 0) & (tend > down)
+    known = bool(one_to_one) & (up >= 0) & (down >= 0) & (tend > down)
     est = np.where(known, up + (tend - down), -1)
     est = np.where((end >= 0) & (est >= 0), np.minimum(est, end), est)
     acked = np.maximum(est, com)  # -1 loses to any known value

@@ -20,6 +20,7 @@ PARTITION_MEANING = {
     "STALL": "the mirror commits but its offset does not move",
     "REWIND": "the mirror's committed offset went backwards",
     "WARN": "lag is not going down",
+    "LOST": "records were removed from the source before they were mirrored",
 }
 
 

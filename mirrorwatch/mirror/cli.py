@@ -46,7 +46,7 @@ def run(config_path: str, flow: str | None, verbose: bool) -> int:
     try:
         engine.run()
     except MirrorFailure as exc:
-        raise UserError(str(exc), 1) from None
+        raise UserError(str(exc), exc.exit_code) from None
     log.info("stopped cleanly")
     return 0
 

@@ -43,6 +43,15 @@ IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle:
 class MirrorFailure(Exception):
     """A record that cannot be written to the target: the engine stopped rather than skip it."""
 
+    exit_code = 1
+
+
+class RecordsLost(MirrorFailure):
+    """The source log start passed the engine's position (retention, DeleteRecords, a recreated topic): records
+    were removed before they were mirrored, and ``mirror.on_records_lost`` is ``stop``."""
+
+    exit_code = 4
+
 
 class PartitionState:
     """One assignment of one source partition. Records sent under it report back to its ``delivered``."""
@@ -68,8 +77,11 @@ class PartitionState:
         self.failed_at: int | None = None  # a record here could not be written: never commit past it
         self.synced_acked: int | None = None  # acked_next at the last offset sync
         self.synced_read: int | None = None
-        # an offset sync when the report of this many records' last one arrives
-        self.next_sync_at = engine.settings.offset_sync_every
+        # an offset sync when the report of this many records' last one arrives. The first record of an
+        # assignment gets one at once: records re-sent after a restart or rebalance sit on the target after the
+        # newest sync's downstream offset only as long as no sync maps past them (the monitor's target-side
+        # estimate counts the target records after that offset as distinct source records)
+        self.next_sync_at = 1
         self.round_msg = None  # the newest report of this poll round, settled by the engine's _finish_round
         self.round_entry: tuple[int, int, int] | None = None
 
@@ -127,6 +139,8 @@ class MirrorEngine:
         self.rebalances = 0
         self.heartbeats_sent = 0
         self.failures: list[tuple[str, int, int, str, int, KafkaError]] = []  # topic, partition, offset, target, size, error
+        self.lost: list[tuple[str, int, int, int]] = []  # topic, partition, [first, end) lost; the engine stops
+        self.records_lost: dict[tuple[str, int], int] = {}  # counted under mirror.on_records_lost: continue
 
         self._stop = threading.Event()
         self._pending_subscription: list[str] | None = None
@@ -370,6 +384,7 @@ class MirrorEngine:
         run_topic, run_partition = None, -1
         state = fifo = delivered = target_topic = None
         sent_records = sent_bytes = 0
+        expected = -1  # the offset the run's next record should have; a higher one is a jump (see _jumped)
         reseeked: set[tuple[str, int]] = set()
         for msg in messages:
             if msg.error():
@@ -390,10 +405,16 @@ class MirrorEngine:
                 target_topic = self.target_names.get(topic) or self._name(topic)
                 if state.acked_next is None:  # start position unknown at assignment: it is this record's offset
                     state.acked_next = msg.offset()
+                expected = state.read_next if state.read_next is not None else -1
             elif state is None:
                 continue
             offset = msg.offset()
-            state.read_next = offset + 1
+            if offset > expected >= 0 and self._jumped(state, expected, offset):
+                state.sent_records, state.sent_bytes = sent_records, sent_bytes
+                state = None  # stopping: nothing of this partition is sent past the lost records
+                continue
+            expected = offset + 1
+            state.read_next = expected
             headers = msg.headers()
             if headers is None:
                 headers = origin_only
@@ -428,6 +449,84 @@ class MirrorEngine:
         if state is not None:
             state.sent_records, state.sent_bytes = sent_records, sent_bytes
         self._serve(0)
+
+    # ------------------------------------------------------------------ records lost before they were mirrored
+    def _jumped(self, state: PartitionState, expected: int, offset: int) -> bool:
+        """The source skipped from ``expected`` to ``offset``. Transaction markers, aborted records and compaction
+        do that harmlessly; records lost to the log start (retention, DeleteRecords, a recreated topic: the
+        consumer's offset went out of range and auto.offset.reset moved it) do not. The log start the fetch
+        responses carry (librdkafka's cached low watermark; no request) tells them apart. Returns True when
+        the engine stops (``mirror.on_records_lost: stop``)."""
+        topic, partition = state.key
+        low = self._log_start(topic, partition, cached=True)
+        if low <= expected:
+            return False
+        return self._records_lost(state, expected, min(low, offset))
+
+    def _log_start(self, topic: str, partition: int, cached: bool) -> int:
+        try:
+            low, _high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5,
+                                                             cached=cached)
+        except KafkaException as exc:
+            log.warning("cannot read the log start of %s[%d]: %s", topic, partition, exc)
+            return -1
+        return low if low is not None else -1
+
+    def _records_lost(self, state: PartitionState, first: int, end: int) -> bool:
+        """Source offsets [first, end) were removed before the engine read them."""
+        topic, partition = state.key
+        count = end - first
+        if self.settings.on_records_lost == "stop":
+            state.failed(first)  # nothing is committed past the gap: the group still shows where it stopped
+            self.lost.append((topic, partition, first, end))
+            self._stop.set()
+            return True
+        self.records_lost[state.key] = self.records_lost.get(state.key, 0) + count
+        log.error("records lost before they were mirrored: %s[%d] offsets %d-%d (%d record(s)) were removed from "
+                  "the source (retention, DeleteRecords or a recreated topic); continuing at %d "
+                  "(mirror.on_records_lost: continue)", topic, partition, first, end - 1, count, end)
+        return False
+
+    def lost_message(self) -> str | None:
+        if not self.lost:
+            return None
+        topic, partition, first, end = self.lost[0]
+        more = f" (and {len(self.lost) - 1} more partition(s))" if len(self.lost) > 1 else ""
+        return (f"records lost before they were mirrored: {topic}[{partition}] offsets {first}-{end - 1} "
+                f"({end - first} record(s)) are gone from the source (retention, DeleteRecords or a recreated "
+                f"topic){more}; stopped without committing past them. To accept the loss, set "
+                f"mirror.on_records_lost: continue (counted in mirrorwatch_mirror_records_lost_total)")
+
+    def _advance_idle(self) -> None:
+        """Idle with nothing in flight: move each partition's read and acked positions to the consumer's position.
+
+        After a transaction's commit marker (or aborted records, or a compacted tail) the position is past
+        offsets that no consumer ever receives; publishing the last record + 1 would leave true lag ≥ 1 on an
+        idle transactional topic forever. A position past the log start's jump is checked like a jump in _send.
+        """
+        states = [st for st in self.partitions.values()
+                  if st.read_next is not None and not st.fifo and st.failed_at is None]
+        if not states:
+            return
+        try:
+            positions = self.consumer.position([TopicPartition(*st.key) for st in states])
+        except KafkaException as exc:
+            log.debug("consumer position: %s", exc)
+            return
+        for st, tp in zip(states, positions):
+            if tp.offset < 0 and tp.error is None:
+                # no record fetched since the assignment: a log start past our offset with nothing after it
+                # (every record deleted) shows only in the cached low watermark
+                low = self._log_start(tp.topic, tp.partition, cached=True)
+                if low > st.read_next and not self._jumped(st, st.read_next, low):
+                    st.read_next = st.acked_next = low
+                continue
+            if tp.offset > st.read_next and tp.error is None:
+                if self._jumped(st, st.read_next, tp.offset):
+                    continue
+                st.read_next = tp.offset
+                if st.acked_next is None or st.acked_next < tp.offset:
+                    st.acked_next = tp.offset
 
     def _produce_rejected(self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str) -> bool:
         """Returns True when the partition was sought back to ``offset`` (its later records come again)."""
@@ -479,6 +578,8 @@ class MirrorEngine:
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
         last_record = time.monotonic()
+        sync_interval = self.sync_interval_s
+        next_sync = time.monotonic() + sync_interval
         try:
             while not self._stop.is_set():
                 self._apply_subscription()
@@ -501,19 +602,31 @@ class MirrorEngine:
                 now = time.monotonic()
                 if not messages and self.in_flight == 0 and not idle_synced and now - last_record >= IDLE_FLUSH_S:
                     # idle flush: everything read is acknowledged; publish exact positions now
+                    self._advance_idle()
                     self._commit()
                     self._emit_syncs()
                     self._serve(0)
                     idle_synced = True
                     next_commit = now + self.settings.commit_interval_s
                 elif now >= next_commit:
+                    if not messages and self.in_flight == 0:
+                        # still idle: a commit marker written after the idle flush moved the position since
+                        self._advance_idle()
                     self._commit(sync=False)
                     self._emit_syncs()
                     next_commit = now + self.settings.commit_interval_s
+                    next_sync = now + sync_interval
+                elif now >= next_sync:
+                    # fresher in time than the commits: what the monitor's true lag and RPO seconds rest on
+                    # under the identity policy (see docs/monitor.md)
+                    self._emit_syncs()
+                    next_sync = now + sync_interval
         finally:
             self._shutdown()
         if self.failures:
             raise MirrorFailure(self.failure_message())
+        if self.lost:
+            raise RecordsLost(self.lost_message())
 
     def _read(self, batch: int, wait: float) -> list:
         """The next records: wait for the first one, then take what is already fetched without waiting.
@@ -530,6 +643,15 @@ class MirrorEngine:
 
     def stop(self) -> None:
         self._stop.set()
+
+    @property
+    def sync_interval_s(self) -> float:
+        """Offset syncs of moved partitions at least this often (``mirror.offset_sync_interval_s``; by default
+        0.1 s under the identity policy, where the monitor cannot read progress off the shared target topic,
+        and the commit interval under prefix, where the target's end offset already tells it)."""
+        if self.settings.offset_sync_interval_s is not None:
+            return self.settings.offset_sync_interval_s
+        return 0.1 if self.flow.policy == "identity" else self.settings.commit_interval_s
 
     @property
     def in_flight(self) -> int:

@@ -70,6 +70,12 @@ class EngineCollector:
         rebalances = CounterMetricFamily("mirrorwatch_mirror_rebalances", "Partition assignment changes", labels=names + ["group"])
         rebalances.add_metric(base + [e.group], e.rebalances)
         yield rebalances
+        lost = CounterMetricFamily("mirrorwatch_mirror_records_lost", "Source records removed (retention, "
+                                   "DeleteRecords, a recreated topic) before they were mirrored; counted under "
+                                   "mirror.on_records_lost: continue", labels=names + ["topic", "partition"])
+        for (topic, partition), count in sorted(e.records_lost.items()):
+            lost.add_metric(base + [topic, str(partition)], count)
+        yield lost
         heartbeats = CounterMetricFamily("mirrorwatch_mirror_heartbeats", "Heartbeats written to the source", labels=names)
         heartbeats.add_metric(base, e.heartbeats_sent)
         yield heartbeats

@@ -40,13 +40,13 @@ class Mm2State:
     checkpoints: dict[str, dict[tuple[str, int], Checkpoint]] = field(default_factory=dict)  # source topic names
     heartbeat_ms: int | None = None  # newest heartbeat that crossed the mirror (else MM2's own)
 
-    def acked_next(self, target_ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    def acked_next(self, target_ends: dict[tuple[str, int], int], one_to_one: bool = True) -> dict[tuple[str, int], int]:
         """Target-side estimate of the next source offset not yet on the target (uncapped: the caller has the ends)."""
         out = {}
         for key in set(self.latest_sync) | set(self.positions):
             u, d = self.latest_sync.get(key, (-1, -1))
             value = int(target_side_acked_next([-1], [self.positions.get(key, -1)], [u], [d],
-                                               [target_ends.get(key, -1)])[0])
+                                               [target_ends.get(key, -1)], one_to_one)[0])
             if value >= 0:
                 out[key] = value
         return out

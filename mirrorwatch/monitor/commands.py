@@ -103,6 +103,11 @@ def _t(x) -> str:
     return "-" if x is None else format_duration(x)
 
 
+def _rpo(x) -> str:
+    # a healthy mirror's RPO is milliseconds: "0.0s" would hide the difference between 0 and 40 ms
+    return "-" if x is None else f"{x * 1000:.0f}ms" if x < 1 else format_duration(x)
+
+
 def print_tables(snap: Snapshot) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -119,8 +124,8 @@ def print_tables(snap: Snapshot) -> None:
         mirror = v.kind == "mirror"
         headers = ["TOPIC", "PARTITION", "SOURCE-END", "COMMITTED", "COMMITTED-LAG"]
         if mirror:
-            headers += ["READ-LAG", "TRUE-LAG", "TIME-LAG", "TARGET-END", "FORECAST"]
-        headers += ["STATUS"]
+            headers += ["READ-LAG", "TRUE-LAG", "RPO", "TARGET-END", "FORECAST"]
+        headers += ["LOST", "STATUS"]
         for h in headers:
             table.add_column(h, justify="left" if h in ("TOPIC", "STATUS", "FORECAST") else "right")
         rows = v.rows()
@@ -128,9 +133,9 @@ def print_tables(snap: Snapshot) -> None:
             cells = [r["topic"], str(r["partition"]), _n(r["source_end"]), _n(r["committed"]), _n(r["committed_lag"])]
             if mirror:
                 flag = " (!)" if r.get("target_behind") else ""
-                cells += [_n(r["read_lag"]), _n(r["true_lag"]), _t(r["time_lag_s"]), _n(r["target_end"]) + flag,
+                cells += [_n(r["read_lag"]), _n(r["true_lag"]), _rpo(r["rpo_seconds"]), _n(r["target_end"]) + flag,
                           r["forecast"]]
-            cells.append(r["status"])
+            cells += [_n(r["records_lost"]), r["status"]]
             table.add_row(*cells)
         console.print(table)
         console.print(_totals_line(v, rows))
@@ -152,8 +157,11 @@ def _totals_line(v: GroupView, rows: list[dict]) -> str:
         times = [r["time_lag_s"] for r in rows if r.get("time_lag_s") is not None]
         finite = [s for s in v.topic_catch_up_s.values() if not math.isnan(s)]
         parts += [f"read-lag {_n(total('read_lag'))}", f"true-lag {_n(total('true_lag'))}",
-                  f"max time-lag {_t(max(times) if times else None)}",
+                  f"RPO {_rpo(max(times) if times else None)}",
                   f"forecast {describe_forecast(max(finite) if finite else None)}"]
+    lost = total("records_lost")
+    if lost:
+        parts.append(f"records lost {lost}")
     if v.engine == "mm2":
         parts.append(f"heartbeat {_t(v.heartbeat_age_s)}")
     parts.append(f"status {v.status_name}")

@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .status import P_OK, P_REWIND, P_STALL, P_STOP, P_WARN
+from .status import P_LOST, P_OK, P_REWIND, P_STALL, P_STOP, P_WARN
 
 NEVER = np.iinfo(np.int64).min // 4  # "no such time"; far in the past but safe to subtract from
 
@@ -268,7 +268,7 @@ def summarize(ws: WindowSet, statuses: np.ndarray) -> GroupSummary:
 
     if ws.size == 0:
         return GroupSummary(G_OK, 0.0, 0, None, 0)
-    err = np.isin(statuses, (P_STOP, P_STALL, P_REWIND)).any()
+    err = np.isin(statuses, (P_STOP, P_STALL, P_REWIND, P_LOST)).any()
     status = G_ERR if err else (G_WARN if (statuses == P_WARN).any() else G_OK)
     lag = ws.current_lag
     known = lag >= 0

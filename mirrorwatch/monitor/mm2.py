@@ -5,8 +5,9 @@ records, each kept current by a tracker thread (assign()-only, nothing committed
 
 - committed lag: MM2's committed source position, from its Connect offsets (``mm2-offsets.<source>.internal``
   on the target; the stored offset is the last record mirrored, so the position is offset + 1);
-- true lag and RPO seconds: target end + MM2's newest offset sync (:mod:`.mm2_lag`), and the timestamp of the
-  oldest source record not yet on the target;
+- true lag and RPO seconds: target end + MM2's newest offset sync through the exact-lag estimator
+  (``lag.target_side_acked_next``, with no published acked_next), and the timestamp of the oldest source record
+  not yet on the target, measured when the target end was read;
 - heartbeat age: the newest heartbeat that crossed the mirror (``<source>.heartbeats`` on the target; written
   on the source by MM2's heartbeat connector of the reverse pair), else MM2's own heartbeat on the target;
 - liveness for the evaluator: MM2's own heartbeats (written every second by the heartbeat connector) keep
@@ -95,9 +96,11 @@ def sample_mm2_flow(sampler, name: str, state, topics, keys: list[tuple[str, int
     own = trackers.own_beats.latest().get((source_alias, target_alias))
     mirrored = newest_ms(trackers.mirrored_beats.latest())
     # target ends before source ends: the estimate then describes an earlier moment, so lag is never under-reported
+    ts_target = int(time.time() * 1000)
     target_ends = dst.end_offsets([(policy.target_topic(t), p) for t, p in keys])
     ts = int(time.time() * 1000)
     ends = src.end_offsets(keys)
+    starts = src.start_offsets(keys)
 
     n = len(keys)
     committed = np.fromiter((positions[k].next_offset if k in positions else -1 for k in keys), np.int64, n)
@@ -105,9 +108,14 @@ def sample_mm2_flow(sampler, name: str, state, topics, keys: list[tuple[str, int
     target_end = np.fromiter((target_ends.get((policy.target_topic(t), p), -1) for t, p in keys), np.int64, n)
     sync_up = np.fromiter((syncs[k].upstream_offset if k in syncs else -1 for k in keys), np.int64, n)
     sync_down = np.fromiter((syncs[k].downstream_offset if k in syncs else -1 for k in keys), np.int64, n)
-    acked = target_side_acked_next(source_end, committed, sync_up, sync_down, target_end)
-    committed_lag, true_lag = _lag(source_end, committed), _lag(source_end, acked)
     unknown = np.full(n, -1, np.int64)
+    # the exact-lag estimator (monitor/lag.py) with no published acked_next: MM2 has none. Under MM2's identity
+    # policy the target end proves nothing (other writers), so only MM2's committed position counts there.
+    acked = target_side_acked_next(source_end, committed, sync_up, sync_down, unknown, target_end,
+                                   one_to_one=policy.kind == "prefix")
+    committed_lag, true_lag = _lag(source_end, committed), _lag(source_end, acked)
+    log_start = np.fromiter((starts.get(k, -1) for k in keys), np.int64, n)
+    lost = records_lost(log_start, committed)
 
     windows = sampler._windows_for(state, keys)
     # MM2 is alive while its own heartbeats keep coming (one a second by default)
@@ -117,8 +125,11 @@ def sample_mm2_flow(sampler, name: str, state, topics, keys: list[tuple[str, int
     windows.stop_grace_ms = max(commit_ms, int(sampler.config.monitor.stop_grace_s * 1000))
     windows.observe(ts, committed, source_end, np.full(n, bool(alive), bool), repeat_after_ms=commit_ms)
     statuses = windows.evaluate(ts).copy()
+    statuses[lost > 0] = P_LOST
     summary = summarize(windows, statuses)
-    time_lag = sampler._time_lag(flow.source, keys, acked, true_lag, source_end, ts)
+    time_lag = sampler._time_lag(flow.source, keys, acked, true_lag, source_end, ts, ts_target)
+    bound = arrival_age_bound([(h[0], h[1]) for h in state.history], acked, ts_target)
+    time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
     catch_up, topic_catch_up = sampler._forecast(state, keys, ts, source_end, acked, true_lag)
     beat = mirrored if mirrored is not None else own
     view = sampler._view("mirror", name, flow.source, flow.target, flow.mirror.connector, ts, summary, windows, keys,
@@ -126,5 +137,6 @@ def sample_mm2_flow(sampler, name: str, state, topics, keys: list[tuple[str, int
                          acked_next=acked, target_end=target_end, committed_lag=committed_lag, read_lag=unknown,
                          true_lag=true_lag, time_lag_s=time_lag, target_behind=target_behind(target_end, sync_down),
                          catch_up_s=catch_up, topic_catch_up_s=topic_catch_up, last_ok_ms=ts, engine="mm2",
+                         log_start=log_start, records_lost=lost,
                          heartbeat_age_s=None if beat is None else max(0.0, (ts - beat) / 1000.0))
     return view
