@@ -26,9 +26,10 @@ from ..core.config import Config, FlowConfig
 from ..core.mm2 import (aliases, any_heartbeat, decode_connect_offset, decode_offset_sync, flow_policy, is_mm2,
                         mm2_topics)
 from .evaluator import summarize
-from .lag import _lag, target_behind
-from ..core.mm2_lag import target_side_acked_next
+from .lag import _lag, records_lost, target_behind, target_side_acked_next
+from .status import P_LOST
 from .syncs import OffsetSyncTracker
+from .timelag import arrival_age_bound
 
 
 def _sync(msg):
