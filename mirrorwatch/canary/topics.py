@@ -10,7 +10,7 @@ from confluent_kafka.admin import NewTopic, OffsetSpec
 from ..core.access import connection_problem, serve_callbacks
 from ..core.clients import make_admin
 from ..core.config import Config
-from ..core.naming import ReplicationPolicy
+from ..core.mm2 import flow_policy, is_mm2, mm2_topics
 from ..core.redact import redact_text
 
 log = logging.getLogger("mirrorwatch.canary.topics")
@@ -43,11 +43,15 @@ class FlowTopics:
         self.source_alias, self.target_alias = self.flow.source, self.flow.target
         self.source_cluster = config.clusters[self.flow.source]
         self.target_cluster = config.clusters[self.flow.target]
-        policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
+        policy = flow_policy(self.flow)  # MirrorMaker 2 flows: renamed by MM2's policy and aliases
+        self.mm2 = is_mm2(self.flow)
         self.source_topic = self.settings.topic
         self.target_topic = policy.target_topic(self.settings.topic)
-        self.heartbeat_topic = policy.target_topic(config.mirror.heartbeats_topic)
-        self.heartbeats_expected = config.mirror.heartbeats
+        if self.mm2:  # the source's heartbeats as MM2 mirrors them (written there by MM2's heartbeat connector)
+            self.heartbeat_topic, self.heartbeats_expected = mm2_topics(self.flow).mirrored_heartbeats, True
+        else:
+            self.heartbeat_topic = policy.target_topic(config.mirror.heartbeats_topic)
+            self.heartbeats_expected = config.mirror.heartbeats
         self.refresh_interval_s = config.mirror.refresh_interval_s
         self.created: list[str] = []  # "role topic" of the canary topics this instance created
         self._admins = {

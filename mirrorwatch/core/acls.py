@@ -66,7 +66,7 @@ def mirror_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
         add(AclNeed("mirror", "source", "READ", "topic", topic, kind, "consume the topics it mirrors"))
         add(AclNeed("mirror", "source", "DESCRIBE_CONFIGS", "topic", topic, kind,
                     "copy the topic's explicitly set configs when it creates the target topic"))
-    add(AclNeed("mirror", "source", "READ", "group", mirror_group(flow.source, flow.target, flow.group), LITERAL,
+    add(AclNeed("mirror", "source", "READ", "group", mirror_group(flow.source, flow.target, flow.group, name), LITERAL,
                 "join its consumer group and commit what the target acknowledged"))
     if config.mirror.heartbeats:
         hb = config.mirror.heartbeats_topic
@@ -111,11 +111,11 @@ def canary_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
 
 
 def monitor_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
-    _, flow = config.flow(flow_name)
+    name, flow = config.flow(flow_name)
     policy = ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
     needs = [AclNeed("monitor", "source", "READ", "topic", t, k, "end offsets, and record times for the time lag")
              for t, k in _source_topics(config, flow)]
-    needs.append(AclNeed("monitor", "source", "DESCRIBE", "group", mirror_group(flow.source, flow.target, flow.group),
+    needs.append(AclNeed("monitor", "source", "DESCRIBE", "group", mirror_group(flow.source, flow.target, flow.group, name),
                          LITERAL, "the mirror group's committed offsets (committed lag)"))
     needs += [AclNeed("monitor", "target", "DESCRIBE", "topic", t, k, "target end offsets")
               for t, k in _target_topics(policy, _source_topics(config, flow))]

@@ -101,6 +101,35 @@ class ClusterConfig(_Section):
         yield "properties", self.redacted()
 
 
+class MirrorMaker2Settings(_Section):
+    """The flow is mirrored by Apache MirrorMaker 2, not by mirrorwatch's engine: where MM2 keeps its records.
+
+    Every default is what MM2 4.x does when left unconfigured (checked against a real MM2 4.3.1, see
+    docs/mirrormaker2.md). Topic names left unset are derived from the MM2 aliases.
+    """
+
+    kind: Literal["mm2"] = Field(description="'mm2': Apache MirrorMaker 2 (dedicated mode or a Connect cluster)")
+    source_alias: str | None = Field(None, description="MM2's alias of the source cluster; default: the flow's source")
+    target_alias: str | None = Field(None, description="MM2's alias of the target cluster; default: the flow's target")
+    policy: Literal["default", "identity"] = Field(
+        "default", description="replication.policy.class: DefaultReplicationPolicy (<source><separator>topic) or "
+        "IdentityReplicationPolicy")
+    separator: str = Field(".", min_length=1, description="replication.policy.separator")
+    offset_syncs_topic: str | None = Field(None, description="default mm2-offset-syncs.<target_alias>.internal")
+    offset_syncs_topic_location: Literal["source", "target"] = Field(
+        "source", description="offset-syncs.topic.location: the cluster that holds the offset syncs")
+    checkpoints_topic: str | None = Field(None, description="on the target; default <source_alias>.checkpoints.internal")
+    heartbeats_topic: str = Field("heartbeats", description="MM2's heartbeats topic name (its heartbeat connector "
+                                  "writes it on the target; the source's, mirrored, is <source_alias>.heartbeats)")
+    connector: str = Field("MirrorSourceConnector", description="the source connector's name in the Connect offsets")
+    connect_offsets_topic: str | None = Field(
+        None, description="the source connector's Connect offsets topic, on the target; default (dedicated mode) "
+        "mm2-offsets.<source_alias>.internal")
+    offset_flush_interval_s: float = Field(
+        60.0, gt=0, description="offset.flush.interval.ms / 1000: how often MM2 commits its source positions")
+    emit_checkpoints_interval_s: float = Field(60.0, gt=0, description="emit.checkpoints.interval.seconds")
+
+
 class FlowConfig(_Section):
     """One replication direction: source alias → target alias, which topics, how they are named."""
 
@@ -116,6 +145,8 @@ class FlowConfig(_Section):
     internal_topics: bool = Field(
         True, description="this flow creates and mirrors the pair's heartbeats and canary topics; with several flows "
         "on one cluster pair set it false on all but one, or every heartbeat and canary event arrives twice")
+    mirror: MirrorMaker2Settings | None = Field(
+        None, description="set when the flow is mirrored by MirrorMaker 2 (then policy/separator/group come from here)")
 
     @field_validator("topics", "exclude", "checkpoint_groups")
     @classmethod

@@ -9,7 +9,8 @@ from pydantic import BaseModel
 
 from . import config as c
 
-SECTIONS = [("flows.<name>", c.FlowConfig), ("mirror", c.MirrorSettings), ("canary", c.CanarySettings),
+SECTIONS = [("flows.<name>", c.FlowConfig), ("flows.<name>.mirror (MirrorMaker 2, docs/mirrormaker2.md)", c.MirrorMaker2Settings),
+            ("mirror", c.MirrorSettings), ("canary", c.CanarySettings),
             ("monitor", c.MonitorSettings), ("monitor.analytics", c.AnalyticsSchedule)]
 
 

@@ -116,8 +116,9 @@ def flow_detail(settings: PageSettings, poll: Poll, name: str | None) -> None:
         st.info(f"The monitor does not report flow `{name}` (yet).")
         return
     verdict = poll.verdicts[name]
+    mirror = "MirrorMaker 2 " if flow.get("mirror") == "mm2" else ""  # MM2's "group" is its source connector
     st.markdown(f"### {verdict.symbol} {name} &nbsp; `{flow.get('source')} → {flow.get('target')}` "
-                f"&nbsp; group `{flow.get('group')}`")
+                f"&nbsp; {mirror}{'connector' if mirror else 'group'} `{flow.get('group')}`")
     st.markdown(f"{verdict.badge} {verdict.why()}")
     if flow.get("reason"):
         st.warning(f"Monitor: {flow['reason']}")

@@ -77,7 +77,7 @@ def group_status_body(v: GroupView, all_partitions: bool) -> dict:
     if v.error:
         body["reason"] = redact_text(v.error)
     if v.kind == "mirror":
-        body["flow"], body["target"] = v.flow, v.target
+        body["flow"], body["target"], body["mirror"] = v.flow, v.target, v.engine
     return body
 
 
@@ -95,7 +95,9 @@ def flow_body(v: GroupView) -> dict:
             "ts_ms": v.ts_ms, "last_ok_ms": v.last_ok_ms, "complete": v.complete, "totals": totals,
             "catch_up_s": {t: _finite(s) for t, s in v.topic_catch_up_s.items()},
             "not_catching_up": sorted(t for t, s in v.topic_catch_up_s.items() if math.isinf(s)),
-            "partitions": rows}
+            "partitions": rows, "mirror": v.engine, "coverage": v.coverage}
+    if v.engine == "mm2":
+        body["heartbeat_age_s"] = None if v.heartbeat_age_s is None else round(v.heartbeat_age_s, 3)
     if v.error:
         body["reason"] = redact_text(v.error)
     return body

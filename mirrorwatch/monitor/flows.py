@@ -6,11 +6,12 @@ import re
 from typing import Iterable
 
 from ..core.config import FlowConfig
+from ..core.mm2 import flow_policy
 from ..core.naming import ReplicationPolicy, is_internal
 
 
 def policy_of(flow: FlowConfig) -> ReplicationPolicy:
-    return ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
+    return flow_policy(flow)
 
 
 def mirrored_topics(flow: FlowConfig, source_topics: Iterable[str]) -> list[str]:

@@ -20,9 +20,19 @@ log = logging.getLogger("mirrorwatch.monitor.syncs")
 UNUSED_GROUP = "mirrorwatch-monitor-assign-only"
 
 
+def _our_sync(msg):
+    sync = OffsetSync.from_value(msg.value())
+    return (sync.topic, sync.partition), sync
+
+
 class OffsetSyncTracker:
-    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str = "mirrorwatch-monitor-syncs"):
+    """The newest record per key of a compacted topic. ``decode(msg)`` gives (key, value), None to skip a record,
+    or raises RecordFormatError; by default the records are mirrorwatch's OffsetSyncs keyed by source partition
+    (MirrorMaker 2's syncs, Connect offsets and heartbeats use the same tracker with their own decoder)."""
+
+    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str = "mirrorwatch-monitor-syncs", decode=None):
         self.topic = topic
+        self._decode = decode or _our_sync
         self._cluster, self._client_id = cluster, client_id
         self._latest: dict[tuple[str, int], OffsetSync] = {}
         self._lock = threading.Lock()
@@ -60,7 +70,7 @@ class OffsetSyncTracker:
                         if msg.error().code() != KafkaError._PARTITION_EOF:
                             log.debug("offset syncs: %s", msg.error())
                         continue
-                    self._apply(msg.value())
+                    self._apply(msg)
                     if self._targets.get(msg.partition(), -1) <= msg.offset() + 1:
                         self._targets.pop(msg.partition(), None)
                 if not self._targets:
@@ -97,13 +107,15 @@ class OffsetSyncTracker:
             self._partitions = count
         return self._partitions > 0
 
-    def _apply(self, value: bytes | None) -> None:
-        if value is None:
+    def _apply(self, msg) -> None:
+        if msg.value() is None:
             return  # a tombstone: compaction of a partition that is gone; keep what we have
         try:
-            sync = OffsetSync.from_value(value)
+            decoded = self._decode(msg)
         except RecordFormatError:
             self.bad_records += 1
             return
+        if decoded is None:
+            return
         with self._lock:
-            self._latest[(sync.topic, sync.partition)] = sync  # log order: the later record is the newer
+            self._latest[decoded[0]] = decoded[1]  # log order: the later record is the newer
