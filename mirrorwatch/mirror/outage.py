@@ -25,6 +25,8 @@ from confluent_kafka import KafkaError, KafkaException
 from ..core.clients import make_admin
 from ..core.config import ClusterConfig
 
+from ..core.access import AccessProblem, connection_problem, serve_callbacks
+
 log = logging.getLogger("mirrorwatch.mirror")
 
 PROBE_INTERVAL_S = 2.0
@@ -98,7 +100,12 @@ class ClusterWatch:
             self.last_error.pop(role, None)
         except Exception as exc:  # KafkaException (timeout, transport, authentication) or anything the client raises
             ok, reason = False, _reason(exc)
-            self.last_error[role] = exc
+            # a failed SASL/TLS handshake looks like a transport failure; the client's error callback (served by
+            # poll) recorded the real cause, which waiting will not heal: that ends the run with its one line
+            serve_callbacks(self._admins[role])
+            alias, bootstrap = self._where(role)
+            problem = connection_problem(bootstrap, alias)
+            self.last_error[role] = AccessProblem(problem) if problem else exc
         self.mark(role, ok, reason)
         return ok
 
