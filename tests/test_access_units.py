@@ -73,7 +73,7 @@ def test_mirror_needs_prefix_policy():
     needs = {(n.role, n.operation, n.resource_type, n.name, n.pattern) for n in mirror_needs(config, None) if n.required}
     assert ("source", "READ", "topic", "orders", LITERAL) in needs
     assert ("source", "READ", "topic", "pay\\..*", "matching") in needs
-    assert ("source", "READ", "group", "mirrorwatch-east-west", LITERAL) in needs
+    assert ("source", "READ", "group", "mirrorwatch-ew", LITERAL) in needs  # the flow is named ew: its own group
     assert ("target", "CREATE", "topic", "east.", PREFIXED) in needs
     assert ("target", "WRITE", "topic", "mw.offset-syncs.east.internal", LITERAL) in needs
     assert not any(n[1] == "ALTER" for n in needs)  # partition growth is optional
