@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..core.access import Denied
+from ..core.access import Denied, wait_for_connection
 
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .outage import ClusterWatch, start_when_reachable
@@ -47,13 +47,20 @@ class EngineLifecycle:
         except Denied as denied:
             raise self._as_problem(denied) from None
 
+    def _check_credentials(self) -> None:
+        """From the start-up thread, on the engine's own admin clients: a recorded authentication or TLS failure
+        raises AccessProblem (one line, exit 1); otherwise nothing (an outage is the watch's to report)."""
+        for alias, cluster, admin in ((self.flow.source, self.source_cluster, self.source_admin),
+                                      (self.flow.target, self.target_cluster, self.target_admin)):
+            wait_for_connection(admin, cluster.bootstrap_servers, alias, 1.0)
+
     def _give_up(self, message: str) -> None:
         self.gave_up = message
         self._stop.set()
 
     def start_background(self) -> bool:
         self.watch.start()
-        if not start_when_reachable(self._prepare, self.watch, self._stop):
+        if not start_when_reachable(self._prepare, self.watch, self._stop, self._check_credentials):
             return False
         if self.settings.heartbeats:
             self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,

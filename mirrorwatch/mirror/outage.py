@@ -25,7 +25,6 @@ from confluent_kafka import KafkaError, KafkaException
 from ..core.clients import make_admin
 from ..core.config import ClusterConfig
 
-from ..core.access import AccessProblem, connection_problem, serve_callbacks
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -100,12 +99,7 @@ class ClusterWatch:
             self.last_error.pop(role, None)
         except Exception as exc:  # KafkaException (timeout, transport, authentication) or anything the client raises
             ok, reason = False, _reason(exc)
-            # a failed SASL/TLS handshake looks like a transport failure; the client's error callback (served by
-            # poll) recorded the real cause, which waiting will not heal: that ends the run with its one line
-            serve_callbacks(self._admins[role])
-            alias, bootstrap = self._where(role)
-            problem = connection_problem(bootstrap, alias)
-            self.last_error[role] = AccessProblem(problem) if problem else exc
+            self.last_error[role] = exc
         self.mark(role, ok, reason)
         return ok
 
@@ -156,9 +150,13 @@ class ClusterWatch:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            # a probe inside the client library while the interpreter exits can crash the process: wait it out
+            self._thread.join(self.timeout_s + 1)
 
 
-def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stopping: threading.Event) -> bool:
+def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stopping: threading.Event,
+                         credentials: Callable[[], None] | None = None) -> bool:
     """Run the engine's start-up steps (idempotent) once both clusters answer, retrying with backoff.
 
     The clusters are probed first (bounded, 5 s) so that a cluster that is away costs no 30 s admin timeouts
@@ -167,6 +165,8 @@ def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stoppin
     """
     attempt = 0
     while not stopping.is_set():
+        if credentials is not None:
+            credentials()  # a failed SASL/TLS handshake looks like an outage: said at once instead (AccessProblem)
         answered = [watch.probe(role) for role, _, _ in watch.clusters]  # probe both, every time
         for error in list(watch.last_error.values()):
             if not is_transient(error):  # e.g. authentication or TLS: waiting will not heal it
