@@ -43,6 +43,16 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+def terminate(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited within ``timeout_s`` (brokers and MirrorMaker 2)."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _die_with_parent() -> None:
     # If the Python process that started a broker dies (even by SIGKILL), the broker gets SIGTERM and shuts
     # down cleanly instead of lingering on its ports. PR_SET_PDEATHSIG = 1.
@@ -267,14 +277,8 @@ class LocalCluster:
 
     def stop(self, timeout_s: float = 30) -> None:
         """Clean shutdown (SIGTERM: the broker flushes and writes its clean-shutdown marker)."""
-        if not self.is_running():
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.is_running():
+            terminate(self.proc, timeout_s)
 
     def kill(self) -> None:
         """SIGKILL: as a machine crash looks to the broker (unflushed page cache aside)."""

@@ -7,12 +7,11 @@ Connect offsets. Every replication-factor property is 1 (the local clusters are 
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 
 from .jars import ensure_jars, require_tool
-from .launcher import _LOG4J2, _die_with_parent
+from .launcher import _LOG4J2, _die_with_parent, terminate
 
 _RF_KEYS = ("replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
             "offset-syncs.topic.replication.factor", "offset.storage.replication.factor",
@@ -67,13 +66,8 @@ class LocalMirrorMaker2:
             self.proc.wait()
 
     def stop(self, timeout_s: float = 60) -> None:
-        if not self.is_running():
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        if self.is_running():
+            terminate(self.proc, timeout_s)
 
     running = is_running  # the test harness's wait_until(alive=...) asks running(), proc and log_text()
 
