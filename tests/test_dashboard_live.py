@@ -271,8 +271,12 @@ def screenshot(page, name: str) -> None:
 
 
 def charts_drawn(page) -> int:
-    """Vega-Lite charts on the page that have drawn their canvas or SVG."""
-    return page.evaluate("document.querySelectorAll('.vega-embed canvas, .vega-embed svg.marks').length")
+    """Vega-Lite charts on the page that have drawn their canvas or SVG. Each chart element is scrolled into
+    view first: a chart below the fold may wait to draw until it is seen (and a loaded machine is slow to)."""
+    return page.evaluate("""() => {
+        document.querySelectorAll('.vega-embed, [data-testid="stVegaLiteChart"]').forEach(e => e.scrollIntoView());
+        return document.querySelectorAll('.vega-embed canvas, .vega-embed svg.marks').length;
+    }""")
 
 
 def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
@@ -295,7 +299,7 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
         time.sleep(10)  # the monitor's points every second: the committed saw-tooth shows
     # caught up again (lag 0: OK by the evaluator's first rule), with the saw-tooth still on the chart
     wait_for_text(page, stack, "Status: OK", 60)
-    stack.wait(lambda: charts_drawn(page) >= 3, 30, "lag, RPO and canary charts")
+    stack.wait(lambda: charts_drawn(page) >= 3, 90, "lag, RPO and canary charts")
     screenshot(page, "dashboard.png")
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.get_by_text("Overview", exact=True).click()
@@ -350,5 +354,5 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     body = wait_for_text(page, stack, ["Daily p99 trend", "SLO compliance per topic", "partition incidents",
                                        "Scheduled analytics every 40 s"], 60)
     assert "Traceback" not in body
-    stack.wait(lambda: charts_drawn(page) >= 4, 30, "compliance, incidents and trend charts")
+    stack.wait(lambda: charts_drawn(page) >= 4, 90, "compliance, incidents and trend charts")
     screenshot(page, "history.png")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -61,6 +62,10 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
     """
 
     def main(argv: list[str] | None = None) -> None:
+        # A crash inside the client library (native code) would otherwise leave only "exit -11": with this,
+        # every thread's Python stack goes to stderr, i.e. into the service's log.
+        if not faulthandler.is_enabled():
+            faulthandler.enable()
         args = sys.argv[1:] if argv is None else argv
         as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
 
