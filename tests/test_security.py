@@ -189,6 +189,7 @@ def test_tools_on_sasl_pair_and_no_secret_anywhere(sasl_pair, tmp_path):
             for route in ("/v3/kafka", f"/v3/kafka/{alias}/consumer/mirrorwatch-{alias}-west/lag", "/v1/flows"):
                 answers[route] = requests.get(f"http://127.0.0.1:{monitor_http}{route}", timeout=5).text
             answers["metrics"] = requests.get(f"http://127.0.0.1:{monitor_metrics}/metrics", timeout=5).text
+            outputs.update(_status_page(path, tmp_path, f"{alias}-west"))  # the page reads this monitor's API
         finally:
             monitor.stop()
         outputs.update({f"monitor run {k}": v for k, v in answers.items()})
@@ -199,7 +200,57 @@ def test_tools_on_sasl_pair_and_no_secret_anywhere(sasl_pair, tmp_path):
     doctor = _run("mirrorwatch", "doctor", "--config", str(path), "--json")
     outputs["doctor --json"] = doctor.stdout + doctor.stderr
     assert doctor.returncode in (0, 1), outputs["doctor --json"]
+    secrets = {"the mirror's password": MIRROR_PASSWORD, "the admin's password": ADMIN_PASSWORD,
+               "a PEM private key": "PRIVATE KEY", **_key_lines(sasl_pair)}
     for name, text in outputs.items():
         assert text, f"{name}: no output captured"
-        for secret in (MIRROR_PASSWORD, ADMIN_PASSWORD):
-            assert secret not in text, f"a password appears in {name}"
+        for what, secret in secrets.items():
+            assert secret not in text, f"{what} appears in {name}"
+
+
+def _key_lines(sasl_pair) -> dict[str, str]:
+    """Each base64 line of the brokers' private keys: key material, whatever frames it."""
+    lines = {}
+    for cluster in (sasl_pair.east, sasl_pair.west):
+        pem = cluster.tls.keystore.read_text()
+        body = pem[pem.index("-----BEGIN PRIVATE KEY-----"):pem.index("-----END PRIVATE KEY-----")].splitlines()[1:]
+        lines.update({f"line {i} of {cluster.name}'s broker key": line for i, line in enumerate(body) if len(line) >= 40})
+    assert lines
+    return lines
+
+
+def _status_page(config_path: Path, logs: Path, flow: str) -> dict[str, str]:
+    """The status page served for this config, loaded once in headless Chromium (as tests/test_dashboard_live.py
+    does): its text, its HTML once the flow is drawn, and the page server's log."""
+    from playwright.sync_api import sync_playwright
+
+    from .test_dashboard_live import CHROMIUM, CHROMIUM_FLAGS
+
+    port = _free_port()
+    server = Service("dashboard", [sys.executable, "-m", "mirrorwatch.dashboards.cli", "--config", str(config_path),
+                                   "--port", str(port)], logs)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert server.alive(), server.log_tail()
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(f"http://127.0.0.1:{port}/", timeout=120_000)
+                # drawn: the flow's card with its status, and the sidebar naming the sources it reads
+                page.wait_for_function("([flow]) => document.body.innerText.includes(flow) && "
+                                       "document.body.innerText.includes('Status:') && "
+                                       "document.body.innerText.includes('Monitor API')", arg=[flow], timeout=120_000)
+                text, html = page.evaluate("document.body.innerText"), page.content()
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+    return {"status page text": text, "status page HTML": html, "status page log": server.log_text()}
