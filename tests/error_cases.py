@@ -9,6 +9,9 @@ as a client library's reason or a duration), ``exit`` (the code), plus how to ru
 fresh folder holding ``m.yaml``), ``config`` (the file's text; default ``BASE``), ``stream`` (where the line
 goes; default stderr), ``service`` (a service: its log lines may come first, the message is the last line) and ``json`` (the command was given --json: stdout must be exactly one JSON object whose
 ``error`` is the message). Clusters at 127.0.0.1:9 and :19 do not exist: nothing listens there.
+
+The cases that need the SASL_SSL clusters (credentials, TLS, each ACL: ``sasl_cases()``) are the page's second
+table; tests/test_security.py and tests/test_doctor.py run them on the session's SASL_SSL pair.
 """
 
 from __future__ import annotations
