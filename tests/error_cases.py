@@ -9,9 +9,14 @@ as a client library's reason or a duration), ``exit`` (the code), plus how to ru
 fresh folder holding ``m.yaml``), ``config`` (the file's text; default ``BASE``), ``stream`` (where the line
 goes; default stderr), ``service`` (a service: its log lines may come first, the message is the last line) and ``json`` (the command was given --json: stdout must be exactly one JSON object whose
 ``error`` is the message). Clusters at 127.0.0.1:9 and :19 do not exist: nothing listens there.
+
+The cases that need the SASL_SSL clusters (credentials, TLS, each ACL: ``sasl_cases()``) are the page's second
+table; tests/test_security.py and tests/test_doctor.py run them on the session's SASL_SSL pair.
 """
 
 from __future__ import annotations
+
+import re
 
 BASE = """clusters:
   east: {bootstrap.servers: "127.0.0.1:9"}
@@ -133,7 +138,104 @@ CASES: list[dict] = [
      "message": "UNKNOWN east→west cannot reach source cluster 'east' at 127.0.0.1:9: …", "exit": 3},
     {"input": "`mirror failover translate`: the target cluster is away", "command": "mirror failover translate --config m.yaml --group g",
      "message": "mirror: cannot reach cluster 'west' at 127.0.0.1:19", "exit": 3},
+    # ------------------------------------------------------------------ the preflight
+    {"input": "`mirrorwatch doctor`: config file that does not exist", "command": "mirrorwatch doctor --config nope.yaml",
+     "message": "mirrorwatch: cannot read config file nope.yaml: No such file or directory", "exit": 3},
+    {"input": "`mirrorwatch doctor --flow` with a flow the config does not define",
+     "command": "mirrorwatch doctor --config m.yaml --flow nope",
+     "message": "mirrorwatch: flow 'nope' is not defined (defined: east-west)", "exit": 3},
 ]
+
+# ---------------------------------------------------------------------- on the SASL_SSL clusters
+# These need the session's SASL_SSL pair (tests/sasl.py): tests/test_security.py and tests/test_doctor.py run
+# them (``test`` names which) and match their answers with ``message_pattern``. The page shows them for the
+# default names (cluster east, topic orders, ...); a test builds them for the names it uses. ``{port}``
+# stands for the cluster's port.
+_AUTH = ("authentication failed on cluster 'east' at 127.0.0.1:{port} as user '%s': SASL authentication error: "
+         "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512; "
+         "check sasl.username, sasl.password and sasl.mechanism (see docs/security.md)")
+_TLS = ("TLS handshake with cluster 'east' at 127.0.0.1:{port} failed: SSL handshake failed: error:0A000086:SSL "
+        "routines::certificate verify failed: broker certificate could not be verified, verify that ssl.ca.location "
+        "is correctly configured or root CA certificates are installed (install ca-certificates package); check "
+        "ssl.ca.location (the CA that signed the broker's certificate) (see docs/security.md)")
+_FAILURES = {"wrong-password": ("a wrong SASL password", _AUTH % "mirror"),
+             "unknown-user": ("an unknown SASL user (`ghost`)", _AUTH % "ghost"),
+             "untrusted-ca": ("`ssl.ca.location` is a CA that did not sign the broker certificate", _TLS)}
+# tool: (command, what its line starts with, exit code)
+_TOOLS = {"mirror": ("mirror run --config m.yaml", "mirror: ", 1),
+          "canary": ("canary check --config m.yaml --timeout 3", "UNKNOWN east→west ", 3),
+          "monitor": ("monitor lag --config m.yaml", "monitor: ", 3),
+          "failover": ("mirror failover check --config m.yaml", "mirror: ", 3)}
+_TESTED = [("mirror", "wrong-password"), ("mirror", "unknown-user"), ("mirror", "untrusted-ca"),
+           ("canary", "wrong-password"), ("canary", "unknown-user"), ("canary", "untrusted-ca"),
+           ("monitor", "wrong-password"), ("failover", "wrong-password")]
+CREDENTIAL_CASES: list[dict] = [
+    {"tool": tool, "kind": kind, "input": f"`{_TOOLS[tool][0].split(' --')[0]}`: {_FAILURES[kind][0]}",
+     "command": _TOOLS[tool][0], "message": _TOOLS[tool][1] + _FAILURES[kind][1], "exit": _TOOLS[tool][2],
+     "stream": "stdout" if tool == "canary" else "stderr",
+     "test": "tests/test_security.py::test_credentials_and_tls_failures_are_one_line"}
+    for tool, kind in _TESTED]
+
+
+def missing_acl_cases(config) -> list[dict]:
+    """One case per ACL the mirror needs (``mirrorwatch.core.acls``): ``mirror run`` without it stops, naming it."""
+    from mirrorwatch.core.acls import PREFIXED, mirror_needs
+
+    _, flow = config.flow(None)
+    cases = []
+    for need in (n for n in mirror_needs(config, None) if n.required):
+        alias = flow.source if need.role == "source" else flow.target
+        name = need.name + ("…" if need.pattern == PREFIXED else "")  # the topic it refused, under the prefix
+        cases.append({"need": need, "input": f"`mirror run`: the principal lacks {need.describe()} on the {need.role} "
+                                             f"({need.why})",
+                      "command": "mirror run --config m.yaml", "exit": 1,
+                      "message": f"mirror: not authorised to {need.operation} {need.resource_type} {name} on cluster "
+                                 f"'{alias}' (principal User:mirror): grant it (see docs/security.md)",
+                      "test": "tests/test_security.py::test_each_missing_mirror_acl_is_named"})
+    return cases
+
+
+def doctor_cases(source: str = "east", target: str = "west", topic: str = "orders", canary: str = "mw.canary") -> dict[str, dict]:
+    """The doctor's answers: rows of its table, shown as "check | status | detail | fix" (its --json "checks")."""
+    grant = ("kafka-acls.sh --bootstrap-server 127.0.0.1:{port} --command-config <admin.properties> --add "
+             "--allow-principal User:mirror --operation ")
+    group = f"mirrorwatch-{source}-{target}"
+    test = "tests/test_doctor.py::test_sasl_pair_names_the_missing_acl_and_a_wrong_password"
+    acl_test = "tests/test_doctor.py::test_sasl_pair_names_missing_write_and_group_read"
+    rows = {
+        "wrong-password": ("a cluster's SASL password is wrong", test,
+                           f"connect and authenticate | MISSING | authentication failed on cluster '{source}' at "
+                           "127.0.0.1:{port} as user 'mirror': … | set the principal's sasl.username / sasl.password "
+                           "(and sasl.mechanism) for this cluster"),
+        "read-topic": ("the principal lacks READ on a mirrored topic", test,
+                       f"ACL READ topic {topic} (mirror, monitor) | MISSING | refused: … | {grant}Read --topic '{topic}'"),
+        "write-target": ("the principal lacks WRITE on the target topics (prefixed)", acl_test,
+                         f"ACL WRITE topic {source}.* (prefixed) (mirror) | MISSING | refused… | "
+                         f"{grant}Write --topic '{source}.' --resource-pattern-type prefixed"),
+        "write-canary": ("the principal lacks WRITE on the canary topic", acl_test,
+                         f"ACL WRITE topic {canary} (canary) | MISSING | refused… | {grant}Write --topic '{canary}'"),
+        "read-group": ("the principal lacks READ on the mirror's group", acl_test,
+                       f"ACL READ group {group} (mirror) | MISSING | refused… | {grant}Read --group '{group}'"),
+    }
+    return {key: {"input": f"`mirrorwatch doctor`: {what}", "command": "mirrorwatch doctor --config m.yaml --json",
+                  "message": message, "exit": 2, "test": where, "stream": "stdout"}
+            for key, (what, where, message) in rows.items()}
+
+
+def sasl_cases() -> list[dict]:
+    """Every case on the SASL_SSL clusters, with the documented default names (the page's second table)."""
+    from mirrorwatch.core.config import config_from_dict
+
+    config = config_from_dict({"clusters": {"east": {"bootstrap.servers": "127.0.0.1:9"},
+                                            "west": {"bootstrap.servers": "127.0.0.1:19"}},
+                               "flows": {"east-west": {"source": "east", "target": "west", "topics": ["orders"]}}})
+    return CREDENTIAL_CASES + missing_acl_cases(config) + list(doctor_cases().values())
+
+
+def message_pattern(message: str) -> re.Pattern:
+    """The regex of a case's message: ``…`` is any text, ``{port}`` a port number, the rest literal."""
+    parts = [re.escape(part).replace(re.escape("{port}"), r"\d+") for part in message.split("…")]
+    return re.compile(".*?".join(parts), re.S)
 
 
 def render() -> str:
@@ -151,6 +253,18 @@ def render() -> str:
         where = " (stdout)" if case.get("stream") == "stdout" else (" (+ one JSON object on stdout)" if case.get("json") else "")
         message = case["message"].replace("|", "\\|")
         out.append(f"| {i} | {case['input']} | `{case['command']}` | `{message}`{where} | {case['exit']} |")
+    out += ["", "## Credentials, TLS and ACLs (on the SASL_SSL clusters)", "",
+            "Run on the real SASL_SSL test clusters (SCRAM-SHA-512 over TLS, StandardAuthorizer; see",
+            "`docs/security.md`) by the test each row names, from the same table in `tests/error_cases.py`. Shown for",
+            "a flow `east → west` of topic `orders` under the prefix policy, principal `User:mirror`; `{port}` is the",
+            "cluster's port. A missing ACL is one row per ACL the mirror needs (`mirrorwatch/core/acls.py`); the",
+            "doctor's rows are lines of its table, `check | status | detail | fix` (its `--json` `checks`).", "",
+            "| # | input | command | message | exit | test |", "|---|---|---|---|---|---|"]
+    for i, case in enumerate(sasl_cases(), len(CASES) + 1):
+        where = " (stdout)" if case.get("stream") == "stdout" else ""
+        message = case["message"].replace("|", "\\|")
+        test = case["test"].split("::")[1]
+        out.append(f"| {i} | {case['input']} | `{case['command']}` | `{message}`{where} | {case['exit']} | `{test}` |")
     return "\n".join(out) + "\n"
 
 

@@ -13,28 +13,16 @@ import yaml
 
 from mirrorwatch.core.acls import all_needs
 from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.naming import offset_syncs_topic
 
+from .error_cases import doctor_cases, message_pattern
 from .helpers import create_topic
 from .sasl import MIRROR_PASSWORD
 
 BIN = Path(sys.executable).parent
 
-# Bad inputs and their exact answers (merged into docs/errors.md by the other half of issue 15).
-BAD_INPUTS = [
-    {"input": "mirrorwatch doctor: config file that does not exist",
-     "message": r"mirrorwatch: cannot read config file \S+: No such file or directory", "exit": 3},
-    {"input": "mirrorwatch doctor --flow with a flow the config does not define",
-     "message": r"mirrorwatch: flow 'nope' is not defined \(defined: east-west\)", "exit": 3},
-    # the doctor's answers are table rows: "check | status | detail | fix" (as in --json "checks")
-    {"input": "mirrorwatch doctor: a cluster's SASL password is wrong",
-     "message": r"connect and authenticate \| MISSING \| authentication failed on cluster '\S+' at 127\.0\.0\.1:\d+ as user "
-                r"'mirror': .* \| set the principal's sasl\.username / sasl\.password \(and sasl\.mechanism\) for this cluster",
-     "exit": 2},
-    {"input": "mirrorwatch doctor: the principal lacks an ACL a component needs",
-     "message": r"ACL READ topic \S+ \(mirror, monitor\) \| MISSING \| refused: .* \| kafka-acls\.sh --bootstrap-server "
-                r"127\.0\.0\.1:\d+ --command-config <admin\.properties> --add --allow-principal User:mirror --operation Read "
-                r"--topic '\S+'", "exit": 2},
-]
+# The doctor's bad inputs are rows of docs/errors.md: tests/error_cases.py holds them (a config it cannot read
+# or a flow it does not define in CASES, run by test_error_cases.py; the SASL_SSL ones in doctor_cases, run here).
 
 
 def doctor(path: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -48,15 +36,6 @@ def rows_of(proc) -> list[dict]:
 
 def row_line(row: dict) -> str:
     return " | ".join((row["check"], row["status"], row["detail"], row["fix"]))
-
-
-def test_bad_input_is_one_line_and_exit_3(tmp_path, write_config):
-    missing = doctor(tmp_path / "nope.yaml")
-    assert missing.returncode == 3 and re.fullmatch(BAD_INPUTS[0]["message"], missing.stderr.strip()), missing.stderr
-    path = write_config({"clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": "127.0.0.1:2"}},
-                         "flows": {"east-west": {"source": "east", "target": "west"}}})
-    bad_flow = doctor(path, "--flow", "nope")
-    assert bad_flow.returncode == 3 and re.fullmatch(BAD_INPUTS[1]["message"], bad_flow.stderr.strip()), bad_flow.stderr
 
 
 def test_plaintext_pair_partition_mismatch_is_a_warning_and_skew_is_measured(source, target, mirror_config, write_config):
@@ -109,14 +88,53 @@ def test_sasl_pair_names_the_missing_acl_and_a_wrong_password(sasl_pair, tmp_pat
     assert "--allow-principal User:mirror --operation Read --topic" in missing[0]["fix"]
     ok = {r["check"] for r in rows if r["status"] == "OK"}
     assert f"ACL CREATE topic {alias}.* (prefixed) (mirror)" in ok and "connect and authenticate" in ok
-    assert re.fullmatch(BAD_INPUTS[3]["message"], row_line(missing[0])), row_line(missing[0])
+    cases = doctor_cases(source=alias, topic=topic, canary=f"canary-{tag}")
+    assert message_pattern(cases["read-topic"]["message"]).fullmatch(row_line(missing[0])), row_line(missing[0])
     table = doctor(path)
     assert table.returncode == 2 and "MISSING" in table.stdout and "kafka-acls.sh" in table.stdout
 
     cfg["clusters"][alias]["sasl.password"] = "wrong-" + MIRROR_PASSWORD[::-1]
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     wrong = doctor(path, "--json")
-    assert wrong.returncode == 2
+    assert wrong.returncode == cases["wrong-password"]["exit"]
     failed = [r for r in rows_of(wrong) if r["status"] == "MISSING"]
-    assert failed and re.fullmatch(BAD_INPUTS[2]["message"], row_line(failed[0])), wrong.stdout
+    assert failed and message_pattern(cases["wrong-password"]["message"]).fullmatch(row_line(failed[0])), wrong.stdout
     assert MIRROR_PASSWORD[::-1] not in wrong.stdout + wrong.stderr
+
+
+def test_sasl_pair_names_missing_write_and_group_read(sasl_pair, tmp_path):
+    """WRITE on topics and READ on the group come from the broker's authorised operations (KIP-430): withheld
+    ones are MISSING with their grant, granted ones on existing topics are OK (not UNVERIFIED)."""
+    tag = uuid.uuid4().hex[:6]
+    alias, topic, canary, heartbeats = f"w{tag}", f"orders-{tag}", f"canary-{tag}", f"hb-{tag}"
+    cfg = sasl_pair.config(alias, "west", topics=[topic])
+    cfg["mirror"] = {"heartbeats_topic": heartbeats, "metrics_port": None}
+    cfg["canary"] = {"topic": canary, "metrics_port": None}
+    config = config_from_dict(cfg)
+    needs = [n for n in all_needs(config, None) if n.required]
+    withheld = [n for n in needs if n.operation == "WRITE" and n.name in (f"{alias}.", canary)
+                or n.operation == "READ" and n.resource_type == "group"]
+    assert len(withheld) == 3, withheld
+    sasl_pair.grant([n for n in needs if n not in withheld])
+    east, west = sasl_pair.east.client_config(), sasl_pair.west.client_config()
+    for name in (topic, canary, heartbeats):  # WRITE is answered only on topics that exist
+        create_topic(sasl_pair.east.bootstrap, name, 1, auth=east)
+    for name in (f"{alias}.{topic}", offset_syncs_topic(alias)):
+        create_topic(sasl_pair.west.bootstrap, name, 1, auth=west)
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    proc = doctor(path, "--json")
+    rows = rows_of(proc)
+    cases = doctor_cases(source=alias, topic=topic, canary=canary)
+    expected = [cases["read-group"], cases["write-target"], cases["write-canary"]]
+    assert proc.returncode == 2 == expected[0]["exit"], proc.stdout + proc.stderr
+    missing = [row_line(r) for r in rows if r["status"] == "MISSING"]
+    assert len(missing) == 3, missing
+    for case in expected:
+        assert any(message_pattern(case["message"]).fullmatch(line) for line in missing), (case["message"], missing)
+    writes = {r["check"]: r["status"] for r in rows if r["check"].startswith("ACL WRITE")}
+    assert writes == {f"ACL WRITE topic {heartbeats} (mirror)": "OK", f"ACL WRITE topic {alias}.* (prefixed) (mirror)": "MISSING",
+                      f"ACL WRITE topic {offset_syncs_topic(alias)} (mirror)": "OK",
+                      f"ACL WRITE topic {canary} (canary)": "MISSING"}, writes
+    reads = {r["check"]: r["status"] for r in rows if r["check"].startswith(f"ACL READ topic {topic} ")}
+    assert list(reads.values()) == ["OK"], reads

@@ -54,7 +54,7 @@ def run_case(case: dict, folder: Path) -> tuple[subprocess.CompletedProcess, str
 
 
 ENTRY_POINTS = {"mirror": "mirrorwatch.mirror.cli:main", "canary": "mirrorwatch.canary.cli:main",
-                "monitor": "mirrorwatch.entrypoints:monitor_main"}
+                "monitor": "mirrorwatch.entrypoints:monitor_main", "mirrorwatch": "mirrorwatch.doctor.cli:main"}
 
 
 def needs_process(case: dict) -> bool:

@@ -23,6 +23,7 @@ import yaml
 from mirrorwatch.core.acls import mirror_needs
 from mirrorwatch.core.config import config_from_dict
 
+from .error_cases import CREDENTIAL_CASES, message_pattern, missing_acl_cases
 from .helpers import create_topic, produce_numbered, read_all
 from .mirror_harness import MirrorProcess, fast_mirror_settings
 from .sasl import ADMIN_PASSWORD, MIRROR_PASSWORD
@@ -30,29 +31,8 @@ from .services import Service
 
 BIN = Path(sys.executable).parent
 
-# Bad inputs and their exact answers (merged into docs/errors.md by the other half of issue 15).
-# {alias}/{port} stand for the cluster's name and port; "message" is a regex of the whole stderr/stdout line.
-_AUTH = (r"authentication failed on cluster 'east' at 127\.0\.0\.1:\d+ as user '(mirror|ghost)': SASL authentication "
-         r"error: Authentication failed during authentication due to invalid credentials with SASL mechanism "
-         r"SCRAM-SHA-512; check sasl\.username, sasl\.password and sasl\.mechanism \(see docs/security\.md\)")
-_TLS = (r"TLS handshake with cluster 'east' at 127\.0\.0\.1:\d+ failed: SSL handshake failed: error:0A000086:SSL "
-        r"routines::certificate verify failed: broker certificate could not be verified, verify that ssl\.ca\.location "
-        r"is correctly configured or root CA certificates are installed \(install ca-certificates package\); check "
-        r"ssl\.ca\.location \(the CA that signed the broker's certificate\) \(see docs/security\.md\)")
-_DENIED = (r"mirror: not authorised to (READ|WRITE|CREATE|DESCRIBE_CONFIGS) (topic|group) \S+ on cluster '\S+' "
-           r"\(principal User:mirror\): grant it \(see docs/security\.md\)")
-BAD_INPUTS = [
-    {"input": "mirror run: wrong SASL password", "message": "mirror: " + _AUTH, "exit": 1},
-    {"input": "mirror run: unknown SASL user", "message": "mirror: " + _AUTH, "exit": 1},
-    {"input": "mirror run: ssl.ca.location is a CA that did not sign the broker certificate", "message": "mirror: " + _TLS, "exit": 1},
-    {"input": "canary check: wrong SASL password", "message": "UNKNOWN east→west " + _AUTH, "exit": 3},
-    {"input": "canary check: unknown SASL user", "message": "UNKNOWN east→west " + _AUTH, "exit": 3},
-    {"input": "canary check: untrusted CA", "message": "UNKNOWN east→west " + _TLS, "exit": 3},
-    {"input": "monitor lag: wrong SASL password", "message": "monitor: " + _AUTH, "exit": 3},
-    {"input": "mirror failover check: wrong SASL password", "message": "mirror: " + _AUTH, "exit": 3},
-    {"input": "mirror run: the principal lacks an ACL the mirror needs (each one, see docs/security.md)",
-     "message": _DENIED, "exit": 1},
-]
+# The bad inputs and their exact answers are rows of docs/errors.md: tests/error_cases.py holds them
+# (CREDENTIAL_CASES, missing_acl_cases) and these tests run them on the SASL_SSL pair.
 
 
 def flow_setup(sasl_pair, tmp_path, **mirror):
@@ -112,10 +92,9 @@ def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
     finally:
         mirror.kill()
     lines = mirror.log_text().strip().splitlines()
-    alias_of = alias if withheld.role == "source" else "west"
-    expected = (rf"mirror: not authorised to {withheld.operation} {withheld.resource_type} {re.escape(withheld.name)}\S* "
-                rf"on cluster '{alias_of}' \(principal User:mirror\): grant it \(see docs/security\.md\)")
-    assert code == 1 and re.fullmatch(expected, lines[-1]), "\n".join(lines[-8:])
+    case = missing_acl_cases(config_from_dict(cfg))[index]  # its row in docs/errors.md, for this test's names
+    assert case["need"] == withheld
+    assert code == case["exit"] and message_pattern(case["message"]).fullmatch(lines[-1]), "\n".join(lines[-8:])
 
 
 
@@ -138,24 +117,16 @@ def _bad_config(sasl_pair, tmp_path, kind: str) -> Path:
     return path
 
 
-# (tool, kind of failure, its entry in BAD_INPUTS)
-CASES = [("mirror", "wrong-password", 0), ("mirror", "unknown-user", 1), ("mirror", "untrusted-ca", 2),
-         ("canary", "wrong-password", 3), ("canary", "unknown-user", 4), ("canary", "untrusted-ca", 5),
-         ("monitor", "wrong-password", 6), ("failover", "wrong-password", 7)]
-COMMANDS = {"mirror": ["mirror", "run"], "canary": ["canary", "check", "--timeout", "3"],
-            "monitor": ["monitor", "lag"], "failover": ["mirror", "failover", "check"]}
-
-
-@pytest.mark.parametrize("tool,kind,entry", CASES, ids=[f"{t}-{k}" for t, k, _ in CASES])
-def test_credentials_and_tls_failures_are_one_line(sasl_pair, tmp_path, tool, kind, entry):
-    path = _bad_config(sasl_pair, tmp_path, kind)
-    spec = BAD_INPUTS[entry]
-    argv = [str(BIN / COMMANDS[tool][0]), *COMMANDS[tool][1:], "--config", str(path)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("case", CREDENTIAL_CASES, ids=[f"{c['tool']}-{c['kind']}" for c in CREDENTIAL_CASES])
+def test_credentials_and_tls_failures_are_one_line(sasl_pair, tmp_path, case):
+    path = _bad_config(sasl_pair, tmp_path, case["kind"])
+    argv = [str(path) if arg == "m.yaml" else arg for arg in case["command"].split()]
+    proc = subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, timeout=120)
     output = (proc.stdout + proc.stderr).strip()
-    if tool in ("monitor", "mirror"):  # the reason is the last line: `mirror run` logs (it is a service), and the
-        output = output.splitlines()[-1]   # table `monitor lag` draws first is the other half of issue 15
-    assert proc.returncode == spec["exit"] and re.fullmatch(spec["message"], output), f"exit {proc.returncode}:\n{output}"
+    if case["tool"] in ("monitor", "mirror"):  # the reason is the last line: `mirror run` logs (it is a service), and
+        output = output.splitlines()[-1]   # `monitor lag` may draw its table first
+    assert proc.returncode == case["exit"] and message_pattern(case["message"]).fullmatch(output), \
+        f"exit {proc.returncode}:\n{output}"
     assert MIRROR_PASSWORD not in proc.stdout + proc.stderr and "not-the-password" not in proc.stdout + proc.stderr
 
 
@@ -218,6 +189,7 @@ def test_tools_on_sasl_pair_and_no_secret_anywhere(sasl_pair, tmp_path):
             for route in ("/v3/kafka", f"/v3/kafka/{alias}/consumer/mirrorwatch-{alias}-west/lag", "/v1/flows"):
                 answers[route] = requests.get(f"http://127.0.0.1:{monitor_http}{route}", timeout=5).text
             answers["metrics"] = requests.get(f"http://127.0.0.1:{monitor_metrics}/metrics", timeout=5).text
+            outputs.update(_status_page(path, tmp_path, f"{alias}-west"))  # the page reads this monitor's API
         finally:
             monitor.stop()
         outputs.update({f"monitor run {k}": v for k, v in answers.items()})
@@ -228,7 +200,57 @@ def test_tools_on_sasl_pair_and_no_secret_anywhere(sasl_pair, tmp_path):
     doctor = _run("mirrorwatch", "doctor", "--config", str(path), "--json")
     outputs["doctor --json"] = doctor.stdout + doctor.stderr
     assert doctor.returncode in (0, 1), outputs["doctor --json"]
+    secrets = {"the mirror's password": MIRROR_PASSWORD, "the admin's password": ADMIN_PASSWORD,
+               "a PEM private key": "PRIVATE KEY", **_key_lines(sasl_pair)}
     for name, text in outputs.items():
         assert text, f"{name}: no output captured"
-        for secret in (MIRROR_PASSWORD, ADMIN_PASSWORD):
-            assert secret not in text, f"a password appears in {name}"
+        for what, secret in secrets.items():
+            assert secret not in text, f"{what} appears in {name}"
+
+
+def _key_lines(sasl_pair) -> dict[str, str]:
+    """Each base64 line of the brokers' private keys: key material, whatever frames it."""
+    lines = {}
+    for cluster in (sasl_pair.east, sasl_pair.west):
+        pem = cluster.tls.keystore.read_text()
+        body = pem[pem.index("-----BEGIN PRIVATE KEY-----"):pem.index("-----END PRIVATE KEY-----")].splitlines()[1:]
+        lines.update({f"line {i} of {cluster.name}'s broker key": line for i, line in enumerate(body) if len(line) >= 40})
+    assert lines
+    return lines
+
+
+def _status_page(config_path: Path, logs: Path, flow: str) -> dict[str, str]:
+    """The status page served for this config, loaded once in headless Chromium (as tests/test_dashboard_live.py
+    does): its text, its HTML once the flow is drawn, and the page server's log."""
+    from playwright.sync_api import sync_playwright
+
+    from .test_dashboard_live import CHROMIUM, CHROMIUM_FLAGS
+
+    port = _free_port()
+    server = Service("dashboard", [sys.executable, "-m", "mirrorwatch.dashboards.cli", "--config", str(config_path),
+                                   "--port", str(port)], logs)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert server.alive(), server.log_tail()
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(f"http://127.0.0.1:{port}/", timeout=120_000)
+                # drawn: the flow's card with its status, and the sidebar naming the sources it reads
+                page.wait_for_function("([flow]) => document.body.innerText.includes(flow) && "
+                                       "document.body.innerText.includes('Status:') && "
+                                       "document.body.innerText.includes('Monitor API')", arg=[flow], timeout=120_000)
+                text, html = page.evaluate("document.body.innerText"), page.content()
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+    return {"status page text": text, "status page HTML": html, "status page log": server.log_text()}

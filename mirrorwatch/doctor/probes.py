@@ -1,9 +1,12 @@
 """Harmless probes of one cluster as the configured principal: can it connect, and may it do what a need says?
 
 Nothing here writes to a topic, joins a group or changes a config: creation, config changes and partition
-growth are asked with ``validate_only``; reading is a fetch from the end of a partition by an assign()-only
-consumer. WRITE on a topic and READ on a group cannot be probed without writing or joining, so they are
-"unverified" unless DESCRIBE is already refused (then they are certainly missing).
+growth are asked with ``validate_only``. READ and WRITE on a topic and READ on a group are read off the
+operations the broker says the caller may perform on the resource (KIP-430: ``describe_topics`` /
+``describe_consumer_groups`` with ``include_authorized_operations``), which needs only DESCRIBE, implied by
+both. A topic that does not exist yet has no such answer, so READ and WRITE on it stay "unverified" (a prefixed
+WRITE is answered on an existing topic the prefix covers); a broker too old to answer (before Kafka 2.3) gets a
+fetch from the end of each partition by an assign()-only consumer for READ.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic)
 
 from ..core.access import AccessProblem, error_of, serve_callbacks, wait_for_connection
@@ -25,6 +28,9 @@ TIMEOUT_S = 10.0
 WARM_UP_HEADER = "mw.canary.warmup"  # the canary's warm-up marker: every canary reader skips such a record
 DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
           KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+# a fresh cluster creates its group coordinator (__consumer_offsets) on first use: ask again shortly
+COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                         KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
 
 
 class ClusterProbe:
@@ -34,6 +40,7 @@ class ClusterProbe:
         self.connect_timeout_s = connect_timeout_s
         self.topics: dict[str, int] = {}
         self._visible: dict[str, bool] = {}
+        self._topic_ops: dict[str, set[str] | None] = {}
 
     def connect(self) -> tuple[bool, str]:
         """(reachable and authenticated, what to say)."""
@@ -62,6 +69,10 @@ class ClusterProbe:
         if need.pattern == LITERAL:
             return [need.name]
         if need.pattern == PREFIXED:
+            if need.resource_type == "topic" and need.operation == "WRITE":  # needs an existing topic (see above)
+                covered = sorted(t for t in self.topics if t.startswith(need.name))[:1]
+                if covered:
+                    return covered
             return [need.name + PROBE_NAME]
         pattern = re.compile(need.name)  # MATCHING: probe the existing topics or groups it matches (a few)
         if need.resource_type == "topic":
@@ -73,8 +84,10 @@ class ClusterProbe:
         if kind == "topic":
             if op in ("READ", "DESCRIBE") and not self._describable(name):
                 return MISSING, "refused"
+            if op in ("READ", "WRITE") and name in self.topics:
+                return self._authorized(name, op)
             if op == "READ":
-                return self._fetch(name) if name in self.topics else (UNVERIFIED, f"{name} does not exist yet")
+                return UNVERIFIED, f"{name} does not exist yet"
             if op == "DESCRIBE":
                 return OK, ""
             if op == "CREATE":
@@ -95,14 +108,57 @@ class ClusterProbe:
             if op == "WRITE":
                 if not self._describable(name):
                     return MISSING, "refused (not even DESCRIBE)"
-                return UNVERIFIED, "cannot be probed without writing"
+                return UNVERIFIED, f"{name} does not exist yet: the broker states what may be done only on a topic that exists"
         if kind == "group":
-            status, detail = self._admin_call(
-                lambda: self.admin.describe_consumer_groups([name], request_timeout=TIMEOUT_S)[name])
-            if status == OK and op == "READ":
-                return UNVERIFIED, "cannot be probed without joining the group"
-            return status, detail
+            return self._group(name, op)
         return UNVERIFIED, "not probed"
+
+    def _authorized(self, topic: str, op: str) -> tuple[str, str]:
+        """OK or MISSING from the operations the broker says the caller may perform on an existing topic."""
+        if topic not in self._topic_ops:
+            try:
+                future = self.admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
+                                                    request_timeout=TIMEOUT_S)[topic]
+                ops = future.result(TIMEOUT_S + 1).authorized_operations
+                self._topic_ops[topic] = None if ops is None else {o.name for o in ops}
+            except Exception as exc:
+                err = error_of(exc)
+                if err is not None and err.code() in DENIED:
+                    self._topic_ops[topic] = set()
+                else:
+                    return (self._fetch(topic) if op == "READ" else (UNVERIFIED, f"no answer: {exc}"))
+        ops = self._topic_ops[topic]
+        if ops is None:  # a broker older than KIP-430 (Kafka 2.3) does not say
+            return self._fetch(topic) if op == "READ" else (UNVERIFIED, "the broker does not report authorised operations")
+        if op in ops or "ALL" in ops:
+            return OK, ""
+        return MISSING, "refused" + (f" (it may {', '.join(sorted(ops))} {topic})" if ops else "")
+
+    def _group(self, group: str, op: str) -> tuple[str, str]:
+        """DESCRIBE from describe_consumer_groups answering at all; READ from the operations it reports."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            try:
+                description = self.admin.describe_consumer_groups(
+                    [group], include_authorized_operations=True, request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S + 1)
+                break
+            except Exception as exc:
+                err = error_of(exc)
+                if err is not None and err.code() in COORDINATOR_NOT_READY and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    continue
+                if err is not None and err.code() in DENIED:
+                    return MISSING, "refused"
+                return UNVERIFIED, f"no answer: {exc}"
+        if op == "DESCRIBE":
+            return OK, ""
+        ops = description.authorized_operations
+        if ops is None:
+            return UNVERIFIED, "the broker does not report authorised operations"
+        names = {o.name for o in ops}
+        if op in names or "ALL" in names:
+            return OK, ""
+        return MISSING, "refused" + (f" (it may {', '.join(sorted(names))} group {group})" if names else "")
 
     def _describable(self, name: str) -> bool:
         if name in self.topics:
