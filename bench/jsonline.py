@@ -109,6 +109,9 @@ def compare(old: dict, new: dict) -> list[str]:
     """Every numeric figure of two runs of the same bench, side by side with new / old."""
     a, b = flatten(old["figures"]), flatten(new["figures"])
     rows = [f"{old['bench']}: {old['commit']} ({old['timestamp']}) → {new['commit']} ({new['timestamp']})"]
+    params_a, params_b = flatten(old.get("params", {})), flatten(new.get("params", {}))
+    for key in sorted(k for k in set(params_a) | set(params_b) if params_a.get(k) != params_b.get(k)):
+        rows.append(f"  parameter {key}: {params_a.get(key)} → {params_b.get(key)} (figures may not be comparable)")
     for key in sorted(set(a) | set(b)):
         x, y = a.get(key), b.get(key)
         number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
