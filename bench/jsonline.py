@@ -60,6 +60,7 @@ class BenchRun:
         self.figures: dict = {}
         self.started = time.time()
         self.load_start = os.getloadavg()[0]
+        self.commit, self.dirty = git_commit()  # the code that runs is the code at the start
 
     def __enter__(self) -> "BenchRun":
         return self
@@ -69,9 +70,8 @@ class BenchRun:
         print(self.line(status, None if exc is None else f"{exc_type.__name__}: {exc}"), flush=True)
 
     def line(self, status: str = "ok", error: str | None = None) -> str:
-        commit, dirty = git_commit()
         record = {
-            "bench": self.bench, "schema": SCHEMA, "status": status, "commit": commit, "dirty": dirty,
+            "bench": self.bench, "schema": SCHEMA, "status": status, "commit": self.commit, "dirty": self.dirty,
             "timestamp": datetime.datetime.fromtimestamp(self.started, datetime.timezone.utc).isoformat(timespec="seconds"),
             "elapsed_s": time.time() - self.started,
             "machine": {"host": platform.node(), "arch": platform.machine(), "cores": os.cpu_count(),
