@@ -48,6 +48,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        parser.exit(2, "bench.profile_mirror: py-spy is not installed; install the bench extra: "
+                       ".venv/bin/pip install -e '.[bench]'\n")
     workdir = Path(tempfile.mkdtemp(prefix="mw-profile-"))
     with BenchRun("profile_mirror", vars(args)) as run:
         with fresh_clusters() as clusters:
@@ -56,16 +59,17 @@ def main() -> None:
             produce_rate(east, "profile", args.records, 100, 6)
             engine = start_ours(east, west, "profile", workdir)
             raw = workdir / "profile.txt"
-            recorder = subprocess.Popen([spy, "record", "-p", str(engine.pid), "-o", str(raw), "-f", "raw", "-r", "200",
-                                         "-d", str(args.seconds), "--nonblocking"], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
+            recorder = None
             try:
+                recorder = subprocess.Popen([spy, "record", "-p", str(engine.pid), "-o", str(raw), "-f", "raw", "-r",
+                                             "200", "-d", str(args.seconds), "--nonblocking"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL)
                 rate, cpu = throughput(west, engine, "east.profile", args.records)
                 print(f"mirror {rate:,.0f} records/s, {cpu:.1f} CPU s per million (under the profiler)")
                 run.figures.update({"records_per_s": rate, "cpu_s_per_million": cpu, "mb_per_s_per_core": mb_per_core_s(100, cpu)})
                 recorder.wait(args.seconds + 30)
             finally:
-                if recorder.poll() is None:
+                if recorder is not None and recorder.poll() is None:
                     recorder.terminate()
                     recorder.wait(30)
                 engine.terminate()
