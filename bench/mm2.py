@@ -116,8 +116,9 @@ def throughput(west: str, proc: subprocess.Popen, target: str, count: int, timeo
     raise RuntimeError("timed out")
 
 
-def paced_writer(east: str, topic: str, rate: int, total: int) -> None:
-    """Write ``total`` 100 B records at ``rate``/s (run in its own process: see ``latency``)."""
+def paced_writer(east: str, topic: str, rate: int, total: int, elapsed_s=None) -> None:
+    """Write ``total`` 100 B records at ``rate``/s (run in its own process: see ``latency``); the seconds it took
+    go to ``elapsed_s`` (a shared value), so a writer that could not keep the rate shows."""
     producer = Producer({"bootstrap.servers": east, "linger.ms": 1, "acks": "all"})
     started = time.perf_counter()
     for i in range(total):
@@ -133,6 +134,8 @@ def paced_writer(east: str, topic: str, rate: int, total: int) -> None:
             if pause > 0:
                 time.sleep(pause)
     producer.flush(30)
+    if elapsed_s is not None:
+        elapsed_s.value = time.perf_counter() - started
 
 
 def latency(east: str, west: str, source_topic: str, target_topic: str, rate: int, seconds: float) -> dict:
@@ -155,7 +158,9 @@ def latency(east: str, west: str, source_topic: str, target_topic: str, rate: in
     reader = threading.Thread(target=read)
     reader.start()
     total = int(rate * seconds)
-    writer = multiprocessing.get_context("spawn").Process(target=paced_writer, args=(east, source_topic, rate, total))
+    spawn = multiprocessing.get_context("spawn")
+    elapsed_s = spawn.Value("d", float("nan"))
+    writer = spawn.Process(target=paced_writer, args=(east, source_topic, rate, total, elapsed_s))
     try:
         writer.start()
         writer.join(seconds * 10 + 60)
@@ -173,7 +178,8 @@ def latency(east: str, west: str, source_topic: str, target_topic: str, rate: in
         raise RuntimeError(f"the latency writer exited with {writer.exitcode}")
     samples.sort()
     # records_seen < records_sent means the slowest were cut off by the wait above: the percentiles are then low
-    figures = {"records_sent": total, "records_seen": len(samples), "p50_ms": float("nan"), "p99_ms": float("nan")}
+    figures = {"records_sent": total, "records_seen": len(samples), "written_per_s": total / elapsed_s.value,
+               "p50_ms": float("nan"), "p99_ms": float("nan")}
     if samples:
         figures["p50_ms"] = samples[len(samples) // 2] * 1000
         figures["p99_ms"] = samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000
@@ -253,7 +259,8 @@ def latency_part(east: str, west: str, workdir: Path, rates: list[int], seconds:
                 result = {"engine": engine, **latency(east, west, topic, f"east.{topic}", rate, seconds)}
                 runs[rate].append(result)
                 print(f"latency at {rate}/s, {engine} (run {i + 1} of {len(order)}): p50 {result['p50_ms']:.1f} ms, "
-                      f"p99 {result['p99_ms']:.1f} ms ({result['records_seen']:,} of {result['records_sent']:,} seen)",
+                      f"p99 {result['p99_ms']:.1f} ms ({result['records_seen']:,} of {result['records_sent']:,} seen, written at "
+                      f"{result['written_per_s']:,.0f}/s)",
                       flush=True)
         finally:
             proc.terminate()
