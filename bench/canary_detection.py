@@ -2,7 +2,7 @@
 
 The canary cannot call an event lost before ``crit_latency_s`` has passed since it was produced, so the
 floor is crit_latency_s (+ up to one interval for the next probe to be judged). Prints each trial and the
-ratio detection / interval. Usage: .venv/bin/python -m bench.canary_detection [--interval 1] [--crit 5] [--trials 3]
+ratio detection / interval; ends with one JSON line (bench/README.md). Usage: .venv/bin/python -m bench.canary_detection [--interval 1] [--crit 5] [--trials 3]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import yaml
 from mirrorwatch.localkafka.launcher import free_port
 
 from .common import fresh_clusters, machine
+from .jsonline import BenchRun
 
 BIN = Path(sys.executable).parent
 
@@ -52,6 +53,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     args = parser.parse_args()
     print(f"machine: {machine()}")
+    with BenchRun("canary_detection", vars(args)) as run:
+        trials(args, run.figures)
+
+
+def trials(args, figures: dict) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mw-bench-canary-"))
     with fresh_clusters() as clusters:
         port = free_port()
@@ -67,6 +73,7 @@ def main() -> None:
         canary = subprocess.Popen([str(BIN / "canary"), "run", "--config", str(path)], stdout=subprocess.DEVNULL,
                                   stderr=open(workdir / "canary.log", "w"))
         ratios = []
+        figures["trials"] = detections = []
         try:
             for trial in range(args.trials):
                 mirror = subprocess.Popen([str(BIN / "mirror"), "run", "--config", str(path)], stdout=subprocess.DEVNULL,
@@ -78,11 +85,15 @@ def main() -> None:
                 mirror.wait(30)
                 detected = wait_for(url, 2, 120) - stopped
                 ratios.append(detected / args.interval)
+                detections.append({"detection_s": detected, "detection_over_interval": detected / args.interval})
                 print(f"trial {trial + 1}: mirror stop → CRITICAL in {detected:.2f} s "
                       f"(interval {args.interval:g} s, crit_latency {args.crit:g} s) → {detected / args.interval:.2f} intervals")
         finally:
             canary.terminate()
             canary.wait(30)
+    figures["median_detection_s"] = sorted(d["detection_s"] for d in detections)[len(detections) // 2]
+    figures["median_detection_over_interval"] = sorted(ratios)[len(ratios) // 2]
+    figures["floor_crit_over_interval"] = args.crit / args.interval
     print(f"detection / probe interval: median {sorted(ratios)[len(ratios) // 2]:.2f} "
           f"(floor: crit_latency / interval = {args.crit / args.interval:.2f})")
 

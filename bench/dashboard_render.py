@@ -7,7 +7,8 @@ partitions over 20 topics, plus the recorded recent figures and canary metrics; 
 `monitor dashboard` (Streamlit, headless) and opened in Debian's Chromium through Playwright, a new profile
 and a new page per run. Time to first render = from navigation start until the view's last element is on the
 page with its charts drawn (Vega canvas or SVG): the overview's first chart; the detail view's partition table
-and its three charts. Printed, not asserted: figures here vary with the machine's load.
+and its three charts. Printed, not asserted: figures here vary with the machine's load. Ends with one JSON
+line (bench/README.md).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import machine  # noqa: E402
+from bench.jsonline import BenchRun  # noqa: E402
 from mirrorwatch.localkafka.launcher import free_port  # noqa: E402
 from tests.test_dashboard_app import FIXTURES, StubServer, analytics_status, big_flow  # noqa: E402
 from tests.test_dashboard_live import CHROMIUM, CHROMIUM_FLAGS  # noqa: E402
@@ -67,8 +69,6 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     stub = StubServer()
     work = Path(tempfile.mkdtemp(prefix="mw-bench-page-"))
     page_port = free_port()
@@ -81,29 +81,10 @@ def main() -> None:
                                "--port", str(page_port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{page_port}/"
     print(f"# status page time to first render, headless Chromium; {machine()}")
+    run = BenchRun("dashboard_render", vars(args))
     try:
-        wait(lambda: _up(url), 60, "the page server")
-        with sync_playwright() as pw:
-            for partitions in sorted({12, args.partitions}):
-                stub.serve("degraded")
-                stub.routes["/v1/analytics"] = (200, "application/json", analytics_status("ok"))
-                stub.routes["/v1/flows"] = (200, "application/json", lambda p=partitions: json.dumps(big_flow(p)).encode())
-                for view, charts, marker in (("Overview", 1, "Status changes"), ("Flow detail", 3, "Mean round trip"),
-                                             ("History", 4, "Daily p99 trend")):
-                    times = []
-                    for _ in range(args.runs + 1):  # the first run warms Streamlit's caches and the browser: dropped
-                        profile = tempfile.mkdtemp(prefix="mw-chromium-")
-                        context = pw.chromium.launch_persistent_context(
-                            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
-                            viewport={"width": 1400, "height": 1000})
-                        try:
-                            times.append(render_s(context, url, view, charts, marker))
-                        finally:
-                            context.close()
-                            shutil.rmtree(profile, ignore_errors=True)
-                    shown = ", ".join(f"{t:.2f}" for t in times[1:])
-                    print(f"{partitions:>5} partitions  {view:<12} first render {statistics.median(times[1:]):.2f} s "
-                          f"(median of {args.runs}: {shown})")
+        with run:
+            measure(args, stub, url, run.figures)
     finally:
         server.terminate()
         try:
@@ -113,6 +94,35 @@ def main() -> None:
             server.wait()
         stub.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(args, stub, url: str, figures: dict) -> None:
+    from playwright.sync_api import sync_playwright
+
+    wait(lambda: _up(url), 60, "the page server")
+    with sync_playwright() as pw:
+        for partitions in sorted({12, args.partitions}):
+            stub.serve("degraded")
+            stub.routes["/v1/analytics"] = (200, "application/json", analytics_status("ok"))
+            stub.routes["/v1/flows"] = (200, "application/json", lambda p=partitions: json.dumps(big_flow(p)).encode())
+            for view, charts, marker in (("Overview", 1, "Status changes"), ("Flow detail", 3, "Mean round trip"),
+                                         ("History", 4, "Daily p99 trend")):
+                times = []
+                for _ in range(args.runs + 1):  # the first run warms Streamlit's caches and the browser: dropped
+                    profile = tempfile.mkdtemp(prefix="mw-chromium-")
+                    context = pw.chromium.launch_persistent_context(
+                        profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
+                        viewport={"width": 1400, "height": 1000})
+                    try:
+                        times.append(render_s(context, url, view, charts, marker))
+                    finally:
+                        context.close()
+                        shutil.rmtree(profile, ignore_errors=True)
+                shown = ", ".join(f"{t:.2f}" for t in times[1:])
+                figures.setdefault(f"{partitions}_partitions", {})[view.lower().replace(" ", "_")] = {
+                    "first_render_median_s": statistics.median(times[1:]), "first_render_runs_s": times[1:]}
+                print(f"{partitions:>5} partitions  {view:<12} first render {statistics.median(times[1:]):.2f} s "
+                      f"(median of {args.runs}: {shown})")
 
 
 def _up(url: str) -> bool:

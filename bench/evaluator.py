@@ -1,7 +1,8 @@
 """Evaluator cycle time at 10k and 100k partitions, as a share of the sampling interval, and memory per partition.
 
-Run: .venv/bin/python bench/evaluator.py [--interval 5] [--window 10]
-One cycle = observe() (store a sample for every partition) + evaluate() + the group summary.
+Run: .venv/bin/python -m bench.evaluator [--interval 5] [--window 10]
+One cycle = observe() (store a sample for every partition) + evaluate() + the group summary. Ends with one JSON
+line (bench/README.md).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 import numpy as np
 
 from mirrorwatch.monitor.evaluator import WindowSet, summarize
+
+from .jsonline import BenchRun
 
 
 def bench(partitions: int, window: int, cycles: int = 30) -> tuple[float, int]:
@@ -37,10 +40,13 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--window", type=int, default=10)
     args = parser.parse_args()
-    for n in (10_000, 100_000):
-        cycle, memory = bench(n, args.window)
-        print(f"{n:>7} partitions: cycle {cycle * 1000:7.2f} ms = {cycle / args.interval * 100:.3f} % of a "
-              f"{args.interval:g} s interval; {memory / n:.0f} bytes/partition (window {args.window})")
+    with BenchRun("evaluator", vars(args)) as run:
+        for n in (10_000, 100_000):
+            cycle, memory = bench(n, args.window)
+            run.figures[f"{n}_partitions"] = {"cycle_ms": cycle * 1000, "share_of_interval_pct": cycle / args.interval * 100,
+                                              "bytes_per_partition": memory / n}
+            print(f"{n:>7} partitions: cycle {cycle * 1000:7.2f} ms = {cycle / args.interval * 100:.3f} % of a "
+                  f"{args.interval:g} s interval; {memory / n:.0f} bytes/partition (window {args.window})")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Scrape cost of the monitor's exporter at 10k mirrored partitions.
 
-Run: .venv/bin/python bench/exporter.py [--partitions 10000]
+Run: .venv/bin/python -m bench.exporter [--partitions 10000]
 Prints the time to render the exposition for a new snapshot (what the first scrape after a cycle pays) and
-for a cached one (every other scrape in the interval), plus the body size.
+for a cached one (every other scrape in the interval), plus the body size. Ends with one JSON line
+(bench/README.md).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import numpy as np
 
 from mirrorwatch.monitor.exporter import MetricsCache
 from mirrorwatch.monitor.model import GroupView, Snapshot
+
+from .jsonline import BenchRun
 
 
 def snapshot(partitions: int, seq: int) -> Snapshot:
@@ -35,11 +38,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", type=int, default=10_000)
     args = parser.parse_args()
-    current = {"snap": snapshot(args.partitions, 1)}
+    with BenchRun("exporter", vars(args)) as run:
+        run.figures.update(measure(args.partitions))
+
+
+def measure(partitions: int) -> dict:
+    current = {"snap": snapshot(partitions, 1)}
     cache = MetricsCache(lambda: current["snap"], max_age_s=3600)
     fresh = []
     for seq in range(2, 7):
-        current["snap"] = snapshot(args.partitions, seq)
+        current["snap"] = snapshot(partitions, seq)
         start = time.perf_counter()
         body = cache.render()
         fresh.append(time.perf_counter() - start)
@@ -47,8 +55,9 @@ def main() -> None:
     for _ in range(100):
         cache.render()
     cached = (time.perf_counter() - start) / 100
-    print(f"{args.partitions} partitions: first scrape after a cycle {np.median(fresh) * 1000:.0f} ms, "
+    print(f"{partitions} partitions: first scrape after a cycle {np.median(fresh) * 1000:.0f} ms, "
           f"cached scrape {cached * 1e6:.0f} µs, body {len(body) / 1e6:.1f} MB")
+    return {"first_scrape_ms": float(np.median(fresh)) * 1000, "cached_scrape_us": cached * 1e6, "body_bytes": len(body)}
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Run: .venv/bin/python -m bench.lag_accuracy [--cycles 40] [--skip-clusters]
    lags, records lost, the evaluator and the forecast — the work that grows with the partition count. The
    Kafka reads are batched admin calls (list_offsets ×3, one group describe/offsets) whose cost is the
    brokers'; the exact time lag reads one record per partition that is behind (cached per offset).
+Ends with one JSON line (bench/README.md).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from mirrorwatch.monitor.evaluator import WindowSet, summarize
 from mirrorwatch.monitor.lag import catch_up_seconds, mirror_lags, rate, records_lost, target_side_acked_next
 
 from .common import machine
+from .jsonline import BenchRun
 
 
-def accuracy(cycles: int) -> None:
+def accuracy(cycles: int) -> dict:
     from mirrorwatch.core.config import config_from_dict
     from mirrorwatch.localkafka import LocalClusters
     from mirrorwatch.monitor.sampler import Sampler
@@ -38,6 +40,7 @@ def accuracy(cycles: int) -> None:
     from tests.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 
     parts, interval_s = 3, 1.0
+    figures: dict = {}
     base = Path(tempfile.mkdtemp(prefix="mw-bench-lag-"))
     clusters = LocalClusters(["east", "west"], base).start()
     try:
@@ -78,6 +81,14 @@ def accuracy(cycles: int) -> None:
                 rpo = np.asarray([r for r in m.rpo_ms if not np.isnan(r)])
                 lat = latency.latencies_ms(m.start_ms, m.end_ms)
                 under = int((np.asarray(m.true_lag) < np.asarray(m.lower)).sum())
+                figures[f"{policy}_{rate_}_per_s"] = {
+                    "true_lag_above_truth_p50_records": np.percentile(over, 50),
+                    "true_lag_above_truth_p99_records": np.percentile(over, 99),
+                    "true_lag_above_truth_max_records": over.max(), "bound_records": rate_ / parts * interval_s,
+                    "samples_below_truth": under, "samples": len(over),
+                    "rpo_p50_ms": np.percentile(rpo, 50), "rpo_p99_ms": np.percentile(rpo, 99),
+                    "replication_latency_p50_ms": np.percentile(lat, 50), "replication_latency_p99_ms": np.percentile(lat, 99),
+                    "cycle_p50_ms": np.percentile(m.cycle_ms, 50)}
                 print(f"{policy:8s} {rate_:5d}/s  true lag above truth: p50 {np.percentile(over, 50):6.0f} "
                       f"p99 {np.percentile(over, 99):6.0f} max {over.max():6.0f} records (bound "
                       f"{rate_ / parts * interval_s:.0f}; below truth: {under} of {len(over)})  |  RPO p50 "
@@ -86,9 +97,10 @@ def accuracy(cycles: int) -> None:
                       f"{np.percentile(m.cycle_ms, 50):4.0f} ms", flush=True)
     finally:
         clusters.stop()
+    return figures
 
 
-def pure_cycle_cost(partitions: int, rounds: int = 20) -> None:
+def pure_cycle_cost(partitions: int, rounds: int = 20) -> dict:
     rng = np.random.default_rng(1)
     keys = [(f"topic-{i // 100:04d}", i % 100) for i in range(partitions)]
     ws = WindowSet(partitions, 10, 0, 0, 5000)
@@ -124,6 +136,7 @@ def pure_cycle_cost(partitions: int, rounds: int = 20) -> None:
         times.append((time.perf_counter() - t0) * 1000)
     print(f"pure part of one cycle at {partitions:,} partitions: p50 {np.percentile(times, 50):.1f} ms, "
           f"max {max(times):.1f} ms (arrays from dicts, estimate, lags, records lost, evaluator, forecast)")
+    return {"partitions": partitions, "p50_ms": np.percentile(times, 50), "max_ms": max(times)}
 
 
 def main() -> None:
@@ -133,9 +146,10 @@ def main() -> None:
     parser.add_argument("--skip-clusters", action="store_true")
     args = parser.parse_args()
     print(machine())
-    pure_cycle_cost(args.partitions)
-    if not args.skip_clusters:
-        accuracy(args.cycles)
+    with BenchRun("lag_accuracy", vars(args)) as run:
+        run.figures["pure_cycle"] = pure_cycle_cost(args.partitions)
+        if not args.skip_clusters:
+            run.figures["accuracy"] = accuracy(args.cycles)
 
 
 if __name__ == "__main__":

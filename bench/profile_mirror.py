@@ -1,6 +1,7 @@
 """Profile the mirror engine with py-spy while it copies a pre-filled topic (100 B records, 6 partitions).
 
-Prints where the engine's time goes (self and inclusive, by source line), from py-spy's raw samples.
+Prints where the engine's time goes (self and inclusive, by source line), from py-spy's raw samples, and ends
+with one JSON line (bench/README.md).
 Needs the bench extra: pip install -e '.[bench]'. Usage: .venv/bin/python -m bench.profile_mirror [--records N]
 """
 
@@ -15,10 +16,11 @@ from collections import Counter
 from pathlib import Path
 
 from .common import create_topic, fresh_clusters, produce_rate
-from .mm2 import start_ours, throughput
+from .jsonline import BenchRun
+from .mm2 import mb_per_core_s, start_ours, throughput
 
 
-def summarize(raw: Path, top: int = 12) -> None:
+def summarize(raw: Path, top: int = 12) -> dict:
     own, inclusive, total = Counter(), Counter(), 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -31,9 +33,13 @@ def summarize(raw: Path, top: int = 12) -> None:
     for frame, n in own.most_common(top):
         print(f"  {100 * n / total:5.1f}%  {frame}")
     print("inclusive, engine code:")
+    engine = {}
     for frame, n in inclusive.most_common(60):
         if "mirrorwatch/mirror" in frame:
             print(f"  {100 * n / total:5.1f}%  {frame}")
+            engine[frame] = 100 * n / total
+    return {"samples": total, "self_pct": {frame: 100 * n / total for frame, n in own.most_common(top)},
+            "inclusive_engine_pct": engine}
 
 
 def main() -> None:
@@ -42,23 +48,33 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        parser.exit(2, "bench.profile_mirror: py-spy is not installed; install the bench extra: "
+                       ".venv/bin/pip install -e '.[bench]'\n")
     workdir = Path(tempfile.mkdtemp(prefix="mw-profile-"))
-    with fresh_clusters() as clusters:
-        east, west = clusters["east"].bootstrap, clusters["west"].bootstrap
-        create_topic(east, "profile", 6)
-        produce_rate(east, "profile", args.records, 100, 6)
-        engine = start_ours(east, west, "profile", workdir)
-        raw = workdir / "profile.txt"
-        recorder = subprocess.Popen([spy, "record", "-p", str(engine.pid), "-o", str(raw), "-f", "raw", "-r", "200",
-                                     "-d", str(args.seconds), "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            rate, cpu = throughput(west, engine, "east.profile", args.records)
-            print(f"mirror {rate:,.0f} records/s, {cpu:.1f} CPU s per million")
-            recorder.wait(args.seconds + 30)
-        finally:
-            engine.terminate()
-            engine.wait(30)
-    summarize(raw)
+    with BenchRun("profile_mirror", vars(args)) as run:
+        with fresh_clusters() as clusters:
+            east, west = clusters["east"].bootstrap, clusters["west"].bootstrap
+            create_topic(east, "profile", 6)
+            produce_rate(east, "profile", args.records, 100, 6)
+            engine = start_ours(east, west, "profile", workdir)
+            raw = workdir / "profile.txt"
+            recorder = None
+            try:
+                recorder = subprocess.Popen([spy, "record", "-p", str(engine.pid), "-o", str(raw), "-f", "raw", "-r",
+                                             "200", "-d", str(args.seconds), "--nonblocking"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL)
+                rate, cpu = throughput(west, engine, "east.profile", args.records)
+                print(f"mirror {rate:,.0f} records/s, {cpu:.1f} CPU s per million (under the profiler)")
+                run.figures.update({"records_per_s": rate, "cpu_s_per_million": cpu, "mb_per_s_per_core": mb_per_core_s(100, cpu)})
+                recorder.wait(args.seconds + 30)
+            finally:
+                if recorder is not None and recorder.poll() is None:
+                    recorder.terminate()
+                    recorder.wait(30)
+                engine.terminate()
+                engine.wait(30)
+        run.figures["profile"] = summarize(raw)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ order on the target (the first occurrences of each key's sequence numbers must b
 monitor and canary said during each fault (did they turn non-OK, and recover?).
 
 Usage: .venv/bin/python -m bench.soak [--records 1000000] [--rate 20000]
-The suite runs ``run_soak(100_000, ...)`` (tests/test_soak.py).
+Ends with one JSON line (bench/README.md); exit 1 if the soak failed. The suite runs ``run_soak(100_000, ...)`` (tests/test_soak.py).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorwatch.localkafka import LocalClusters
 from mirrorwatch.localkafka.launcher import free_port
+
+from .jsonline import BenchRun
 
 BIN = Path(sys.executable).parent
 TOPIC, PARTITIONS, KEYS, GROUP = "soak", 6, 1000, "mirrorwatch-soak"
@@ -290,11 +292,17 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=20_000)
     args = parser.parse_args()
-    report = run_soak(args.records, args.rate)
-    print(json.dumps(report.__dict__, indent=2))
-    print(f"soak {'PASSED' if report.ok() else 'FAILED'}: {report.records} records, lost {report.lost}, "
-          f"duplicates {report.duplicates} ({report.duplicates_outside_windows} outside in-flight windows), "
-          f"order violations {report.order_violations}, {report.seconds:.0f} s")
+    with BenchRun("soak", vars(args)) as run:
+        report = run_soak(args.records, args.rate)
+        print(json.dumps(report.__dict__, indent=2))
+        run.figures.update({"passed": report.ok(), "records": report.records, "lost_records": report.lost,
+                            "duplicate_records": report.duplicates,
+                            "duplicates_outside_windows_records": report.duplicates_outside_windows,
+                            "order_violations": report.order_violations, "seconds": report.seconds,
+                            "faults": report.faults})
+        print(f"soak {'PASSED' if report.ok() else 'FAILED'}: {report.records} records, lost {report.lost}, "
+              f"duplicates {report.duplicates} ({report.duplicates_outside_windows} outside in-flight windows), "
+              f"order violations {report.order_violations}, {report.seconds:.0f} s")
     sys.exit(0 if report.ok() else 1)
 
 
