@@ -38,6 +38,7 @@ from .services import Service
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "dashboard"
 SCREENSHOTS = ROOT / "docs" / "img"
+ARTIFACTS = ROOT / "test-artifacts"
 RECORD = os.environ.get("MIRRORWATCH_RECORD_DASHBOARD") == "1"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -279,6 +280,21 @@ def charts_drawn(page) -> int:
     }""")
 
 
+def wait_for_charts(page, stack, count: int, what: str, timeout_s: float = 90) -> None:
+    """Wait for ``count`` drawn charts; on a timeout say how many there were, and keep a screenshot and the
+    page's text in test-artifacts/ (this wait failed only inside whole-suite runs on a loaded machine)."""
+    try:
+        stack.wait(lambda: charts_drawn(page) >= count, timeout_s, what)
+    except AssertionError as exc:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "charts-timeout.png"), full_page=True)
+        (ARTIFACTS / "charts-timeout.txt").write_text(page_text(page) or "")
+        drawn = charts_drawn(page)
+        embeds = page.evaluate("document.querySelectorAll('.vega-embed').length")
+        raise AssertionError(f"{exc}: {drawn} drawn of {embeds} chart elements (screenshot and text in "
+                             f"{ARTIFACTS})") from None
+
+
 def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     page = browser_page
     url = f"http://127.0.0.1:{stack.page_port}/"
@@ -299,7 +315,7 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
         time.sleep(10)  # the monitor's points every second: the committed saw-tooth shows
     # caught up again (lag 0: OK by the evaluator's first rule), with the saw-tooth still on the chart
     wait_for_text(page, stack, "Status: OK", 60)
-    stack.wait(lambda: charts_drawn(page) >= 3, 90, "lag, RPO and canary charts")
+    wait_for_charts(page, stack, 3, "lag, RPO and canary charts")
     screenshot(page, "dashboard.png")
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.get_by_text("Overview", exact=True).click()
@@ -354,5 +370,5 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     body = wait_for_text(page, stack, ["Daily p99 trend", "SLO compliance per topic", "partition incidents",
                                        "Scheduled analytics every 40 s"], 60)
     assert "Traceback" not in body
-    stack.wait(lambda: charts_drawn(page) >= 4, 90, "compliance, incidents and trend charts")
+    wait_for_charts(page, stack, 4, "compliance, incidents and trend charts")
     screenshot(page, "history.png")

@@ -7,6 +7,7 @@ import logging
 import threading
 
 from ..core.access import Denied, wait_for_connection
+from ..core.clients import make_admin
 
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .outage import ClusterWatch, start_when_reachable
@@ -54,13 +55,20 @@ class EngineLifecycle:
                                       (self.flow.target, self.target_cluster, self.target_admin)):
             wait_for_connection(admin, cluster.bootstrap_servers, alias, 1.0)
 
+    def _renew_admin_clients(self) -> None:
+        """Fresh admin clients for the start-up steps and the topic refresh (see start_when_reachable)."""
+        self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
+        self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
+        self.target_topics.source_admin, self.target_topics.target_admin = self.source_admin, self.target_admin
+
     def _give_up(self, message: str) -> None:
         self.gave_up = message
         self._stop.set()
 
     def start_background(self) -> bool:
         self.watch.start()
-        if not start_when_reachable(self._prepare, self.watch, self._stop, self._check_credentials):
+        if not start_when_reachable(self._prepare, self.watch, self._stop, self._check_credentials,
+                                    self._renew_admin_clients):
             return False
         if self.settings.heartbeats:
             self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,

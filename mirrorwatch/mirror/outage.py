@@ -156,12 +156,17 @@ class ClusterWatch:
 
 
 def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stopping: threading.Event,
-                         credentials: Callable[[], None] | None = None) -> bool:
+                         credentials: Callable[[], None] | None = None,
+                         renew_clients: Callable[[], None] | None = None) -> bool:
     """Run the engine's start-up steps (idempotent) once both clusters answer, retrying with backoff.
 
     The clusters are probed first (bounded, 5 s) so that a cluster that is away costs no 30 s admin timeouts
     and ``mirror.max_unreachable_s`` is honoured promptly. Returns False when ``stopping`` was set before the
     steps succeeded. A non-transient error propagates (exit, as before).
+
+    When the steps fail transiently although the watch's own clients just had answers from both clusters, the
+    steps' clients are replaced (``renew_clients``) before the next attempt: a client created while a broker was
+    frozen was once seen failing every request with "transport failure" for minutes after the broker was back.
     """
     attempt = 0
     while not stopping.is_set():
@@ -179,6 +184,8 @@ def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stoppin
                 if not is_transient(exc):
                     raise
                 log.warning("start-up step failed transiently (will retry): %s", _reason(exc))
+                if renew_clients is not None:
+                    renew_clients()
         stopping.wait(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
         attempt += 1
     return False
