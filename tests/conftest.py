@@ -33,10 +33,40 @@ class TestCluster:
         return {"bootstrap.servers": self.bootstrap}
 
 
+# Under pytest-xdist (scripts/test runs MIRRORWATCH_TEST_WORKERS workers, --dist loadgroup) a module runs whole
+# on one worker, so its module-scoped fixtures (a mirror, MM2, a page stack) start once; modules sharing a costly
+# session fixture run on the same worker, so there is one SASL_SSL pair and one Spark JVM per run; and the longest
+# groups start first, so that no worker is left with a long tail. Each worker has its own plain Kafka pair.
+SHARED_FIXTURE_GROUPS = {"sasl_pair": "sasl", "spark": "spark", "spark_cluster": "spark"}
+LONGEST_FIRST = ["spark", "test_mm2", "sasl", "test_outages", "test_dashboard_live", "test_canary_service",
+                 "test_localkafka", "test_drill", "test_soak", "test_canary_check", "test_lag_accuracy",
+                 "test_monitor_service", "test_mirror_behaviour", "test_mirror_failover", "test_mirror_faults",
+                 "test_grafana_real_exporters", "test_monitor_engine", "test_monitor_kafka"]
+
+
+def _xdist_groups(items) -> dict[str, str]:
+    """module name -> its group: a shared fixture's group if any of its tests uses one, else the module."""
+    groups: dict[str, str] = {}
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        shared = [SHARED_FIXTURE_GROUPS[f] for f in getattr(item, "fixturenames", ()) if f in SHARED_FIXTURE_GROUPS]
+        if shared:
+            groups[module] = shared[0]
+        groups.setdefault(module, module)
+    return groups
+
+
 def pytest_collection_modifyitems(items):
+    groups = _xdist_groups(items)
     for item in items:
         if KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
+        item.add_marker(pytest.mark.xdist_group(groups[item.module.__name__.rsplit(".", 1)[-1]]))
+
+    def rank(item) -> int:
+        group = groups[item.module.__name__.rsplit(".", 1)[-1]]
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=rank)  # stable: collection order within a group and among the rest
 
 
 @pytest.fixture(scope="session")
