@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 import requests
 import yaml
 
-from grafana import promql
+from mirrorwatch.grafana_build import promql
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from grafana import promql
+from mirrorwatch.grafana_build import promql
 
 from .prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
 

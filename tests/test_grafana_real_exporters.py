@@ -3,7 +3,7 @@ local clusters, scraped by the Debian Prometheus with the shipped rule file (eve
 the true-lag threshold lowered so a stopped mirror crosses it within seconds).
 
 1. ``promtool check metrics`` passes on the live output of each of the three exporters;
-2. every PromQL expression of grafana/ (``grafana.promql.all_promql_expressions()``) parses and returns series
+2. every PromQL expression of grafana/ (``mirrorwatch.grafana_build.promql.all_promql_expressions()``) parses and returns series
    once the stack has run a while — any that legitimately returned nothing on a healthy stack would be listed
    in ``NO_SERIES_WHEN_HEALTHY`` with the reason and what is checked instead (none today);
 3. SIGTERM the mirror while records keep coming: MirrorwatchTrueLagHigh and MirrorwatchCanaryCritical (and
@@ -25,7 +25,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from grafana import promql
+from mirrorwatch.grafana_build import promql
 
 from .helpers import create_topic, produce_numbered
 from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grafana import build, promql
+from mirrorwatch.grafana_build import build, promql
 
 from .prometheus_server import write_rules_copy
 
@@ -76,7 +76,7 @@ def test_grafana_alerts_equivalent_to_prometheus_alerts():
 
 
 def test_checked_in_grafana_alerts_are_generated():
-    assert promql.GRAFANA_ALERTS.read_text() == build.outputs()[promql.GRAFANA_ALERTS], "run python grafana/build.py"
+    assert promql.GRAFANA_ALERTS.read_text() == build.outputs()[promql.GRAFANA_ALERTS], "run scripts/build-grafana"
 
 
 def test_docs_alert_table_matches_rule_file():

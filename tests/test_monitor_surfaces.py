@@ -18,13 +18,13 @@ from mirrorwatch.monitor.api import make_router
 from mirrorwatch.monitor.exporter import MetricsCache
 from mirrorwatch.monitor.history import HistoryWriter, history_files, read_history, snapshot_table
 from mirrorwatch.monitor.model import GroupView, Snapshot
-from mirrorwatch.monitor.status import G_ERR, G_NOTFOUND, G_OK, G_UNKNOWN, P_OK, P_STOP, P_UNKNOWN, P_WARN
+from mirrorwatch.core.status import GroupStatus, PartitionStatus
 from mirrorwatch.monitor.webhooks import Notifier
 
 A = lambda *v: np.array(v, np.int64)  # noqa: E731
 
 
-def mirror_view(status=G_OK, ts=1_700_000_000_000, statuses=(P_OK, P_WARN), **over) -> GroupView:
+def mirror_view(status=GroupStatus.OK, ts=1_700_000_000_000, statuses=(PartitionStatus.OK, PartitionStatus.WARN), **over) -> GroupView:
     values = dict(
         kind="mirror", flow="ew", cluster="east", target="west", group="mirrorwatch-east-west", ts_ms=ts,
         group_status=status, last_ok_ms=ts, topics=["orders", "orders"], partitions=[0, 1],
@@ -40,9 +40,9 @@ def mirror_view(status=G_OK, ts=1_700_000_000_000, statuses=(P_OK, P_WARN), **ov
 
 
 def unknown_view() -> GroupView:
-    return GroupView(kind="group", flow="", cluster="far", target="", group="billing", ts_ms=1, group_status=G_UNKNOWN,
+    return GroupView(kind="group", flow="", cluster="far", target="", group="billing", ts_ms=1, group_status=GroupStatus.UNKNOWN,
                      error="cluster 'far': cannot list topics: timed out", topics=["t"], partitions=[0],
-                     status=np.array([P_UNKNOWN], np.int8))
+                     status=np.array([PartitionStatus.UNKNOWN], np.int8))
 
 
 def snapshot(*views, up=None) -> Snapshot:
@@ -73,7 +73,7 @@ def test_exporter_names_labels_and_values():
     statuses = {(l["group"], l["partition"]): v for l, v in m["mirrorwatch_partition_status"]}
     assert statuses == {("mirrorwatch-east-west", "0"): 0, ("mirrorwatch-east-west", "1"): 1, ("billing", "0"): 5}
     groups = {l["group"]: v for l, v in m["mirrorwatch_group_status"]}
-    assert groups == {"mirrorwatch-east-west": G_OK, "billing": G_UNKNOWN}
+    assert groups == {"mirrorwatch-east-west": GroupStatus.OK, "billing": GroupStatus.UNKNOWN}
     assert {l["cluster"]: v for l, v in m["mirrorwatch_cluster_up"]} == {"east": 1, "west": 1, "far": 0}
     assert m["mirrorwatch_window_complete_ratio"] == [({"flow": "ew", "source": "east", "target": "west",
                                                         "group": "mirrorwatch-east-west"}, 0.5)]
@@ -85,7 +85,7 @@ def test_exporter_names_labels_and_values():
 
 @pytest.fixture
 def route():
-    snap = snapshot(mirror_view(status=G_ERR, statuses=(P_STOP, P_OK)), unknown_view())
+    snap = snapshot(mirror_view(status=GroupStatus.ERR, statuses=(PartitionStatus.STOP, PartitionStatus.OK)), unknown_view())
     r = make_router(lambda: snap, ["east", "west", "far"])
 
     def get(path):
@@ -232,7 +232,7 @@ def test_webhook_one_post_per_change_with_retries():
     receiver = _Receiver(fail_first=1)
     notifier = Notifier([receiver.url], timeout_s=2, retries=2, backoff_s=0.01)
     try:
-        for status in (G_OK, G_OK, G_ERR, G_ERR, G_ERR, G_OK, G_NOTFOUND):
+        for status in (GroupStatus.OK, GroupStatus.OK, GroupStatus.ERR, GroupStatus.ERR, GroupStatus.ERR, GroupStatus.OK, GroupStatus.NOTFOUND):
             notifier.observe(snapshot(mirror_view(status=status)))
         notifier.drain()
         deadline = __import__("time").monotonic() + 10
@@ -251,7 +251,7 @@ def test_failing_webhook_never_blocks_or_raises(caplog):
     notifier = Notifier(["http://127.0.0.1:9/hook/secret-token"], timeout_s=0.5, retries=1, backoff_s=0.01)
     try:
         with caplog.at_level(logging.WARNING, logger="mirrorwatch.monitor.webhooks"):
-            events = notifier.observe(snapshot(mirror_view(status=G_ERR)))  # returns at once
+            events = notifier.observe(snapshot(mirror_view(status=GroupStatus.ERR)))  # returns at once
             assert len(events) == 1
             notifier.drain()
             deadline = __import__("time").monotonic() + 10

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+from ..core.status import CanaryStatus, codes_help
+
 # *_created series are not part of the metrics contract (docs/metrics.md) and only add noise to every scrape
 disable_created_metrics()
 
@@ -23,7 +25,7 @@ class CanaryMetrics:
         self.reordered = Counter("mirrorwatch_canary_reordered", "Lower sequence seen after a higher one on a partition",
                                  LABELS, registry=registry)
         self.probes = Counter("mirrorwatch_canary_probes", "Canary probes run", LABELS, registry=registry)
-        self.status = Gauge("mirrorwatch_canary_status", "Last status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN", LABELS,
+        self.status = Gauge("mirrorwatch_canary_status", f"Last status: {codes_help(CanaryStatus)}", LABELS,
                             registry=registry)
         self.heartbeat_age = Gauge("mirrorwatch_canary_heartbeat_age_seconds", "Age of the newest mirrored heartbeat",
                                    LABELS, registry=registry)

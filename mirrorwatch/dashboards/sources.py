@@ -12,6 +12,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..core.redact import redact_text
+from ..core.status import CanaryStatus, GroupStatus
 
 
 class SourceError(Exception):
@@ -64,13 +65,13 @@ def _normalised(flow: dict) -> dict:
     if not isinstance(flow.get("ts_ms"), (int, float)) or isinstance(flow.get("ts_ms"), bool):
         flow["ts_ms"] = None
     flow["flow"] = str(flow.get("flow", "?"))
-    flow["status"] = str(flow.get("status", "UNKNOWN"))
+    flow["status"] = str(flow.get("status", GroupStatus.UNKNOWN.name))
     return flow
 
 
 # ------------------------------------------------------------------ canary /metrics
 
-CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
+CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
 
 
 @dataclass
@@ -110,7 +111,7 @@ def parse_canary_metrics(text: str) -> dict[str, CanaryReading]:
             reading = readings.setdefault(flow, CanaryReading())
             value = float(sample.value)
             if sample.name == "mirrorwatch_canary_status":
-                reading.status = CANARY_STATUS.get(int(value), "UNKNOWN") if not math.isnan(value) else None
+                reading.status = CANARY_STATUS.get(int(value), CanaryStatus.UNKNOWN.name) if not math.isnan(value) else None
             elif sample.name == "mirrorwatch_canary_heartbeat_age_seconds":
                 reading.heartbeat_age_s = None if math.isnan(value) else value
             elif sample.name == "mirrorwatch_canary_round_trip_seconds_bucket":

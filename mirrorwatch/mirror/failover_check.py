@@ -15,13 +15,14 @@ from ..core.clients import make_admin, make_consumer
 from ..core.cli import UserError
 from ..core.config import ConfigError, load_config
 from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
+from ..core.status import CanaryStatus
 from .checkpoints import all_checkpoints, committed_offsets, group_is_active, source_groups
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
 from .syncs_reader import OffsetSyncReader
 from .topology import latest_heartbeats
 
-CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
+CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
 
 
 def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict]:
@@ -69,7 +70,7 @@ def canary_status(host: str, port: int | None, flow: str) -> str:
         return "not running"
     for line in text.splitlines():
         if line.startswith("mirrorwatch_canary_status{") and f'flow="{flow}"' in line:
-            return CANARY_STATUS.get(int(float(line.rsplit(" ", 1)[1])), "UNKNOWN")
+            return CANARY_STATUS.get(int(float(line.rsplit(" ", 1)[1])), CanaryStatus.UNKNOWN.name)
     return "no data"
 
 

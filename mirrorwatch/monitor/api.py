@@ -18,9 +18,9 @@ from typing import Callable
 from urllib.parse import unquote
 
 from ..core.redact import redact_text
+from ..core.status import PARTITION_STATUS, PartitionStatus
 from .httpserver import Response, json_response
 from .model import GroupView, Snapshot
-from .status import PARTITION_STATUS, P_OK
 
 
 def _request(path: str) -> dict:
@@ -59,7 +59,7 @@ def _burrow_partition(v: GroupView, i: int) -> dict:
 
 def group_status_body(v: GroupView, all_partitions: bool) -> dict:
     n = len(v.topics)
-    partitions = [_burrow_partition(v, i) for i in range(n) if all_partitions or int(v.status[i]) != P_OK]
+    partitions = [_burrow_partition(v, i) for i in range(n) if all_partitions or int(v.status[i]) != PartitionStatus.OK]
     maxlag = _burrow_partition(v, v.maxlag_row) if v.maxlag_row is not None else None
     body = {"cluster": v.cluster, "group": v.group, "status": v.status_name, "complete": v.complete,
             "partitions": partitions, "partition_count": n, "maxlag": maxlag, "totallag": v.totallag}

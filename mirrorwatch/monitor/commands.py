@@ -14,13 +14,13 @@ import click
 
 from ..core.cli import UserError, setup_logging
 from ..core.config import Config, load_config
+from ..core.status import CanaryStatus, GroupStatus
 from .api import flow_body, group_status_body
 from .lag import describe_forecast, format_duration
 from .model import GroupView, Snapshot
 from .sampler import Sampler
-from .status import G_UNKNOWN
 
-EXIT_UNKNOWN = 3  # a cluster could not be reached (the Nagios convention the canary uses too)
+EXIT_UNKNOWN = int(CanaryStatus.UNKNOWN)  # a cluster could not be reached (the Nagios code the canary uses too)
 
 
 def _load(path: str) -> Config:
@@ -80,7 +80,7 @@ def lag(config_path: str, flow_name: str | None, as_json: bool, samples: int, ev
         click.echo(json.dumps(snapshot_json(snap), indent=2, allow_nan=False))
     else:
         print_tables(snap)
-    unknown = [v for v in snap.views if v.group_status == G_UNKNOWN]
+    unknown = [v for v in snap.views if v.group_status == GroupStatus.UNKNOWN]
     if unknown:
         raise UserError(unknown[0].error or f"cannot reach cluster '{unknown[0].cluster}'", EXIT_UNKNOWN)
 
@@ -147,7 +147,7 @@ def _totals_line(v: GroupView, rows: list[dict]) -> str:
                   f"max time-lag {_t(max(times) if times else None)}",
                   f"forecast {describe_forecast(max(finite) if finite else None)}"]
     parts.append(f"status {v.status_name}")
-    if v.group_status != G_UNKNOWN:
+    if v.group_status != GroupStatus.UNKNOWN:
         parts.append(f"window complete {v.complete:.0%}")
     return "  ".join(parts)
 

@@ -17,8 +17,9 @@ from typing import Callable
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 
+from ..core.status import GroupStatus, PartitionStatus, codes_help
+
 from .model import Snapshot
-from .status import P_UNKNOWN
 
 PARTITION_LABELS = ["flow", "source", "target", "group", "topic", "partition"]
 GROUP_LABELS = ["flow", "source", "target", "group"]
@@ -41,9 +42,9 @@ class SnapshotCollector:
                                      "Forecast time to catch up; +Inf when not catching up",
                                      labels=GROUP_LABELS + ["topic"])
         p_status = GaugeMetricFamily("mirrorwatch_partition_status",
-                                     "0 OK, 1 WARN, 2 STOP, 3 STALL, 4 REWIND, 5 UNKNOWN", labels=PARTITION_LABELS)
+                                     codes_help(PartitionStatus), labels=PARTITION_LABELS)
         g_status = GaugeMetricFamily("mirrorwatch_group_status",
-                                     "0 OK, 1 WARN, 2 ERR, 3 STOP, 4 STALL, 5 REWIND, 6 NOTFOUND, 7 UNKNOWN",
+                                     codes_help(GroupStatus),
                                      labels=GROUP_LABELS)
         complete = GaugeMetricFamily("mirrorwatch_window_complete_ratio",
                                      "Share of partitions with a full evaluator window", labels=GROUP_LABELS)
@@ -62,7 +63,7 @@ class SnapshotCollector:
             status = v.status
             if status is None:
                 continue
-            unknown = v.group_status == 7
+            unknown = v.group_status == GroupStatus.UNKNOWN
             if not unknown:
                 complete.add_metric(glabels, v.complete)
             kinds = [("committed", v.committed_lag)]
@@ -70,7 +71,7 @@ class SnapshotCollector:
                 kinds += [("read", v.read_lag), ("true", v.true_lag)]
             for i, (topic, partition) in enumerate(zip(v.topics, v.partitions)):
                 plabels = glabels + [topic, str(partition)]
-                p_status.add_metric(plabels, P_UNKNOWN if unknown else int(status[i]))
+                p_status.add_metric(plabels, PartitionStatus.UNKNOWN if unknown else int(status[i]))
                 if unknown:
                     continue
                 for kind, arr in kinds:
@@ -136,10 +137,10 @@ class TextRenderer:
             if v.status is None:
                 continue
             labels = self._partition_labels(v)
-            unknown = v.group_status == 7
+            unknown = v.group_status == GroupStatus.UNKNOWN
             out_status = families["mirrorwatch_partition_status"]
             if unknown:
-                out_status.extend(f"mirrorwatch_partition_status{{{l}}} {P_UNKNOWN}" for l in labels)
+                out_status.extend(f"mirrorwatch_partition_status{{{l}}} {int(PartitionStatus.UNKNOWN)}" for l in labels)
                 continue
             families["mirrorwatch_window_complete_ratio"].append(
                 f"mirrorwatch_window_complete_ratio{{{g}}} {_num(float(v.complete))}")
@@ -179,8 +180,8 @@ _FAMILIES = {
     "mirrorwatch_lag_records": "Mirror lag in records (kind: committed, read, true)",
     "mirrorwatch_time_lag_seconds": "Age of the oldest source record not yet on the target",
     "mirrorwatch_catch_up_seconds": "Forecast time to catch up; +Inf when not catching up",
-    "mirrorwatch_partition_status": "0 OK, 1 WARN, 2 STOP, 3 STALL, 4 REWIND, 5 UNKNOWN",
-    "mirrorwatch_group_status": "0 OK, 1 WARN, 2 ERR, 3 STOP, 4 STALL, 5 REWIND, 6 NOTFOUND, 7 UNKNOWN",
+    "mirrorwatch_partition_status": codes_help(PartitionStatus),
+    "mirrorwatch_group_status": codes_help(GroupStatus),
     "mirrorwatch_window_complete_ratio": "Share of partitions with a full evaluator window",
     "mirrorwatch_sample_age_seconds": "Seconds since the last successful sample",
     "mirrorwatch_cluster_up": "1 when the last sample reached the cluster",

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.records import LagSample, lag_sample_arrow_schema
+from ..core.status import PARTITION_STATUS, GroupStatus
 from .model import Snapshot
-from .status import G_NOTFOUND, G_UNKNOWN, PARTITION_STATUS
 
 log = logging.getLogger("mirrorwatch.monitor.history")
 
@@ -48,7 +48,7 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
     schema = lag_sample_arrow_schema()
     parts = []
     for v in snap.views:
-        if v.source_end is None or v.group_status in (G_UNKNOWN, G_NOTFOUND):
+        if v.source_end is None or v.group_status in (GroupStatus.UNKNOWN, GroupStatus.NOTFOUND):
             continue
         keep = v.source_end >= 0
         n = int(keep.sum())

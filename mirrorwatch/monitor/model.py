@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.records import LagSample
+from ..core.status import GROUP_STATUS, PARTITION_STATUS, PartitionStatus
 from .lag import describe_forecast
-from .status import GROUP_STATUS, PARTITION_STATUS
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class GroupView:
         v = self.value
         row = {
             "topic": self.topics[i], "partition": self.partitions[i],
-            "status": PARTITION_STATUS[int(self.status[i])] if self.status is not None else "UNKNOWN",
+            "status": PARTITION_STATUS[int(self.status[i])] if self.status is not None else PartitionStatus.UNKNOWN.name,
             "source_end": v("source_end", i), "committed": v("committed", i),
             "committed_lag": v("committed_lag", i),
         }
@@ -101,7 +101,7 @@ class GroupView:
         v = self.value
         out = []
         for i in range(len(self.topics)):
-            status = PARTITION_STATUS[int(self.status[i])] if self.status is not None else "UNKNOWN"
+            status = PARTITION_STATUS[int(self.status[i])] if self.status is not None else PartitionStatus.UNKNOWN.name
             out.append(LagSample(
                 ts_ms=self.ts_ms, flow=self.flow, source=self.cluster, target=self.target, group=self.group,
                 topic=self.topics[i], partition=self.partitions[i],

@@ -24,12 +24,12 @@ from ..core.clients import make_consumer
 from ..core.config import Config
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
+from ..core.status import GroupStatus, PartitionStatus
 from .evaluator import WindowSet, summarize
 from .flows import mirrored_topics, policy_of
 from .kafka_io import ClusterReader, ClusterUnreachable
 from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, target_behind
 from .model import GroupView, Snapshot
-from .status import G_NOTFOUND, G_UNKNOWN, P_UNKNOWN
 from .syncs import UNUSED_GROUP, OffsetSyncTracker
 from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
 
@@ -122,7 +122,7 @@ class Sampler:
                 view = self._sample_flow(flow_name, group, state, topics, ts)
             else:
                 view = self._sample_group(cluster, group, state, topics[cluster], ts)
-            if view.group_status != G_NOTFOUND:
+            if view.group_status != GroupStatus.NOTFOUND:
                 state.last_ok_ms = ts
             return view
         except ClusterUnreachable as exc:
@@ -135,9 +135,9 @@ class Sampler:
     def _unknown(self, flow, cluster, target, group, state: _GroupState, ts, error) -> GroupView:
         n = len(state.keys)
         return GroupView(kind="mirror" if flow else "group", flow=flow, cluster=cluster, target=target, group=group,
-                         ts_ms=ts, group_status=G_UNKNOWN, error=error, last_ok_ms=state.last_ok_ms,
+                         ts_ms=ts, group_status=GroupStatus.UNKNOWN, error=error, last_ok_ms=state.last_ok_ms,
                          topics=[k[0] for k in state.keys], partitions=[k[1] for k in state.keys],
-                         status=np.full(n, P_UNKNOWN, np.int8))
+                         status=np.full(n, PartitionStatus.UNKNOWN, np.int8))
 
     def _windows_for(self, state: _GroupState, keys: list[tuple[str, int]]) -> WindowSet:
         s = self.config.monitor
@@ -256,7 +256,7 @@ class Sampler:
         members, committed_map = reader.group(group)
         if not committed_map:
             return GroupView(kind="group", flow="", cluster=cluster, target="", group=group, ts_ms=ts_cycle,
-                             group_status=G_NOTFOUND, error=f"group '{group}' has no committed offsets on '{cluster}'",
+                             group_status=GroupStatus.NOTFOUND, error=f"group '{group}' has no committed offsets on '{cluster}'",
                              last_ok_ms=state.last_ok_ms)
         keys = sorted(k for k in committed_map if k[0] in cluster_topics)
         ts = now_ms()

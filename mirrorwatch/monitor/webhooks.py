@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import requests
 
 from ..core.redact import redact_text
+from ..core.status import GROUP_STATUS, GroupStatus
 from .model import Snapshot
-from .status import GROUP_STATUS, G_OK
 
 log = logging.getLogger("mirrorwatch.monitor.webhooks")
 
@@ -51,7 +51,7 @@ class Notifier:
         events = []
         for v in snap.views:
             key = (v.cluster, v.group)
-            before = self._last.get(key, G_OK)
+            before = self._last.get(key, GroupStatus.OK)
             self._last[key] = v.group_status
             if v.group_status == before:
                 continue

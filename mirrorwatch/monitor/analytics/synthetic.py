@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.status import PartitionStatus
 from .definitions import DEFAULT_GAP_FACTOR, DEFAULT_SLO_LAG, DEFAULT_SLO_TIME_S
 
 SLOT_S = 3 * 3600
@@ -175,7 +176,8 @@ def simulate_partition(spec: GeneratorSpec, events: list[InjectedEvent], topic_i
     read_position = np.minimum(source_end, acked_next + read_ahead)
 
     true_lag = source_end - acked_next
-    status = np.where(stopped & (true_lag > 0), "STOP", np.where(true_lag > spec.slo_lag, "WARN", "OK")).astype(object)
+    status = np.where(stopped & (true_lag > 0), PartitionStatus.STOP.name,
+                      np.where(true_lag > spec.slo_lag, PartitionStatus.WARN.name, PartitionStatus.OK.name)).astype(object)
 
     monitor_down = np.zeros(n, dtype=bool)
     for ev in events:

@@ -1,7 +1,7 @@
 """Generate mirrorwatch's Grafana files from code: the dashboard JSON and the Grafana-managed alert rules.
 
-    python grafana/build.py          # rewrite the checked-in files
-    python grafana/build.py --check  # exit 1 when a checked-in file differs from what would be generated
+    scripts/build-grafana            # rewrite the checked-in files (python -m mirrorwatch.grafana_build)
+    scripts/build-grafana --check    # exit 1 when a checked-in file differs from what would be generated
 
 Plain dicts, no Grafana SDK: the JSON is small, and a dependency would pin a Grafana schema version for no
 gain. The alert rules are translated from grafana/prometheus/mirrorwatch-rules.yml (the single source of
@@ -16,11 +16,10 @@ from pathlib import Path
 
 import yaml
 
-if __package__ in (None, ""):  # run as a script: make "grafana" importable from the repo root
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from grafana import promql  # noqa: E402
+from ..core.status import CanaryStatus, GroupStatus, PartitionStatus
+from . import promql
 
-HERE = Path(__file__).resolve().parent
+HERE = promql.HERE  # the repository's grafana/ folder: plain files, this package writes two of them
 DATASOURCE_UID = "mirrorwatch-prometheus"  # the uid grafana/provisioning/datasources/prometheus.yml gives
 GRAFANA_FOLDER = "mirrorwatch"
 GRAFANA_INTERVAL = "1m"  # Grafana rule-group evaluation interval (Prometheus uses its global interval)
@@ -29,17 +28,20 @@ GRAFANA_INTERVAL = "1m"  # Grafana rule-group evaluation interval (Prometheus us
 DS = {"type": "prometheus", "uid": "${datasource}"}
 F = 'flow=~"$flow"'
 FT = 'flow=~"$flow",topic=~"$topic"'
-GROUP_STATUS = ["OK", "WARN", "ERR", "STOP", "STALL", "REWIND", "NOTFOUND", "UNKNOWN"]
-GROUP_COLORS = ["green", "yellow", "red", "red", "red", "orange", "purple", "text"]
-CANARY_STATUS = ["OK", "WARNING", "CRITICAL", "UNKNOWN"]
-CANARY_COLORS = ["green", "yellow", "red", "text"]
-PARTITION_STATUS = ["OK", "WARN", "STOP", "STALL", "REWIND", "UNKNOWN"]
-PARTITION_COLORS = ["green", "yellow", "red", "red", "orange", "text"]
+# Value mappings: the status enums give code and text, these give each status its colour.
+GROUP_COLORS = {GroupStatus.OK: "green", GroupStatus.WARN: "yellow", GroupStatus.ERR: "red", GroupStatus.STOP: "red",
+                GroupStatus.STALL: "red", GroupStatus.REWIND: "orange", GroupStatus.NOTFOUND: "purple",
+                GroupStatus.UNKNOWN: "text"}
+CANARY_COLORS = {CanaryStatus.OK: "green", CanaryStatus.WARNING: "yellow", CanaryStatus.CRITICAL: "red",
+                 CanaryStatus.UNKNOWN: "text"}
+PARTITION_COLORS = {PartitionStatus.OK: "green", PartitionStatus.WARN: "yellow", PartitionStatus.STOP: "red",
+                    PartitionStatus.STALL: "red", PartitionStatus.REWIND: "orange", PartitionStatus.UNKNOWN: "text"}
 
 
-def mappings(names: list[str], colors: list[str]) -> list[dict]:
-    return [{"type": "value", "options": {str(i): {"text": n, "color": c, "index": i}
-                                          for i, (n, c) in enumerate(zip(names, colors))}}]
+def mappings(colors: dict[GroupStatus, str] | dict[CanaryStatus, str] | dict[PartitionStatus, str]) -> list[dict]:
+    """One value mapping per status code: its enum name as text, in code order."""
+    return [{"type": "value", "options": {str(s.value): {"text": s.name, "color": colors[s], "index": s.value}
+                                          for s in sorted(colors)}}]
 
 
 def thresholds(*steps: tuple[float | None, str]) -> dict:
@@ -115,9 +117,9 @@ def flows_dashboard() -> dict:
     L = Layout()
     L.row("Overview")
     L.add(6, 5, stat("Evaluator status (worst group)", [target(f"max by (flow) (mirrorwatch_group_status{{{F}}})", "{{flow}}")],
-                     maps=mappings(GROUP_STATUS, GROUP_COLORS)))
+                     maps=mappings(GROUP_COLORS)))
     L.add(6, 5, stat("Canary status", [target(f"max by (flow) (mirrorwatch_canary_status{{{F}}})", "{{flow}}")],
-                     maps=mappings(CANARY_STATUS, CANARY_COLORS)))
+                     maps=mappings(CANARY_COLORS)))
     L.add(4, 5, stat("True lag", [target(f'sum by (flow) (mirrorwatch_lag_records{{kind="true",{F}}})', "{{flow}}")],
                      steps=((None, "green"), (10000, "red")), description="Alert threshold: 10000 records for 5m."))
     L.add(4, 5, stat("Time lag", [target(f"max by (flow) (mirrorwatch_time_lag_seconds{{{F}}})", "{{flow}}")],
@@ -169,10 +171,10 @@ def flows_dashboard() -> dict:
         description="+Inf: not catching up."))
     L.add(12, 8, state_timeline("Group status", [target(
         f"max by (flow, group) (mirrorwatch_group_status{{{F}}})", "{{flow}} {{group}}")],
-        mappings(GROUP_STATUS, GROUP_COLORS)))
+        mappings(GROUP_COLORS)))
     L.add(12, 8, state_timeline("Partition status", [target(
         f"max by (flow, topic, partition) (mirrorwatch_partition_status{{{FT}}})", "{{topic}}/{{partition}}")],
-        mappings(PARTITION_STATUS, PARTITION_COLORS)))
+        mappings(PARTITION_COLORS)))
 
     L.row("Canary and heartbeats")
     L.add(12, 8, timeseries("Canary round trip percentiles", [
@@ -266,7 +268,7 @@ def grafana_alerts() -> dict:
 
 
 # ----------------------------------------------------------------------------------------------- outputs
-HEADER = ("# GENERATED by grafana/build.py from grafana/prometheus/mirrorwatch-rules.yml; do not edit.\n"
+HEADER = ("# GENERATED by mirrorwatch/grafana_build/build.py from grafana/prometheus/mirrorwatch-rules.yml; do not edit.\n"
           "# Grafana-managed alert rules equivalent to the Prometheus alerts (differences: docs/alerts.md).\n")
 
 
@@ -281,13 +283,9 @@ def main(argv: list[str]) -> int:
     stale = [p for p, text in outputs().items() if not p.exists() or p.read_text() != text]
     if "--check" in argv:
         for p in stale:
-            print(f"out of date: {p} (run python grafana/build.py)")
+            print(f"out of date: {p} (run scripts/build-grafana)")
         return 1 if stale else 0
     for p, text in outputs().items():
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

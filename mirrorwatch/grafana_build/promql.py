@@ -14,7 +14,8 @@ from pathlib import Path
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
+# the repository's grafana/ folder (the builder is a development tool: it runs from a checkout)
+HERE = Path(__file__).resolve().parents[2] / "grafana"
 RULES = HERE / "prometheus" / "mirrorwatch-rules.yml"
 DASHBOARDS = HERE / "dashboards"
 GRAFANA_ALERTS = HERE / "provisioning" / "alerting" / "mirrorwatch-alerts.yml"
