@@ -15,8 +15,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirrorwatch.canary.events import is_canary
 from mirrorwatch.core.records import CanaryEvent
 
-from .helpers import admin, end_offsets
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings
+from .support.helpers import admin, end_offsets
+from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings
 from .test_canary_units import check_json_schema
 
 CRIT_S = 6.0  # the tests' critical timeout (the default is 30 s)

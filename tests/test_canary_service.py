@@ -15,7 +15,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .mirror_harness import BIN, MirrorProcess
+from .support.mirror_harness import BIN, MirrorProcess
 from .test_canary_check import canary_config, check_until, write
 
 HEALTHY_S = float(os.environ.get("MIRRORWATCH_CANARY_HEALTHY_S", "60"))
@@ -165,7 +165,7 @@ def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_co
     from mirrorwatch.canary.events import is_canary
     from mirrorwatch.core.records import CanaryEvent
 
-    from .helpers import end_offsets
+    from .support.helpers import end_offsets
 
     cfg = canary_config(mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S)
     path = write(cfg, tmp_path / "canary.yaml")

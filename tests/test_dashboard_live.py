@@ -26,9 +26,9 @@ import requests
 
 from mirrorwatch.localkafka.launcher import free_port
 
-from .helpers import create_topic, produce_numbered
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
-from .services import Service
+from .support.helpers import create_topic, produce_numbered
+from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
+from .support.services import Service
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "dashboard"

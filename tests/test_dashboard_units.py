@@ -55,7 +55,10 @@ def flow(status="OK", partitions=("OK",), **extra) -> dict:
     return body
 
 
-def judge(f, canary=CanaryReading(status="OK", heartbeat_age_s=1.0), configured=True, problem=None, now=NOW):
+HEALTHY_CANARY = CanaryReading(status="OK", heartbeat_age_s=1.0)
+
+
+def judge(f, canary=HEALTHY_CANARY, configured=True, problem=None, now=NOW):
     return judge_flow(f, canary, canary_configured=configured, canary_problem=problem, heartbeat_max_age_s=60,
                       monitor_interval_s=5, now_ms=now, warn_time_lag_s=5)
 

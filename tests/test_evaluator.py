@@ -71,7 +71,7 @@ CASES = [
 def _load(case_windows):
     """A WindowSet whose rows are the table's windows (arrays set directly: the table is about the rules)."""
     ws = WindowSet(len(case_windows), W)
-    for row, (window, current, allowed, caught) in enumerate(case_windows):
+    for row, (window, current, _allowed, caught) in enumerate(case_windows):
         n = len(window)
         for j, c in enumerate(window):
             col = W - n + j

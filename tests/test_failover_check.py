@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .helpers import create_topic, produce_numbered
-from .mirror_harness import MirrorProcess, wait_until
+from .support.helpers import create_topic, produce_numbered
+from .support.mirror_harness import MirrorProcess, wait_until
 from .test_mirror_behaviour import config_for, count_on
 from .test_mirror_failover import consume_and_commit, run_cli
 

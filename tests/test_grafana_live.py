@@ -1,4 +1,4 @@
-"""The real-Prometheus harness (tests/prometheus_server.py), exercised against a stand-in exporter.
+"""The real-Prometheus harness (tests/support/prometheus_server.py), exercised against a stand-in exporter.
 
 The stand-in is a tiny prometheus_client server exposing one series of every metric in docs/metrics.md
 (names, types and labels parsed from its tables). It exists only to test the harness and the PromQL in
@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from mirrorwatch.grafana_build import promql
 
-from .prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
+from .support.prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
 
 METRICS_MD = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 LABEL_VALUES = {"flow": "east-west", "source": "east", "target": "west", "topic": "orders", "partition": "0",

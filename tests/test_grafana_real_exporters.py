@@ -27,10 +27,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorwatch.grafana_build import promql
 
-from .helpers import create_topic, produce_numbered
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings
-from .prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
-from .services import Service
+from .support.helpers import create_topic, produce_numbered
+from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings
+from .support.prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
+from .support.services import Service
 
 FLOW = "east-west"
 PARTITIONS = 3

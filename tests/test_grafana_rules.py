@@ -12,7 +12,7 @@ import yaml
 
 from mirrorwatch.grafana_build import build, promql
 
-from .prometheus_server import write_rules_copy
+from .support.prometheus_server import write_rules_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = sorted((promql.RULES.parent / "tests").glob("*.yml"))

@@ -12,7 +12,7 @@ import pytest
 
 from mirrorwatch.localkafka import LauncherError, LocalCluster
 
-from .helpers import create_topic, produce_numbered, read_all
+from .support.helpers import create_topic, produce_numbered, read_all
 
 BIN = Path(sys.executable).parent
 

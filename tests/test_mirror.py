@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, TopicPartition
 
-from .helpers import create_topic, end_offsets, produce_numbered, read_all
-from .mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from .support.helpers import create_topic, end_offsets, produce_numbered, read_all
+from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -43,5 +43,5 @@ def test_100k_records_mirrored_whole(source, target, topic_name, mirror_config, 
 
 
 def _topics(bootstrap):
-    from .helpers import admin
+    from .support.helpers import admin
     return admin(bootstrap).list_topics(timeout=10).topics

@@ -8,8 +8,8 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirrorwatch.core.records import OffsetSync
 
-from .helpers import admin, create_topic, end_offsets, produce_numbered, read_all, wait_for_topic
-from .mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all, wait_for_topic
+from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from .test_mirror import committed_offsets
 
 

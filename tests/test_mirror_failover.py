@@ -8,8 +8,8 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from .helpers import create_topic, end_offsets, produce_numbered
-from .mirror_harness import BIN, MirrorProcess, wait_until
+from .support.helpers import create_topic, end_offsets, produce_numbered
+from .support.mirror_harness import BIN, MirrorProcess, wait_until
 from .test_mirror import committed_offsets
 from .test_mirror_behaviour import config_for, count_on
 

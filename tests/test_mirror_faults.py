@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from .helpers import admin, create_topic, end_offsets, produce_numbered, read_all
-from .mirror_harness import MirrorProcess, wait_until
+from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
+from .support.mirror_harness import MirrorProcess, wait_until
 from .test_mirror import committed_offsets
 from .test_mirror_behaviour import config_for, count_on
 

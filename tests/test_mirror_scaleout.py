@@ -8,8 +8,8 @@ from collections import Counter
 from mirrorwatch.core.naming import checkpoints_topic
 from mirrorwatch.core.records import Checkpoint
 
-from .helpers import admin, create_topic, end_offsets, produce_numbered, read_all
-from .mirror_harness import MirrorProcess, wait_until
+from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
+from .support.mirror_harness import MirrorProcess, wait_until
 from .test_mirror import committed_offsets
 from .test_mirror_behaviour import config_for, count_on
 from .test_mirror_failover import consume_and_commit

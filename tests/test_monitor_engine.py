@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 
 from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
-from tests.helpers import create_topic, produce_numbered
-from tests.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from tests.support.helpers import create_topic, produce_numbered
+from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from tests.test_monitor_kafka import commit
 
 PARTS = 3

@@ -16,7 +16,7 @@ from mirrorwatch.core.naming import mirror_group, offset_syncs_topic
 from mirrorwatch.core.records import OffsetSync
 from mirrorwatch.monitor.cli import main
 from mirrorwatch.monitor.sampler import Sampler
-from tests.helpers import admin, create_topic, produce_numbered
+from tests.support.helpers import admin, create_topic, produce_numbered
 
 GROUP = mirror_group("east", "west")
 PARTS = 3

@@ -18,7 +18,7 @@ from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.localkafka import LocalCluster
 from mirrorwatch.monitor.history import history_files, read_history
 from mirrorwatch.monitor.service import MonitorService
-from tests.helpers import create_topic, produce_numbered
+from tests.support.helpers import create_topic, produce_numbered
 from tests.test_monitor_kafka import PARTS, StandInMirror, commit
 
 EXTERNAL = bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP"))

@@ -152,7 +152,7 @@ class FakeClock:
 def test_history_rows_roll_and_read_back(tmp_path):
     clock = FakeClock(1_700_000_000.0)
     writer = HistoryWriter(tmp_path, roll_s=60, clock=clock)
-    for i in range(3):
+    for _ in range(3):
         writer.append(snapshot_table(snapshot(mirror_view(ts=int(clock.t * 1000)), unknown_view())))
         clock.t += 25  # the third append is 50 s in: same file; the next one rolls
     assert history_files(tmp_path) == []  # still in progress: hidden from readers

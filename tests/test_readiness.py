@@ -2,7 +2,7 @@
 
 import pytest
 
-from mirrorwatch.mirror.readiness import DEGRADED, NOT_READY, READY, PartitionFacts, judge_group, overall_exit
+from mirrorwatch.mirror.failover.readiness import DEGRADED, NOT_READY, READY, PartitionFacts, judge_group, overall_exit
 
 
 def facts(committed=100, cp_up=100, cp_down=100, cp_dup=0, age=5.0, lag=0, partition=0):

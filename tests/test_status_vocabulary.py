@@ -73,8 +73,14 @@ def alert_conditions() -> list[tuple[str, type[IntEnum], list[tuple[str, float]]
 
 
 def codes_selected(ops: list[tuple[str, float]], enum: type[IntEnum]) -> set[IntEnum]:
-    compare = {">=": float.__ge__, "<=": float.__le__, "==": float.__eq__, "!=": float.__ne__,
-               ">": float.__gt__, "<": float.__lt__}
+    compare = {
+        ">=": float.__ge__,
+        "<=": float.__le__,
+        "==": float.__eq__,
+        "!=": float.__ne__,
+        ">": float.__gt__,
+        "<": float.__lt__,
+    }
     return {s for s in enum if all(compare[op](float(s.value), num) for op, num in ops)}
 
 
@@ -101,8 +107,12 @@ def test_grafana_alert_thresholds_select_the_intended_statuses():
     for name, (enum, expected) in EXPECTED_ALERTS.items():
         models = {d["refId"]: d["model"] for d in rules[name]["data"]}
         assert status_metric_of(models["A"]["expr"]) is enum, name
-        ops = [(op, float(num)) for op, num in re.findall(r"\$B\s*(>=|<=|==|!=|>|<)\s*(-?\d+(?:\.\d+)?)",
-                                                          models[rules[name]["condition"]]["expression"])]
+        ops = [
+            (op, float(num))
+            for op, num in re.findall(
+                r"\$B\s*(>=|<=|==|!=|>|<)\s*(-?\d+(?:\.\d+)?)", models[rules[name]["condition"]]["expression"]
+            )
+        ]
         assert codes_selected(ops, enum) == expected, f"{name}: {ops}"
 
 
@@ -125,14 +135,22 @@ def status_name_collections(path: Path) -> list[int]:
     """Lines of list/tuple/set/dict literals holding three or more status names: a private copy of the vocabulary
     (two are allowed: the page's traffic-light words include OK and UNKNOWN)."""
     tree = ast.parse(path.read_text())
-    exported = {id(node.value) for node in ast.walk(tree)  # __all__ lists names of objects, not statuses
-                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)}
+    exported = {
+        id(node.value)
+        for node in ast.walk(tree)  # __all__ lists names of objects, not statuses
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+    }
     lines = []
     for node in ast.walk(tree):
         if id(node) in exported:
             continue
-        items = node.elts if isinstance(node, (ast.List, ast.Tuple, ast.Set)) else \
-            node.values if isinstance(node, ast.Dict) else []
+        items = (
+            node.elts
+            if isinstance(node, (ast.List, ast.Tuple, ast.Set))
+            else node.values
+            if isinstance(node, ast.Dict)
+            else []
+        )
         names = [i.value for i in items if isinstance(i, ast.Constant) and i.value in STATUS_NAMES]
         if len(names) >= 3:
             lines.append(node.lineno)
@@ -140,6 +158,9 @@ def status_name_collections(path: Path) -> list[int]:
 
 
 def test_no_module_keeps_its_own_status_list():
-    offenders = {str(p.relative_to(PACKAGE)): status_name_collections(p) for p in PACKAGE.rglob("*.py")
-                 if p != PACKAGE / "core" / "status.py"}
+    offenders = {
+        str(p.relative_to(PACKAGE)): status_name_collections(p)
+        for p in PACKAGE.rglob("*.py")
+        if p != PACKAGE / "core" / "status.py"
+    }
     assert {p: lines for p, lines in offenders.items() if lines} == {}

@@ -9,8 +9,8 @@ from confluent_kafka.admin import NewTopic, OffsetSpec
 
 from ..core.clients import make_admin
 from ..core.config import Config
-from ..core.naming import ReplicationPolicy
 from ..core.redact import redact_text
+from ..core.topic_selection import policy_of
 
 log = logging.getLogger("mirrorwatch.canary.topics")
 
@@ -40,7 +40,7 @@ class FlowTopics:
         self.source_alias, self.target_alias = self.flow.source, self.flow.target
         self.source_cluster = config.clusters[self.flow.source]
         self.target_cluster = config.clusters[self.flow.target]
-        policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
+        policy = policy_of(self.flow)
         self.source_topic = self.settings.topic
         self.target_topic = policy.target_topic(self.settings.topic)
         self.heartbeat_topic = policy.target_topic(config.mirror.heartbeats_topic)

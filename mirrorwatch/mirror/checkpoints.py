@@ -17,14 +17,28 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ..core.clients import make_admin, make_consumer, make_producer
-from ..core.config import Config, FlowConfig
-from ..core.naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
+from ..core.config import ClusterConfig, Config, FlowConfig
+from ..core.naming import checkpoints_topic, mirror_group, offset_syncs_topic
+from ..core.offset_syncs import OffsetSyncReader
 from ..core.reading import read_to_end
 from ..core.records import Checkpoint, RecordFormatError
+from ..core.topic_selection import policy_of
 from .offset_store import OffsetSyncStore, Translation
-from .syncs_reader import OffsetSyncReader
 
 log = logging.getLogger("mirrorwatch.mirror.checkpoints")
+
+
+def read_offset_syncs(cluster: ClusterConfig, topic: str, timeout_s: float = 20.0) -> OffsetSyncStore:
+    """The offset syncs on the target now (one-shot, for the failover tools)."""
+    store = OffsetSyncStore()
+    reader = OffsetSyncReader(cluster, topic, store.add)
+    try:
+        reader.catch_up(timeout_s)
+    finally:
+        reader.close()
+    return store
+
+
 ADMIN_TIMEOUT_S = 30
 
 
@@ -113,11 +127,13 @@ class CheckpointEmitter(threading.Thread):
         self.owned = owned
         _, self.flow = config.flow(flow_name)
         self.interval_s = config.mirror.checkpoint_interval_s
-        self.policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
+        self.policy = policy_of(self.flow)
         self.own_group = mirror_group(self.flow.source, self.flow.target, self.flow.group)
         self.source_admin = make_admin(config.clusters[self.flow.source], "mirrorwatch-checkpoints")
         self.target_admin = make_admin(config.clusters[self.flow.target], "mirrorwatch-checkpoints")
-        self.reader = OffsetSyncReader(config.clusters[self.flow.target], offset_syncs_topic(self.flow.source))
+        self.store = OffsetSyncStore()
+        self.reader = OffsetSyncReader(config.clusters[self.flow.target], offset_syncs_topic(self.flow.source),
+                                       self.store.add)
         self.producer = make_producer(config.clusters[self.flow.target], "mirrorwatch-checkpoints", **{"acks": "all"})
         self.topic = checkpoints_topic(self.flow.source)
         self._stop = threading.Event()
@@ -132,7 +148,8 @@ class CheckpointEmitter(threading.Thread):
         self.producer.flush(5)
 
     def emit_once(self) -> int:
-        store = self.reader.catch_up()
+        self.reader.catch_up()
+        store = self.store
         mirrored = {topic for topic, _ in store.partitions()}
         now = int(time.time() * 1000)
         count = 0

@@ -52,7 +52,7 @@ def run(config_path: str, flow: str | None, verbose: bool) -> int:
 
 
 def _register() -> None:
-    from .failover import commands as failover_commands
+    from .failover.commands import commands as failover_commands
     from .topology import commands as topology_commands
 
     for command in failover_commands + topology_commands:

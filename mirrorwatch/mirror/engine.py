@@ -15,6 +15,10 @@ Per record the data path does as little Python as it can (the engine is CPU-boun
 callback only pops the FIFO, remembers the newest report and, every ``offset_sync_every`` records, has an
 offset sync published for exactly that record; positions, counters and latency are settled once per poll round
 for each partition that had reports (``_finish_round``).
+
+Beside it: ``partition_state.py`` (one assignment's positions and report callback), ``acknowledgement.py``
+(where ``acked_next`` lands, what may be committed, and the failures the engine stops on; pure),
+``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties).
 """
 
 from __future__ import annotations
@@ -22,17 +26,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
-from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
-from ..core.records import PROVENANCE_HEADER, OffsetSync
+from ..core.naming import mirror_group, offset_syncs_topic
+from ..core.records import PROVENANCE_HEADER
+from ..core.topic_selection import TopicFilter, policy_of
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
+from .acknowledgement import RecordFailure, failure_message
+from .client_settings import consumer_properties, producer_properties
 from .metrics import LatencyHistogram
-from .topics import TargetTopics, TopicFilter, list_matching
+from .partition_state import PartitionState
+from .publisher import PositionPublisher
+from .topics import TargetTopics, list_matching
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -44,71 +52,12 @@ class MirrorFailure(Exception):
     """A record that cannot be written to the target: the engine stopped rather than skip it."""
 
 
-class PartitionState:
-    """One assignment of one source partition. Records sent under it report back to its ``delivered``."""
-
-    __slots__ = ("key", "engine", "read_next", "acked_next", "committed", "fifo", "sent_records", "sent_bytes",
-                 "records", "bytes", "last_upstream", "last_downstream", "failed_at", "synced_acked", "synced_read",
-                 "next_sync_at", "round_msg", "round_entry")
-
-    def __init__(self, key: tuple[str, int], engine: "MirrorEngine") -> None:
-        self.key = key
-        self.engine = engine
-        self.read_next: int | None = None  # next source offset to fetch
-        self.acked_next: int | None = None  # last source offset acknowledged by the target + 1
-        self.committed: int | None = None  # last offset committed for the mirror group
-        # in flight, in send order: (source offset, records sent through it, key+value bytes sent through it)
-        self.fifo: deque[tuple[int, int, int]] = deque()
-        self.sent_records = 0
-        self.sent_bytes = 0
-        self.records = 0  # acknowledged by the target
-        self.bytes = 0
-        self.last_upstream = -1  # newest acknowledged source offset ...
-        self.last_downstream = -1  # ... and its offset on the target
-        self.failed_at: int | None = None  # a record here could not be written: never commit past it
-        self.synced_acked: int | None = None  # acked_next at the last offset sync
-        self.synced_read: int | None = None
-        # an offset sync when the report of this many records' last one arrives
-        self.next_sync_at = engine.settings.offset_sync_every
-        self.round_msg = None  # the newest report of this poll round, settled by the engine's _finish_round
-        self.round_entry: tuple[int, int, int] | None = None
-
-    def delivered(self, err, msg) -> None:
-        # hot path: one call per record. Reports come in send order per partition (idempotent producer).
-        entry = self.fifo.popleft()
-        if err is not None:
-            self.engine._delivery_failed(self, entry[0], err, msg)
-            return
-        if self.round_msg is None:
-            self.engine.touched.append(self)
-        self.round_msg = msg
-        self.round_entry = entry
-        if entry[1] >= self.next_sync_at:  # exactly every N records, mid-round: checkpoint translation needs them dense
-            self.engine._sync_due(self, entry, msg)
-
-    def acknowledged(self, source_offset: int, downstream_offset: int) -> None:
-        """The target acknowledged everything sent through ``source_offset`` (``downstream_offset`` there)."""
-        self.last_upstream, self.last_downstream = source_offset, downstream_offset
-        acked_next = source_offset + 1
-        if not self.fifo and self.read_next is not None:
-            acked_next = max(acked_next, self.read_next)  # records skipped by the loop guard count as handled
-        if self.acked_next is not None:
-            acked_next = max(acked_next, self.acked_next)  # a loop-guard skip may have moved it further
-        if self.failed_at is not None:
-            acked_next = min(acked_next, self.failed_at)
-        self.acked_next = acked_next
-
-    def failed(self, source_offset: int) -> None:
-        """A record here could not be written: commits and syncs stop below it."""
-        self.failed_at = source_offset if self.failed_at is None else min(self.failed_at, source_offset)
-
-
 class MirrorEngine:
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
         self.config = config
         self.settings = config.mirror
-        self.policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
+        self.policy = policy_of(self.flow)
         self.group = mirror_group(self.flow.source, self.flow.target, self.flow.group)
         self.source_cluster = config.clusters[self.flow.source]
         self.target_cluster = config.clusters[self.flow.target]
@@ -119,6 +68,7 @@ class MirrorEngine:
         self.add_origin = self.flow.policy == "identity" if provenance is None else provenance
 
         self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.publisher = PositionPublisher(self.partitions, self.syncs_topic)  # commits and offset syncs
         self.owned: frozenset[tuple[str, int]] = frozenset()  # the keys of partitions, for other threads to read
         self.touched: list[PartitionState] = []  # states with delivery reports not yet settled
         self.target_names: dict[str, str] = {}  # source topic → target topic
@@ -126,39 +76,21 @@ class MirrorEngine:
         self.produce_errors: dict[tuple[str, bool], int] = {}
         self.rebalances = 0
         self.heartbeats_sent = 0
-        self.failures: list[tuple[str, int, int, str, int, KafkaError]] = []  # topic, partition, offset, target, size, error
+        self.failures: list[RecordFailure] = []
 
         self._stop = threading.Event()
         self._pending_subscription: list[str] | None = None
         self._subscription_lock = threading.Lock()
         self._subscribed: list[str] = []
 
-        producer_props = {
-            "acks": "all", "enable.idempotence": True, "linger.ms": 5, "batch.size": 1_000_000,
-            "queue.buffering.max.messages": max(self.settings.max_in_flight, 100_000),
-            "queue.buffering.max.kbytes": 1_048_576, "message.max.bytes": 100_000_000,
-            "compression.type": "none",  # the target topic's compression.type applies broker-side
-        }
-        producer_props.update(self.settings.producer)
-        consumer_props = {
-            "auto.offset.reset": "earliest", "enable.auto.offset.store": False,
-            "partition.assignment.strategy": "cooperative-sticky", "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000,
-            "topic.metadata.refresh.interval.ms": int(self.settings.refresh_interval_s * 1000),
-            # a crashed worker's partitions move after this long (Kafka's default is 45 s)
-            "session.timeout.ms": 10_000, "heartbeat.interval.ms": 2_000,
-            "on_commit": self._committed,
-        }
-        if self.settings.instance_id:
-            # static membership: a restarted worker with the same id takes its partitions back at once
-            consumer_props["group.instance.id"] = self.settings.instance_id
-        consumer_props.update(self.settings.consumer)
+        producer_props = producer_properties(self.settings)
+        consumer_props = consumer_properties(self.settings, on_commit=self.publisher.committed)
         self.producer = make_producer(self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", **producer_props)
         self.consumer = make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props)
+        self.publisher.bind(self.producer, self.consumer)
         self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
-        always = {self.settings.heartbeats_topic, config.canary.topic}
-        self.topic_filter = TopicFilter(self.flow, self.policy, always)
+        self.topic_filter = TopicFilter.of(config, self.flow)
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
         self.heartbeats: HeartbeatProducer | None = None
         self.checkpoints = None
@@ -228,8 +160,8 @@ class MirrorEngine:
         try:
             # hand the partitions over cleanly: everything sent must be acknowledged and committed first
             self._flush(30)
-            self._commit([(tp.topic, tp.partition) for tp in partitions])
-            self._emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
+            self.publisher.commit([(tp.topic, tp.partition) for tp in partitions])
+            self.publisher.emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
         except Exception as exc:  # never raise from a rebalance callback; the next owner resumes from the commit
             log.warning("handing over revoked partitions: %s", exc)
         for tp in partitions:
@@ -253,7 +185,8 @@ class MirrorEngine:
         retriable = err.retriable()
         self.produce_errors[(topic, retriable)] = self.produce_errors.get((topic, retriable), 0) + 1
         state.failed(source_offset)
-        self.failures.append((topic, partition, source_offset, target_topic, size, err))
+        self.failures.append(RecordFailure(topic, partition, source_offset, target_topic, size, err.name(), err.str(),
+                                           retriable))
         self._stop.set()
 
     def _sync_due(self, state: PartitionState, entry: tuple[int, int, int], msg) -> None:
@@ -262,7 +195,7 @@ class MirrorEngine:
         if self.partitions.get(state.key) is not state:
             return  # a revoked or lost assignment: its new owner publishes syncs
         state.acknowledged(entry[0], msg.offset())
-        self._emit_syncs([state.key])
+        self.publisher.emit_syncs([state.key])
 
     def _serve(self, timeout: float) -> None:
         """Serve delivery reports, then settle them."""
@@ -293,68 +226,6 @@ class MirrorEngine:
             if ts_type:
                 observe(max(0.0, now - ts / 1000.0), acked_now)
         touched.clear()
-
-    # ------------------------------------------------------------------ commits and syncs
-    def _commit(self, keys=None, sync: bool = True) -> None:
-        """Commit what the target acknowledged. Periodic commits under load are asynchronous (a synchronous
-        round trip on the data path showed up in p99 latency); idle, revoke and shutdown commits are not."""
-        offsets = []
-        for key in keys if keys is not None else list(self.partitions):
-            state = self.partitions.get(key)
-            if state is None or state.acked_next is None:
-                continue
-            target = state.acked_next if state.failed_at is None else min(state.acked_next, state.failed_at)
-            if state.committed is None or target > state.committed:
-                offsets.append(TopicPartition(key[0], key[1], target))
-        if not offsets:
-            return
-        if not sync:
-            try:  # the outcome arrives in _committed (served inside consume())
-                self.consumer.commit(offsets=offsets, asynchronous=True)
-            except KafkaException as exc:
-                log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
-            return
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
-            return
-        for tp in offsets:
-            state = self.partitions.get((tp.topic, tp.partition))
-            if state is not None:
-                state.committed = tp.offset
-
-    def _committed(self, err, partitions) -> None:
-        """The consumer's commit callback: record what the group coordinator confirmed."""
-        if err is not None:
-            log.warning("commit failed (will retry): %s", err.str())
-            return
-        for tp in partitions:
-            state = self.partitions.get((tp.topic, tp.partition))
-            if tp.error is None and state is not None and (state.committed is None or tp.offset > state.committed):
-                state.committed = tp.offset
-
-    def _emit_syncs(self, keys=None, force: bool = False) -> None:
-        now = int(time.time() * 1000)
-        for key in keys if keys is not None else list(self.partitions):
-            state = self.partitions.get(key)
-            if state is None or state.acked_next is None:
-                continue
-            moved = state.acked_next != state.synced_acked or state.read_next != state.synced_read
-            if not (moved or force):
-                continue
-            sync = OffsetSync(key[0], key[1], state.last_upstream, state.last_downstream,
-                              state.acked_next, state.read_next if state.read_next is not None else state.acked_next, now)
-            self._produce_internal(self.syncs_topic, sync.key(), sync.to_value())
-            state.synced_acked, state.synced_read = state.acked_next, state.read_next
-
-    def _produce_internal(self, topic: str, key: bytes, value: bytes) -> None:
-        while True:
-            try:
-                self.producer.produce(topic, key=key, value=value)
-                return
-            except BufferError:
-                self.producer.poll(0.1)  # reports served here are settled by the caller's round
 
     # ------------------------------------------------------------------ the data path
     def _send(self, messages) -> None:
@@ -444,15 +315,7 @@ class MirrorEngine:
 
     def failure_message(self) -> str | None:
         """One line naming the record that could not be written (the culprit, not its batch-mates)."""
-        if not self.failures:
-            return None
-        topic, partition, offset, target_topic, size, err = self.failures[0]
-        if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-            # the broker refuses the whole batch holding a too-large record: name the largest one
-            topic, partition, offset, target_topic, size, err = max(self.failures, key=lambda f: f[4])
-        detail = f" ({size} bytes)" if size >= 0 and err.code() == KafkaError.MSG_SIZE_TOO_LARGE else ""
-        return (f"cannot mirror {topic}[{partition}] offset {offset}{detail} to {self.flow.target}:{target_topic}: "
-                f"{err.str()} ({err.name()}); stopped without skipping it")
+        return failure_message(self.failures, self.flow.target)
 
     def start_background(self) -> None:
         self.target_topics.ensure_internal()
@@ -501,14 +364,14 @@ class MirrorEngine:
                 now = time.monotonic()
                 if not messages and self.in_flight == 0 and not idle_synced and now - last_record >= IDLE_FLUSH_S:
                     # idle flush: everything read is acknowledged; publish exact positions now
-                    self._commit()
-                    self._emit_syncs()
+                    self.publisher.commit()
+                    self.publisher.emit_syncs()
                     self._serve(0)
                     idle_synced = True
                     next_commit = now + self.settings.commit_interval_s
                 elif now >= next_commit:
-                    self._commit(sync=False)
-                    self._emit_syncs()
+                    self.publisher.commit(sync=False)
+                    self.publisher.emit_syncs()
                     next_commit = now + self.settings.commit_interval_s
         finally:
             self._shutdown()
@@ -544,8 +407,8 @@ class MirrorEngine:
         remaining = self._flush(8)
         if remaining:
             log.warning("%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining)
-        self._commit()
-        self._emit_syncs()
+        self.publisher.commit()
+        self.publisher.emit_syncs()
         self.producer.flush(2)
         try:
             self.consumer.close()

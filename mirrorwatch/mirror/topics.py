@@ -1,4 +1,4 @@
-"""Which source topics a flow mirrors, and keeping their target topics in shape.
+"""Listing a flow's source topics (the rule: core.topic_selection) and keeping their target topics in shape.
 
 Target topics get the source's partition count and the source's explicitly-set values of the configs that
 change what a topic keeps or accepts. Only explicitly-set (dynamic) source configs are copied, so a target
@@ -8,38 +8,20 @@ cluster's own defaults stay in force where the source relies on defaults.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic)
 
-from ..core.config import FlowConfig
-from ..core.naming import ReplicationPolicy, checkpoints_topic, is_internal, offset_syncs_topic
+from ..core.naming import ReplicationPolicy, checkpoints_topic, offset_syncs_topic
+from ..core.topic_selection import TopicFilter
 
 log = logging.getLogger("mirrorwatch.mirror.topics")
 
 SYNCED_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "compression.type",
                   "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms")
 ADMIN_TIMEOUT_S = 30
-
-
-class TopicFilter:
-    """Include/exclude regexes (full match) plus the default excludes: internal topics and loop-backs."""
-
-    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, always: set[str] = frozenset()):
-        self._include = [re.compile(p) for p in flow.topics]
-        self._exclude = [re.compile(p) for p in flow.exclude]
-        self._policy = policy
-        self._always = set(always)  # mirrorwatch's own topics (heartbeats, canary) are always mirrored
-
-    def matches(self, topic: str) -> bool:
-        if is_internal(topic) or self._policy.came_from_target(topic):
-            return False
-        if any(p.fullmatch(topic) for p in self._exclude):
-            return False
-        return topic in self._always or any(p.fullmatch(topic) for p in self._include)
 
 
 @dataclass

@@ -32,7 +32,7 @@ Two known Burrow complaints, handled here:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -117,7 +117,7 @@ class WindowSet:
 
     # ------------------------------------------------------------------ update
 
-    def observe(self, ts_ms: int, committed: np.ndarray, source_end: np.ndarray, alive,
+    def observe(self, ts_ms: int, committed: np.ndarray, source_end: np.ndarray, alive: bool | np.ndarray,
                 repeat_after_ms: int = 0) -> None:
         """One sample of every partition: committed offsets and source end offsets (-1 = unknown).
 
@@ -228,7 +228,7 @@ class WindowSet:
 
     # ----------------------------------------------------------------- reshape
 
-    def remapped(self, old_keys: Sequence, new_keys: Sequence) -> "WindowSet":
+    def remapped(self, old_keys: Sequence[Hashable], new_keys: Sequence[Hashable]) -> WindowSet:
         """A WindowSet for ``new_keys`` keeping the state of partitions whose key is also in ``old_keys``."""
         fresh = WindowSet(len(new_keys), self.window, self.min_distance_ms, self.allowed_lag, self.stop_grace_ms)
         where = {k: i for i, k in enumerate(old_keys)}

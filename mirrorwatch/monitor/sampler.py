@@ -25,8 +25,8 @@ from ..core.config import Config
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
 from ..core.status import GroupStatus, PartitionStatus
+from ..core.topic_selection import mirrored_topics, policy_of
 from .evaluator import WindowSet, summarize
-from .flows import mirrored_topics, policy_of
 from .kafka_io import ClusterReader, ClusterUnreachable
 from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, target_behind
 from .model import GroupView, Snapshot
@@ -158,7 +158,7 @@ class Sampler:
         flow = self.config.flows[name]
         src, dst = self.readers[flow.source], self.readers[flow.target]
         source_topics = topics[flow.source]
-        keys = [(t, p) for t in mirrored_topics(flow, source_topics) for p in range(source_topics[t])]
+        keys = [(t, p) for t in mirrored_topics(self.config, flow, source_topics) for p in range(source_topics[t])]
         policy = policy_of(flow)
 
         members, committed_map = src.group(group)

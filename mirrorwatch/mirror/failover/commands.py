@@ -19,15 +19,16 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ..core.cli import UserError
-from ..core.clients import make_admin, make_consumer
-from ..core.config import load_config
-from ..core.naming import ReplicationPolicy, offset_syncs_topic
-from ..core.records import Checkpoint
-from .checkpoints import all_checkpoints, apply_offsets, committed_offsets, group_is_active, translate_group
-from .options import config_option, flow_option
+from ...core.cli import UserError
+from ...core.clients import make_admin, make_consumer
+from ...core.config import load_config
+from ...core.naming import offset_syncs_topic
+from ...core.records import Checkpoint
+from ...core.topic_selection import policy_of
+from ..checkpoints import (all_checkpoints, apply_offsets, committed_offsets, group_is_active, read_offset_syncs,
+                          translate_group)
+from ..options import config_option, flow_option
 from .reach import reachable, require_reachable
-from .syncs_reader import OffsetSyncReader
 
 
 
@@ -40,11 +41,9 @@ def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
     """('live' | 'checkpoints', rows): where ``group`` would resume on the target."""
     target = config.clusters[flow.target]
     require_reachable(target, flow.target)
-    policy = ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
+    policy = policy_of(flow)
     if reachable(config.clusters[flow.source], flow.source):
-        reader = OffsetSyncReader(target, offset_syncs_topic(flow.source))
-        store = reader.catch_up(20)
-        reader.close()
+        store = read_offset_syncs(target, offset_syncs_topic(flow.source))
         mirrored = {t for t, _ in store.partitions()}
         committed = {k: v for k, v in committed_offsets(make_admin(config.clusters[flow.source], "mirrorwatch-failover"), group).items()
                      if k[0] in mirrored}
@@ -130,10 +129,8 @@ def reset_to_time(config_path, flow, group, when, do_apply, as_json):
     ts_ms = parse_time(when)
     target = config.clusters[flow_cfg.target]
     require_reachable(target, flow_cfg.target)
-    policy = ReplicationPolicy(flow_cfg.policy, flow_cfg.source, flow_cfg.target, flow_cfg.separator)
-    reader = OffsetSyncReader(target, offset_syncs_topic(flow_cfg.source))
-    partitions = reader.catch_up(20).partitions()
-    reader.close()
+    policy = policy_of(flow_cfg)
+    partitions = read_offset_syncs(target, offset_syncs_topic(flow_cfg.source)).partitions()
     if not partitions:
         raise UserError(f"no mirrored partitions known for flow {flow_name} (no offset syncs on {flow_cfg.target})", 2)
     consumer = make_consumer(target, "mirrorwatch-failover")
@@ -163,7 +160,7 @@ def reset_to_time(config_path, flow, group, when, do_apply, as_json):
 
 def _register_check() -> None:
     from .drill import drill
-    from .failover_check import check
+    from .check import check
 
     failover.add_command(check)
     failover.add_command(drill)

@@ -11,16 +11,16 @@ from confluent_kafka import KafkaException, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from ..core.clients import make_admin, make_consumer
-from ..core.cli import UserError
-from ..core.config import ConfigError, load_config
-from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
-from ..core.status import CanaryStatus
-from .checkpoints import all_checkpoints, committed_offsets, group_is_active, source_groups
+from ...core.clients import make_admin, make_consumer
+from ...core.cli import UserError
+from ...core.config import ConfigError, load_config
+from ...core.naming import mirror_group, offset_syncs_topic
+from ...core.status import CanaryStatus
+from ...core.topic_selection import policy_of
+from ..checkpoints import all_checkpoints, committed_offsets, group_is_active, read_offset_syncs, source_groups
+from ..topology import latest_heartbeats
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
-from .syncs_reader import OffsetSyncReader
-from .topology import latest_heartbeats
 
 CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
 
@@ -94,11 +94,9 @@ def _check(config_path, flow, groups, as_json):
     source, target = config.clusters[f.source], config.clusters[f.target]
     require_reachable(source, f.source)
     require_reachable(target, f.target)
-    policy = ReplicationPolicy(f.policy, f.source, f.target, f.separator)
+    policy = policy_of(f)
     source_admin, target_admin = make_admin(source, "mirrorwatch-failover-check"), make_admin(target, "mirrorwatch-failover-check")
-    reader = OffsetSyncReader(target, offset_syncs_topic(f.source))
-    store = reader.catch_up(20)
-    reader.close()
+    store = read_offset_syncs(target, offset_syncs_topic(f.source))
     mirror_commits = committed_offsets(source_admin, mirror_group(f.source, f.target, f.group))
     # a commit implies an acknowledgement: the newer of the two is what the target surely has
     acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items()}

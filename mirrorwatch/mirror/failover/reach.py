@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..core.cli import UserError
-from ..core.clients import make_admin
+from ...core.cli import UserError
+from ...core.clients import make_admin
 
 REACH_TIMEOUT_S = 5
 

@@ -27,9 +27,9 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..core.cli import UserError
-from ..core.config import load_config
-from ..core.reading import end_offsets, read_to_end
+from ...core.cli import UserError
+from ...core.config import load_config
+from ...core.reading import end_offsets, read_to_end
 
 BIN = Path(sys.executable).parent
 FAILBACK = """Failback (do not reverse the mirror in place): the old source missed everything written to the new
@@ -85,7 +85,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_path: str | None = None) -> dict:
-    from ..localkafka import LocalClusters
+    from ...localkafka import LocalClusters
 
     run_id = f"{int(time.time())}"
     topic, group = f"drill-{run_id}", f"drill-app-{run_id}"
