@@ -170,7 +170,7 @@ def check(source_records, target_records, windows) -> tuple[int, int, int, int]:
     source_offset = {(key, value): (p, off) for p, recs in source_records.items() for off, key, value in recs}
     seen: dict[tuple[bytes, bytes], int] = defaultdict(int)
     order_violations, last_first = 0, {}
-    for p, recs in target_records.items():
+    for _p, recs in target_records.items():
         for _, key, value in recs:
             seen[(key, value)] += 1
             if seen[(key, value)] == 1:  # order of first occurrences per key

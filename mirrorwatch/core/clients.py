@@ -7,7 +7,7 @@ import socket
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from .config import ClusterConfig
@@ -42,12 +42,12 @@ log.addFilter(_RepeatThrottle())
 log.addHandler(logging.NullHandler())
 
 
-def _error_cb(err) -> None:
+def _error_cb(err: KafkaError) -> None:
     # librdkafka reports transient broker errors here; they are retried internally, so log, don't raise.
     log.warning("kafka client: %s", redact_text(str(err)))
 
 
-def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None) -> dict:
+def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     props: dict[str, Any] = {"client.id": f"{client_id}@{socket.gethostname()}"}
     props.update(cluster.properties)
     for key, value in (overrides or {}).items():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,7 +74,7 @@ class ClusterConfig(_Section):
     def redacted(self) -> dict[str, str]:
         return {k: (MASK if is_secret_key(k) else v) for k, v in self.properties.items()}
 
-    def __repr_args__(self):
+    def __repr_args__(self) -> Iterator[tuple[str, dict[str, str]]]:
         yield "properties", self.redacted()
 
 
@@ -234,7 +235,7 @@ class _KeyedError(ValueError):
 # ---------------------------------------------------------------- loading
 
 
-def load_config(path: str | os.PathLike, environ: dict[str, str] | None = None) -> Config:
+def load_config(path: str | os.PathLike[str], environ: dict[str, str] | None = None) -> Config:
     environ = dict(os.environ if environ is None else environ)
     path = Path(path)
     try:
@@ -257,7 +258,7 @@ def load_config(path: str | os.PathLike, environ: dict[str, str] | None = None) 
     return config_from_dict(raw, origin=str(path))
 
 
-def config_from_dict(raw: dict, origin: str = "config") -> Config:
+def config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
     try:
         config = Config.model_validate(raw)
     except _KeyedError as exc:  # raised from the model validator (pydantic re-raises non-ValueError only)
@@ -296,14 +297,14 @@ def _norm(segment: str) -> str:
     return re.sub(r"[._-]", "_", segment).lower()
 
 
-def apply_env_overrides(raw: dict, environ: dict[str, str]) -> None:
+def apply_env_overrides(raw: dict[str, Any], environ: dict[str, str]) -> None:
     for name in sorted(environ):
         if not name.startswith(ENV_PREFIX):
             continue
         segments = [s for s in name[len(ENV_PREFIX):].split("__") if s]
         if not segments:
             continue
-        node: dict = raw
+        node: dict[str, Any] = raw
         for depth, segment in enumerate(segments):
             match = next((k for k in node if _norm(str(k)) == _norm(segment)), None)
             if match is None:
@@ -329,7 +330,7 @@ def _interpolate(node: Any, environ: dict[str, str], key: str) -> Any:
         return [_interpolate(v, environ, f"{key}.{i}") for i, v in enumerate(node)]
     if isinstance(node, str) and "${" in node:
 
-        def substitute(m: re.Match) -> str:
+        def substitute(m: re.Match[str]) -> str:
             var, default = m.group(1), m.group(2)
             if var in environ:
                 return environ[var]

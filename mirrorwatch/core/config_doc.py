@@ -6,6 +6,7 @@ Run: python -m mirrorwatch.core.config_doc > docs/config.md (a test checks the f
 from __future__ import annotations
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from . import config as c
 
@@ -13,7 +14,7 @@ SECTIONS = [("flows.<name>", c.FlowConfig), ("mirror", c.MirrorSettings), ("cana
             ("monitor", c.MonitorSettings)]
 
 
-def _default(field) -> str:
+def _default(field: FieldInfo) -> str:
     if field.is_required():
         return "required"
     value = field.get_default(call_default_factory=True)

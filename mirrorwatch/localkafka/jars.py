@@ -62,7 +62,7 @@ def ensure_jars(kind: str = "broker", quiet: bool = True) -> Path:
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            lines = [l for l in (proc.stdout + proc.stderr).splitlines() if "[ERROR]" in l and l.strip(" [ERROR]")]
+            lines = [l for l in (proc.stdout + proc.stderr).splitlines() if "[ERROR]" in l and l.replace("[ERROR]", "").strip()]
             tail = (lines[0].split("[ERROR]", 1)[1].strip() if lines else "mvn exited with " + str(proc.returncode))[:400]
             raise LauncherError(f"resolving Kafka {version} {kind} jars from Maven Central failed: {tail}")
         shutil.rmtree(target, ignore_errors=True)
