@@ -164,3 +164,11 @@ def test_no_module_keeps_its_own_status_list():
         if p != PACKAGE / "core" / "status.py"
     }
     assert {p: lines for p, lines in offenders.items() if lines} == {}
+
+
+def test_metrics_contract_lists_the_enum_codes():
+    """docs/metrics.md, the metrics contract, spells each status gauge's codes as the enum does."""
+    contract = (PACKAGE.parent / "docs" / "metrics.md").read_text()
+    for metric, enum in STATUS_METRICS.items():
+        line = next(line for line in contract.splitlines() if line.startswith(f"| `{metric}` "))
+        assert codes_help(enum) in line, f"docs/metrics.md: {metric} should list {codes_help(enum)}"
