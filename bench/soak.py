@@ -53,8 +53,9 @@ class SoakReport:
 class Producing(threading.Thread):
     """Keyed records "key-N:seq" with per-key sequence numbers, at a bounded rate, surviving a source restart."""
 
-    def __init__(self, bootstrap: str, total: int, rate: int):
+    def __init__(self, bootstrap: str, total: int, rate: int, topic: str = TOPIC):
         super().__init__(name="soak-producer", daemon=True)
+        self.topic = topic
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                   "linger.ms": 10, "message.timeout.ms": 300_000, "queue.buffering.max.messages": 1_000_000})
         self.total, self.rate, self.sent, self.failed = total, rate, 0, 0
@@ -66,7 +67,7 @@ class Producing(threading.Thread):
             k = i % KEYS
             while True:
                 try:
-                    self.producer.produce(TOPIC, f"{seq[k]}".encode(), f"key-{k}".encode(), on_delivery=self._delivered)
+                    self.producer.produce(self.topic, f"{seq[k]}".encode(), f"key-{k}".encode(), on_delivery=self._delivered)
                     break
                 except BufferError:
                     self.producer.poll(0.05)

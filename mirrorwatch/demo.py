@@ -19,10 +19,11 @@ from pathlib import Path
 
 import click
 import yaml
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from .core.cli import UserError, run_click
+from .core.clients import make_admin, make_producer
+from .core.config import ClusterConfig
 from .localkafka import LauncherError, LocalClusters, cache_dir
 from .localkafka.launcher import port_in_use
 
@@ -30,8 +31,12 @@ SAMPLE_TOPICS = {"orders": 6, "payments": 3}
 BIN = Path(sys.executable).parent
 
 
+def _cluster(bootstrap: str) -> ClusterConfig:
+    return ClusterConfig.model_validate({"bootstrap.servers": bootstrap})
+
+
 def create_sample_topics(bootstrap: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = make_admin(_cluster(bootstrap), "mirrorwatch-demo")
     existing = admin.list_topics(timeout=10).topics
     wanted = [NewTopic(name, parts, 1) for name, parts in SAMPLE_TOPICS.items() if name not in existing]
     for future in admin.create_topics(wanted).values() if wanted else ():
@@ -76,7 +81,8 @@ class Traffic(threading.Thread):
 
     def __init__(self, bootstrap: str, rate: int, burst: int, burst_every_s: float):
         super().__init__(name="traffic", daemon=True)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all"})
+        # through core.clients: the client library's own log lines stay out of the demo's banner (-v shows them)
+        self.producer = make_producer(_cluster(bootstrap), "mirrorwatch-demo-traffic", **{"linger.ms": 20, "acks": "all"})
         self.rate, self.burst, self.burst_every_s = rate, burst, burst_every_s
         self.stop_event = threading.Event()
         self.sent = 0
@@ -188,7 +194,10 @@ def cli(base_dir: str | None, rate: int, burst: int, burst_every: float, run_for
         pass
     finally:
         print("stopping ...", file=sys.stderr)
+        # our own producer first (it flushes while the brokers are still there), then the services, then the brokers
         traffic.stop_event.set()
+        if traffic.is_alive():
+            traffic.join(10)
         services.stop()
         clusters.stop()
 

@@ -193,7 +193,7 @@ def test_flow_detail_table_and_charts_fill_from_successive_polls(stub, page):
     assert_no_exception(at)
     (table,) = at.dataframe
     frame = table.value
-    assert {"committed_lag", "read_lag", "true_lag", "time_lag_s", "status", "forecast"} <= set(frame.columns)
+    assert {"committed_lag", "read_lag", "true_lag", "rpo_seconds", "status", "forecast"} <= set(frame.columns)
     assert len(frame) == len(recorded_flows("healthy")["flows"][0]["partitions"])
     assert "Collecting" in texts(at)  # one point so far
     stub.serve("degraded")  # a new sample (new ts_ms): a second point, and the detail follows it

@@ -19,11 +19,13 @@ from .support.prometheus_server import PromQLError, check_metrics, free_port, pr
 
 METRICS_MD = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 LABEL_VALUES = {"flow": "east-west", "source": "east", "target": "west", "topic": "orders", "partition": "0",
-                "group": "mirrorwatch-east-west", "cluster": "east", "retriable": "false"}
+                "group": "mirrorwatch-east-west", "cluster": "east", "retriable": "false", "role": "source"}
 # Values chosen so that exactly one metric-driven alert holds: true lag 20000 > 10000.
 GAUGE_VALUES = {"mirrorwatch_lag_records": {"committed": 500, "read": 100, "true": 20000},
                 "mirrorwatch_canary_status": 0, "mirrorwatch_group_status": 0, "mirrorwatch_partition_status": 0,
-                "mirrorwatch_cluster_up": 1}
+                "mirrorwatch_cluster_up": 1, "mirrorwatch_records_lost": 0}
+# counters are incremented by 10, except those whose alert fires on any value above 0
+COUNTER_VALUES = {"mirrorwatch_mirror_records_lost_total": 0}
 
 
 def stand_in_registry() -> tuple[CollectorRegistry, dict]:
@@ -44,7 +46,7 @@ def stand_in_registry() -> tuple[CollectorRegistry, dict]:
             values = {**LABEL_VALUES, **({"kind": k} if k else {})}
             child = series[name, k] = metric.labels(**{label: values[label] for label in labels})
             value = GAUGE_VALUES.get(name, 1)
-            {"counter": lambda: child.inc(10), "histogram": lambda: [child.observe(0.05) for _ in range(3)],
+            {"counter": lambda: child.inc(COUNTER_VALUES.get(name, 10)), "histogram": lambda: [child.observe(0.05) for _ in range(3)],
              "gauge": lambda: child.set(value[k] if isinstance(value, dict) else value)}[kind]()
     return registry, series
 

@@ -46,6 +46,7 @@ ALERT_RULES = {
     "MirrorwatchTrueLagHigh", "MirrorwatchTimeLagHigh", "MirrorwatchEvaluatorError", "MirrorwatchCanaryCritical",
     "MirrorwatchCanaryUnknown", "MirrorwatchCanaryLostEvents", "MirrorwatchHeartbeatStale",
     "MirrorwatchMonitorSampleStale", "MirrorwatchClusterUnreachable", "MirrorwatchExporterDown",
+    "MirrorwatchRpoHigh", "MirrorwatchRecordsLost", "MirrorwatchMirrorRecordsLost",
 }
 # where -> (exporter, metric family it must declare instead, reason): healthy-state exceptions to "returns series".
 # None today: the mirror exports its produce-error counters as 0 for every mirrored topic from the start, so the

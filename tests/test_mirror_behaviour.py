@@ -148,6 +148,8 @@ def test_sigterm_exits_0_within_10s_with_acked_committed(source, target, topic_n
     create_topic(source.bootstrap, topic_name, 3)
     cfg = config_for(mirror_config, topic_name, f"g-{topic_name}")
     cfg["mirror"]["commit_interval_s"] = 30  # so the final commit is the shutdown's own
+    # a commit interval must be shorter than the group's session timeout (a config rule): lengthen the latter
+    cfg["mirror"]["consumer"] = {"session.timeout.ms": 45_000}
     producing = threading.Thread(target=produce_numbered, args=(source.bootstrap, topic_name, 60_000),
                                  kwargs={"partitions": 3, "value_size": 500})
     with MirrorProcess(cfg, tmp_path / "m.yaml") as mirror:

@@ -18,7 +18,7 @@ from mirrorwatch.monitor.cli import main
 from mirrorwatch.monitor.sampler import Sampler
 from tests.support.helpers import admin, create_topic, produce_numbered
 
-GROUP = mirror_group("east", "west")
+GROUP = mirror_group("east", "west", flow="ew")  # the flow below is "ew": its default group is per flow
 PARTS = 3
 
 

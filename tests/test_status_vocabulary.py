@@ -124,7 +124,7 @@ def test_codes_are_dense_from_zero(enum):
 
 def test_help_texts_and_exit_codes_come_from_the_enums():
     assert codes_help(GroupStatus) == "0 OK, 1 WARN, 2 ERR, 3 STOP, 4 STALL, 5 REWIND, 6 NOTFOUND, 7 UNKNOWN"
-    assert codes_help(PartitionStatus) == "0 OK, 1 WARN, 2 STOP, 3 STALL, 4 REWIND, 5 UNKNOWN"
+    assert codes_help(PartitionStatus) == "0 OK, 1 WARN, 2 STOP, 3 STALL, 4 REWIND, 5 UNKNOWN, 6 LOST"
     assert EXIT_CODES == {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}
 
 

@@ -66,4 +66,12 @@ def test_sorted_and_policy():
         "payments.eu",
     ]
     assert policy_of(flow).target_topic("orders") == "east.orders"
-    assert own_topics(cfg) == {"heartbeats", "mw.canary"}
+    assert own_topics(cfg, flow) == {"heartbeats", "mw.canary"}
+
+
+def test_a_flow_not_owning_the_internal_topics_leaves_them_out():
+    # Two flows on one pair: only the owner mirrors (and the monitor measures) heartbeats and the canary topic.
+    cfg = config()
+    raw = cfg.flows["ew"].model_copy(update={"internal_topics": False})
+    assert own_topics(cfg, raw) == frozenset()
+    assert mirrored_topics(cfg, raw, ["orders", "heartbeats", "mw.canary"]) == ["orders"]

@@ -65,6 +65,12 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
     connect_s = min(config.canary.connect_timeout_s, timeout_s)
     source_partitions = topics.ensure_source(connect_s)
     target_partitions, created = topics.ensure_target(source_partitions, connect_s)
+    if topics.created:
+        # a running mirror finds a new topic only at its next refresh: what this check would measure now is
+        # that discovery, not replication (a mirror that starts after this creates and subscribes at once)
+        raise ProbeUnknown(f"the canary topic is new (this check created {' and '.join(topics.created)}); a running "
+                           f"mirror picks it up within mirror.refresh_interval_s ({topics.refresh_interval_s:g} s): "
+                           "check again after that")
     heartbeat_partitions = (topics.partitions("target", topics.heartbeat_topic, connect_s) or []) if topics.heartbeats_expected else []
     clock.mark("connect")
     starts = {p: 0 for p in target_partitions} if created else topics.end_offsets("target", topics.target_topic, target_partitions, connect_s)

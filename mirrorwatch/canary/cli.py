@@ -10,7 +10,7 @@ import threading
 
 import click
 
-from ..core.cli import UserError, run_click, setup_logging
+from ..core.cli import UserError, quiet_client_logs, run_click, setup_logging
 from ..core.config import load_config
 from .status import UNKNOWN
 
@@ -31,6 +31,7 @@ def cli() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="log to stderr")
 def check(config_path: str, flow: str | None, timeout_s: float | None, as_json: bool, verbose: bool) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.CRITICAL, stream=sys.stderr)
+    quiet_client_logs(not verbose)  # the client library's own lines only with -v
     config = load_config(config_path)
     config.flow(flow)  # a bad --flow is a config error (exit 3) before any cluster is touched
     from .check import run_check
@@ -80,4 +81,5 @@ def run(config_path: str, flows: tuple[str, ...], verbose: bool) -> int:
 
 
 # exit 3 (UNKNOWN) for bad input and for our own faults alike: on-call tools must not read them as WARNING
-main = run_click(cli, "canary", config_exit_code=3, internal_exit_code=3)
+main = run_click(cli, "canary", config_exit_code=3, internal_exit_code=3,
+                 json_error_fields={"schema": "mirrorwatch.canary.check/1", "status": UNKNOWN})

@@ -18,6 +18,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka import TopicPartition
 from prometheus_client import CollectorRegistry, start_http_server
 
+from ..core.cli import UserError, listen_error
 from ..core.clients import make_consumer, make_producer
 from ..core.config import Config
 from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
@@ -216,7 +217,10 @@ class CanaryService:
     def run_forever(self) -> None:
         settings = self.config.canary
         if settings.metrics_port is not None:
-            server, _ = start_http_server(settings.metrics_port, settings.metrics_host, registry=self.registry)
+            try:
+                server, _ = start_http_server(settings.metrics_port, settings.metrics_host, registry=self.registry)
+            except OSError as exc:
+                raise UserError(listen_error(exc, settings.metrics_host, settings.metrics_port, "canary.metrics_port"), 3) from None
             log.info("metrics on http://%s:%d/metrics", settings.metrics_host, server.server_address[1])
         # a probe held up by a slow cluster makes the next ones skip (max_instances=1); that is expected, not news
         logging.getLogger("apscheduler.executors.default").setLevel(logging.ERROR)

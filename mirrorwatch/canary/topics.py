@@ -45,6 +45,8 @@ class FlowTopics:
         self.target_topic = policy.target_topic(self.settings.topic)
         self.heartbeat_topic = policy.target_topic(config.mirror.heartbeats_topic)
         self.heartbeats_expected = config.mirror.heartbeats
+        self.refresh_interval_s = config.mirror.refresh_interval_s
+        self.created: list[str] = []  # "role topic" of the canary topics this instance created
         self._admins = {
             "source": make_admin(self.source_cluster, client_id),
             "target": make_admin(self.target_cluster, client_id),
@@ -75,6 +77,7 @@ class FlowTopics:
         try:
             self._admins[role].create_topics([new], request_timeout=timeout_s)[topic].result(timeout_s)
             log.info("created %s canary topic %s (%d partitions)", role, topic, partitions)
+            self.created.append(f"{topic} on {role} cluster '{self._where(role)[0]}'")
         except (KafkaException, TimeoutError) as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 alias, _ = self._where(role)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -16,9 +17,26 @@ from .redact import install_log_redaction, redact_text
 class UserError(Exception):
     """A problem the user can act on; ``exit_code`` is what the command exits with."""
 
-    def __init__(self, message: str, exit_code: int = 2):
+    def __init__(self, message: str, exit_code: int = 2, hard: bool = False):
         super().__init__(message)
         self.exit_code = exit_code
+        self.hard = hard  # leave at once after the line: a client thread is stuck and must not be waited for
+
+
+def listen_error(exc: OSError, host: str, port: int, setting: str) -> str:
+    """One line for a server socket that could not be opened, naming the port and the setting that chose it."""
+    import errno
+
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} on {host} is already in use ({setting}); stop what holds it or choose another port (0 = any free one)"
+    if exc.errno == errno.EACCES:
+        return f"no permission to listen on port {port} on {host} ({setting}); choose a port above 1023"
+    return f"cannot listen on {host}:{port} ({setting}): {exc.strerror or exc}"
+
+
+def quiet_client_logs(quiet: bool = True) -> None:
+    """librdkafka's own log lines: off (the default), or on at DEBUG for -v."""
+    logging.getLogger("mirrorwatch.kafka.client").setLevel(logging.CRITICAL + 1 if quiet else logging.DEBUG)
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -28,13 +46,26 @@ def setup_logging(verbose: bool = False) -> None:
         stream=sys.stderr,
     )
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    quiet_client_logs(not verbose)
     install_log_redaction()
 
 
-def run_click(group: click.Command, prog: str, config_exit_code: int = 2, internal_exit_code: int = 1) -> Callable[[], None]:
-    """Wrap a click command so that errors become one line and an exit code."""
+def run_click(group: click.Command, prog: str, config_exit_code: int = 2, internal_exit_code: int = 1,
+              json_error_fields: dict | None = None) -> Callable[[], None]:
+    """Wrap a click command so that errors become one line and an exit code.
+
+    With ``--json`` on the command line an error is also one JSON object on stdout (``{"error": line,
+    "exit_code": n}`` plus ``json_error_fields``), so an integration parsing --json always gets JSON; the line
+    still goes to stderr for the person watching.
+    """
 
     def main(argv: list[str] | None = None) -> None:
+        args = sys.argv[1:] if argv is None else argv
+        as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
+
+        def _fail(prog: str, message: str, code: int, hard: bool = False) -> None:
+            _report(prog, message, code, as_json, json_error_fields, hard)
+
         try:
             rv = group.main(args=argv, prog_name=prog, standalone_mode=False)
         except click.exceptions.Exit as exc:
@@ -49,7 +80,7 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
         except ConfigError as exc:
             _fail(prog, str(exc), config_exit_code)
         except UserError as exc:
-            _fail(prog, str(exc), exc.exit_code)
+            _fail(prog, str(exc), exc.exit_code, exc.hard)
         except KeyboardInterrupt:
             sys.exit(130)
         except (SystemExit, GeneratorExit):
@@ -63,6 +94,14 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
     return main
 
 
-def _fail(prog: str, message: str, code: int) -> None:
-    click.echo(f"{prog}: {redact_text(message)}", err=True)
+def _report(prog: str, message: str, code: int, as_json: bool = False, json_fields: dict | None = None,
+            hard: bool = False) -> None:
+    line = redact_text(message)
+    if as_json:
+        click.echo(json.dumps({**(json_fields or {}), "error": line, "exit_code": code}))
+    click.echo(f"{prog}: {line}", err=True)
+    if hard:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)

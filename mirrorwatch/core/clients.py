@@ -37,14 +37,25 @@ class _RepeatThrottle(logging.Filter):
 
 
 log.addFilter(_RepeatThrottle())
+# librdkafka's own log lines (connection refused, retries, BGQUEUE, ...) go here, silent unless -v
+# (setup_logging(verbose=True) opens it): the components say what matters in one line of their own.
+client_log = logging.getLogger("mirrorwatch.kafka.client")
+client_log.setLevel(logging.CRITICAL + 1)
+client_log.addFilter(_RepeatThrottle())
+# errors that mean "a broker is not answering now"; librdkafka retries them, and the caller reports the outage
+_TRANSIENT_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT}
 # One-shot commands configure no logging: client noise must not reach stderr beside their one-line answer.
 # Services call setup_logging(), whose root handler still receives these records.
 log.addHandler(logging.NullHandler())
 
 
 def _error_cb(err: KafkaError) -> None:
-    # librdkafka reports transient broker errors here; they are retried internally, so log, don't raise.
-    log.warning("kafka client: %s", redact_text(str(err)))
+    # librdkafka reports broker errors here and retries them internally, so log, don't raise. A broker that is
+    # away is the caller's to report (once, by state change); anything else (authentication, TLS) is news.
+    if err.code() in _TRANSIENT_CODES:
+        client_log.debug("kafka client: %s", redact_text(str(err)))
+    else:
+        log.warning("kafka client: %s", redact_text(str(err)))
 
 
 def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -53,7 +64,7 @@ def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[st
     for key, value in (overrides or {}).items():
         props[key] = value
     props.setdefault("error_cb", _error_cb)
-    props.setdefault("logger", log)
+    props.setdefault("logger", client_log)
     return props
 
 

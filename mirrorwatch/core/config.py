@@ -38,6 +38,29 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key, seen[key], line)
+                seen[key] = line
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key, first: int, second: int):
+        super().__init__(f"key '{key}' appears twice (lines {first} and {second}); merge the two or remove one")
+        self.line = second
+
+
 class ClusterConfig(_Section):
     """A cluster: librdkafka client properties, ``bootstrap.servers`` required.
 
@@ -90,6 +113,9 @@ class FlowConfig(_Section):
     group: str | None = Field(None, description="the mirror's consumer group on the source")
     checkpoint_groups: list[str] = Field(default_factory=lambda: [".*"], description="source groups to checkpoint")
     sync_group_offsets: bool = False
+    internal_topics: bool = Field(
+        True, description="this flow creates and mirrors the pair's heartbeats and canary topics; with several flows "
+        "on one cluster pair set it false on all but one, or every heartbeat and canary event arrives twice")
 
     @field_validator("topics", "exclude", "checkpoint_groups")
     @classmethod
@@ -107,6 +133,14 @@ class MirrorSettings(_Section):
     refresh_interval_s: float = Field(30.0, gt=0, description="how often new matching topics are looked for")
     config_sync_interval_s: float = Field(60.0, gt=0, description="topic config / partition count sync period")
     offset_sync_every: int = Field(1000, ge=1, description="emit an offset sync at least every N records")
+    offset_sync_interval_s: float | None = Field(
+        None, gt=0, description="emit an offset sync for every partition that moved at least this often; default: "
+        "0.1 s under the identity policy (the monitor's true lag and RPO seconds rest on them there), the commit "
+        "interval under prefix (the monitor reads progress off the target's end offsets)")
+    on_records_lost: Literal["stop", "continue"] = Field(
+        "stop", description="source records removed before they were mirrored (retention, DeleteRecords, a "
+        "recreated topic): stop with one line and exit code 4, or continue, logging at ERROR and counting them "
+        "in mirrorwatch_mirror_records_lost_total")
     checkpoint_interval_s: float = Field(10.0, gt=0)
     heartbeats: bool = True
     heartbeat_interval_s: float = Field(1.0, gt=0)
@@ -120,6 +154,8 @@ class MirrorSettings(_Section):
         "where a record came from, and ~15 bytes per record is not free)")
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9641, ge=0, le=65535, description="0 = any free port, null = off")
+    max_unreachable_s: float | None = Field(
+        None, gt=0, description="exit (code 3) after a cluster has been unreachable this long; null = wait for it forever")
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
     consumer: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
@@ -206,12 +242,36 @@ class Config(_Section):
             if flow.policy == "identity" and self.mirror.provenance_header is False:
                 raise _KeyedError("mirror.provenance_header", f"flow '{name}' uses the identity policy, which needs the "
                                   "header to stop active-active loops; remove the setting or set it to true")
+        self._no_contradictions()
         for i, watched in enumerate(self.monitor.groups):
             if watched.cluster not in self.clusters:
                 raise _KeyedError(
                     f"monitor.groups.{i}.cluster", f"cluster '{watched.cluster}' is not defined (defined: {defined})"
                 )
         return self
+
+    def _no_contradictions(self) -> None:
+        """Settings that are each valid but cannot hold together: one line naming both."""
+        session_ms = float(self.mirror.consumer.get("session.timeout.ms", 10_000))
+        if self.mirror.commit_interval_s * 1000 >= session_ms:
+            raise _KeyedError("mirror.commit_interval_s", f"{self.mirror.commit_interval_s:g} s is not shorter than the "
+                              f"mirror group's session timeout ({session_ms / 1000:g} s, mirror.consumer.session.timeout.ms): "
+                              "a worker taken over by another re-sends everything since its last commit; lower it")
+        if self.mirror.heartbeats and self.canary.heartbeat_max_age_s <= self.mirror.heartbeat_interval_s:
+            raise _KeyedError("canary.heartbeat_max_age_s", f"{self.canary.heartbeat_max_age_s:g} s is not longer than "
+                              f"mirror.heartbeat_interval_s ({self.mirror.heartbeat_interval_s:g} s): every heartbeat "
+                              "would look stale; raise it")
+        ports: dict[tuple[str, int], str] = {}
+        for key, host, port in (("mirror.metrics_port", self.mirror.metrics_host, self.mirror.metrics_port),
+                                ("canary.metrics_port", self.canary.metrics_host, self.canary.metrics_port),
+                                ("monitor.metrics_port", self.monitor.host, self.monitor.metrics_port),
+                                ("monitor.http_port", self.monitor.host, self.monitor.http_port),
+                                ("dashboard.port", self.dashboard.host, self.dashboard.port)):
+            if not port:  # null = off, 0 = any free port
+                continue
+            if (host, port) in ports:
+                raise _KeyedError(key, f"port {port} on {host} is also {ports[(host, port)]}; give each its own port")
+            ports[(host, port)] = key
 
     def flow(self, name: str | None) -> tuple[str, FlowConfig]:
         """The named flow, or the only one; a clear error otherwise."""
@@ -243,7 +303,9 @@ def load_config(path: str | os.PathLike[str], environ: dict[str, str] | None = N
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except _DuplicateKey as exc:
+        raise ConfigError(f"{path} line {exc.line}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

@@ -23,9 +23,17 @@ def checkpoints_topic(source: str) -> str:
     return f"{source}.checkpoints.internal"
 
 
-def mirror_group(source: str, target: str, configured: str | None = None) -> str:
-    """The mirror engine's consumer group on the source cluster."""
-    return configured or f"mirrorwatch-{source}-{target}"
+def mirror_group(source: str, target: str, configured: str | None = None, flow: str | None = None) -> str:
+    """The mirror engine's consumer group on the source cluster: ``mirrorwatch-<flow>`` unless configured.
+
+    One group per flow, so two flows on one cluster pair never join each other's group. A flow named
+    ``<source>-<target>`` (the usual name) keeps the group it had before groups were per flow
+    (``mirrorwatch-<source>-<target>``); a flow named otherwise that ran before keeps its old position only
+    with ``group: mirrorwatch-<source>-<target>`` set (docs/design.md).
+    """
+    if configured:
+        return configured
+    return f"mirrorwatch-{flow}" if flow else f"mirrorwatch-{source}-{target}"
 
 
 def is_internal(topic: str) -> bool:

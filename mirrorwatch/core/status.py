@@ -23,6 +23,9 @@ class PartitionStatus(IntEnum):
     STALL = 3
     REWIND = 4
     UNKNOWN = 5
+    # The group's committed offset is below the source log start: records were removed (retention,
+    # DeleteRecords, a recreated topic) before the group consumed them. An error whatever the evaluator says.
+    LOST = 6
 
 
 class GroupStatus(IntEnum):
@@ -47,8 +50,9 @@ class CanaryStatus(IntEnum):
     UNKNOWN = 3
 
 
-# Partition statuses that make a group ERR (Burrow shows a stopped, stalled or rewound partition as ERR).
-PARTITION_ERRORS = (PartitionStatus.STOP, PartitionStatus.STALL, PartitionStatus.REWIND)
+# Partition statuses that make a group ERR (Burrow shows a stopped, stalled or rewound partition as ERR;
+# records lost to the log start are an error too).
+PARTITION_ERRORS = (PartitionStatus.STOP, PartitionStatus.STALL, PartitionStatus.REWIND, PartitionStatus.LOST)
 # Group statuses the MirrorGroupNotOK alert fires on (ERR through REWIND; not NOTFOUND, not UNKNOWN).
 GROUP_ALERTING = (GroupStatus.ERR, GroupStatus.STOP, GroupStatus.STALL, GroupStatus.REWIND)
 

@@ -3,7 +3,9 @@
 Include regexes (full match), then the default excludes: internal topics and loop-backs (a topic mirrored from
 the flow's target would come back to it). mirrorwatch's own topics (heartbeats, canary) are always mirrored,
 whatever the include regexes say, unless an exclude regex names them: without them heartbeats and the canary
-would report a healthy mirror as dead.
+would report a healthy mirror as dead. Only by the flow that owns the pair's internal topics
+(``flows.<n>.internal_topics``, default true): with two flows on one cluster pair exactly one mirrors them, or
+every heartbeat and canary event arrives twice; the others, and the monitor measuring them, leave them out.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ def policy_of(flow: FlowConfig) -> ReplicationPolicy:
     return ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
 
 
-def own_topics(config: Config) -> frozenset[str]:
-    """mirrorwatch's own topics on a source cluster, mirrored by every flow."""
+def own_topics(config: Config, flow: FlowConfig) -> frozenset[str]:
+    """mirrorwatch's own topics on a source cluster that ``flow`` mirrors whatever its include regexes say:
+    the heartbeats and canary topics for the flow owning them (``internal_topics``), none for the others."""
+    if not flow.internal_topics:
+        return frozenset()
     return frozenset({config.mirror.heartbeats_topic, config.canary.topic})
 
 
@@ -35,8 +40,9 @@ class TopicFilter:
 
     @classmethod
     def of(cls, config: Config, flow: FlowConfig) -> TopicFilter:
-        """The flow's filter with mirrorwatch's own topics always in: what the engine mirrors."""
-        return cls(flow, policy_of(flow), own_topics(config))
+        """The flow's filter with mirrorwatch's own topics in (if it owns them): what the engine mirrors, what the
+        monitor measures, and what flow-scoped failover tools see of a shared offset-syncs topic."""
+        return cls(flow, policy_of(flow), own_topics(config, flow))
 
     def matches(self, topic: str) -> bool:
         if is_internal(topic) or self._policy.came_from_target(topic):

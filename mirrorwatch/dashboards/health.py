@@ -21,6 +21,7 @@ PARTITION_MEANING = {
     PartitionStatus.STALL.name: "the mirror commits but its offset does not move",
     PartitionStatus.REWIND.name: "the mirror's committed offset went backwards",
     PartitionStatus.WARN.name: "lag is not going down",
+    PartitionStatus.LOST.name: "records were removed from the source before they were mirrored",
 }
 
 

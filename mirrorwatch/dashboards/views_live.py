@@ -10,8 +10,8 @@ from .live import Poll
 from .settings import PageSettings
 from .timeline import Timeline
 
-PARTITION_COLUMNS = ["topic", "partition", "status", "committed_lag", "read_lag", "true_lag", "time_lag_s", "forecast",
-                     "source_end", "committed", "read_position", "acked_next", "target_end"]
+PARTITION_COLUMNS = ["topic", "partition", "status", "committed_lag", "read_lag", "true_lag", "rpo_seconds",
+                     "records_lost", "forecast", "source_end", "committed", "read_position", "acked_next", "target_end"]
 
 
 def _number(value, unit: str = "") -> str:
@@ -20,6 +20,11 @@ def _number(value, unit: str = "") -> str:
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.1f}{unit}"
     return f"{int(value):,}{unit}"
+
+
+def _seconds(value) -> str:
+    # RPO is milliseconds on a healthy mirror: one decimal would show 0.0 s for the canary's 8 ms
+    return "–" if value is None else f"{value:,.3f} s" if value < 10 else f"{value:,.1f} s"
 
 
 def monitor_banner(settings: PageSettings, poll: Poll) -> None:
@@ -52,13 +57,14 @@ def _flow_row(flow: dict, poll: Poll) -> None:
     with st.container(border=True):
         st.markdown(f"#### {verdict.symbol} {name} &nbsp; `{flow.get('source')} → {flow.get('target')}`")
         st.markdown(f"{verdict.badge} {verdict.why()}")
-        cols = st.columns(6)
+        cols = st.columns(7)
         cols[0].metric("Evaluator", flow.get("status", "UNKNOWN"))
         cols[1].metric("Canary", (canary.status or "–") if canary else "–")
         cols[2].metric("Heartbeat age", _number(canary.heartbeat_age_s, " s") if canary else "–")
         cols[3].metric("True lag", _number(totals.get("true_lag")))
         cols[4].metric("Committed lag", _number(totals.get("committed_lag")))
-        cols[5].metric("Max time lag", _number(totals.get("max_time_lag_s"), " s"))
+        cols[5].metric("RPO", _seconds(totals.get("rpo_seconds", totals.get("max_time_lag_s"))))
+        cols[6].metric("Records lost", _number(totals.get("records_lost")))
 
 
 def flow_detail(settings: PageSettings, poll: Poll, timeline: Timeline, name: str | None) -> None:
@@ -92,6 +98,8 @@ def _partition_table(flow: dict) -> None:
         st.info("No partitions sampled yet.")
         return
     frame = pd.DataFrame(rows)
+    if "rpo_seconds" not in frame.columns and "time_lag_s" in frame.columns:
+        frame["rpo_seconds"] = frame["time_lag_s"]  # a monitor from before RPO had its own name: same figure
     frame = frame[[c for c in PARTITION_COLUMNS if c in frame.columns]]
     st.dataframe(frame, hide_index=True, width="stretch")
     forecasts = flow.get("catch_up_s") or {}

@@ -51,6 +51,7 @@ PARTITION_COLORS = {
     PartitionStatus.STALL: "red",
     PartitionStatus.REWIND: "orange",
     PartitionStatus.UNKNOWN: "text",
+    PartitionStatus.LOST: "dark-red",
 }
 
 
@@ -258,10 +259,11 @@ def flows_dashboard() -> dm.Dashboard:
         4,
         5,
         stat_panel(
-            "Time lag",
-            [target(f"max by (flow) (mirrorwatch_time_lag_seconds{{{F}}})", "{{flow}}")],
+            "RPO",
+            [target(f"max by (flow) (mirrorwatch_flow_rpo_seconds{{{F}}})", "{{flow}}")],
             unit="s",
-            steps=((None, "green"), (120, "red")),
+            steps=((None, "green"), (60, "red")),
+            description="Age of the oldest source record not yet on the target. Alert: above 60 s for 2m.",
         ),
     )
     L.add(
@@ -401,6 +403,40 @@ def flows_dashboard() -> dm.Dashboard:
             [target(f"max by (flow, topic) (mirrorwatch_catch_up_seconds{{{FT}}})", "{{flow}} {{topic}}")],
             unit="s",
             description="+Inf: not catching up.",
+        ),
+    )
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "RPO seconds and the canary's replication latency",
+            [
+                target(f"max by (flow) (mirrorwatch_flow_rpo_seconds{{{F}}})", "{{flow}} RPO"),
+                target(quantile("0.5", "mirrorwatch_canary_round_trip_seconds"), "{{flow}} canary p50", "B"),
+            ],
+            unit="s",
+            threshold=60,
+            description="RPO: the age of the oldest source record not yet on the target (the flow's worst partition), "
+            "measured from the clusters every monitor cycle — page on it. The canary's latency measures "
+            "its own probes; on a healthy mirror the two agree within a few hundred ms.",
+        ),
+    )
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "Records lost before they were mirrored or consumed",
+            [
+                target(f"sum by (flow, group, topic) (mirrorwatch_records_lost{{{F}}})", "{{group}} {{topic}} (monitor)"),
+                target(
+                    f"sum by (flow, topic) (mirrorwatch_mirror_records_lost_total{{{F}}})",
+                    "{{flow}} {{topic}} (engine skipped)",
+                    "B",
+                ),
+            ],
+            threshold=1,
+            description="Source log start past a group's committed offset (retention, DeleteRecords, a recreated "
+            "topic). Any value above 0 pages (MirrorwatchRecordsLost).",
         ),
     )
     L.add(

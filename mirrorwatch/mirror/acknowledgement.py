@@ -20,6 +20,19 @@ from enum import Enum
 from typing import NamedTuple
 
 
+class MirrorFailure(Exception):
+    """A record that cannot be written to the target: the engine stopped rather than skip it."""
+
+    exit_code = 1
+
+
+class RecordsLost(MirrorFailure):
+    """The source log start passed the engine's position (retention, DeleteRecords, a recreated topic): records
+    were removed before they were mirrored, and ``mirror.on_records_lost`` is ``stop``."""
+
+    exit_code = 4
+
+
 class AckReason(Enum):
     REPORTED = "the target acknowledged everything through the reported record"
     LOOP_GUARD_SKIPPED = "nothing in flight: records read after the report were skipped by the loop guard"

@@ -22,7 +22,7 @@ from ..core.naming import checkpoints_topic, mirror_group, offset_syncs_topic
 from ..core.offset_syncs import OffsetSyncReader
 from ..core.reading import read_to_end
 from ..core.records import Checkpoint, RecordFormatError
-from ..core.topic_selection import policy_of
+from ..core.topic_selection import TopicFilter, policy_of
 from .offset_store import OffsetSyncStore, Translation
 
 log = logging.getLogger("mirrorwatch.mirror.checkpoints")
@@ -122,13 +122,15 @@ class CheckpointEmitter(threading.Thread):
     ``owned`` (from the engine) gives the source partitions this worker mirrors now: with several workers in a
     flow, each checkpoints only its own partitions, so together they cover the flow once."""
 
-    def __init__(self, config: Config, flow_name: str, owned=None):
+    def __init__(self, config: Config, flow_name: str, owned=None, all_up=None):
         super().__init__(name="checkpoints", daemon=True)
         self.owned = owned
-        _, self.flow = config.flow(flow_name)
+        self.all_up = all_up or (lambda: True)  # the engine's cluster watch: while a cluster is away, retries are not news
+        self.flow_name, self.flow = config.flow(flow_name)
+        self.topic_filter = TopicFilter.of(config, self.flow)  # another flow of this pair shares the offset-syncs topic
         self.interval_s = config.mirror.checkpoint_interval_s
         self.policy = policy_of(self.flow)
-        self.own_group = mirror_group(self.flow.source, self.flow.target, self.flow.group)
+        self.own_group = mirror_group(self.flow.source, self.flow.target, self.flow.group, self.flow_name)
         self.source_admin = make_admin(config.clusters[self.flow.source], "mirrorwatch-checkpoints")
         self.target_admin = make_admin(config.clusters[self.flow.target], "mirrorwatch-checkpoints")
         self.store = OffsetSyncStore()
@@ -144,13 +146,13 @@ class CheckpointEmitter(threading.Thread):
             try:
                 self.emit_once()
             except Exception as exc:  # a cluster away: checkpoints resume when it returns
-                log.warning("checkpointing failed (will retry): %s", exc)
+                log.log(logging.WARNING if self.all_up() else logging.DEBUG, "checkpointing failed (will retry): %s", exc)
         self.producer.flush(5)
 
     def emit_once(self) -> int:
         self.reader.catch_up()
         store = self.store
-        mirrored = {topic for topic, _ in store.partitions()}
+        mirrored = {topic for topic, _ in store.partitions() if self.topic_filter.matches(topic)}
         now = int(time.time() * 1000)
         count = 0
         owned = self.owned() if self.owned is not None else None

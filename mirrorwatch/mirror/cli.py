@@ -26,12 +26,13 @@ def cli() -> None:
 @click.option("-v", "--verbose", is_flag=True)
 def run(config_path: str, flow: str | None, verbose: bool) -> int:
     from .engine import MirrorEngine, MirrorFailure
+    from .outage import UNREACHABLE_EXIT, ClustersUnreachable
     from .serve import start_metrics
 
     setup_logging(verbose)
     config = load_config(config_path)
     engine = MirrorEngine(config, flow)
-    port = start_metrics(engine, config.mirror.metrics_host, config.mirror.metrics_port)
+    port = start_metrics(engine, config.mirror.metrics_host, config.mirror.metrics_port, "mirror.metrics_port")
     if port is not None:
         log.info("metrics on http://%s:%d/metrics", config.mirror.metrics_host, port)
 
@@ -46,7 +47,9 @@ def run(config_path: str, flow: str | None, verbose: bool) -> int:
     try:
         engine.run()
     except MirrorFailure as exc:
-        raise UserError(str(exc), 1) from None
+        raise UserError(str(exc), exc.exit_code) from None
+    except ClustersUnreachable as exc:
+        raise UserError(str(exc), UNREACHABLE_EXIT) from None
     log.info("stopped cleanly")
     return 0
 

@@ -19,6 +19,7 @@ def producer_properties(settings: MirrorSettings) -> dict[str, Any]:
         "queue.buffering.max.kbytes": 1_048_576,
         "message.max.bytes": 100_000_000,
         "compression.type": "none",  # the target topic's compression.type applies broker-side
+        "message.timeout.ms": 0,  # a target away for minutes is waited out (outage.py), never a lost record
     }
     props.update(settings.producer)
     return props
@@ -43,3 +44,12 @@ def consumer_properties(settings: MirrorSettings, on_commit: Callable[..., None]
         props["group.instance.id"] = settings.instance_id
     props.update(settings.consumer)
     return props
+
+
+def offset_sync_interval_s(settings: MirrorSettings, policy: str) -> float:
+    """Offset syncs of moved partitions at least this often (``mirror.offset_sync_interval_s``; by default
+    0.1 s under the identity policy, where the monitor cannot read progress off the shared target topic,
+    and the commit interval under prefix, where the target's end offset already tells it)."""
+    if settings.offset_sync_interval_s is not None:
+        return settings.offset_sync_interval_s
+    return 0.1 if policy == "identity" else settings.commit_interval_s

@@ -18,7 +18,8 @@ for each partition that had reports (``_finish_round``).
 
 Beside it: ``partition_state.py`` (one assignment's positions and report callback), ``acknowledgement.py``
 (where ``acked_next`` lands, what may be committed, and the failures the engine stops on; pure),
-``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties).
+``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties),
+``lifecycle.py`` (start-up, outages), ``records_lost.py`` (records removed from the source before mirrored).
 """
 
 from __future__ import annotations
@@ -34,12 +35,15 @@ from ..core.config import Config
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.records import PROVENANCE_HEADER
 from ..core.topic_selection import TopicFilter, policy_of
-from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
-from .acknowledgement import RecordFailure, failure_message
-from .client_settings import consumer_properties, producer_properties
+from .acknowledgement import MirrorFailure, RecordFailure, RecordsLost, failure_message
+from .client_settings import consumer_properties, offset_sync_interval_s, producer_properties
+from .lifecycle import EngineLifecycle
 from .metrics import LatencyHistogram
+from .outage import ClustersUnreachable
+from .own_topics import internal_topic_names
 from .partition_state import PartitionState
 from .publisher import PositionPublisher
+from .records_lost import RecordsLostDetection
 from .topics import TargetTopics, list_matching
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -48,17 +52,13 @@ log = logging.getLogger("mirrorwatch.mirror")
 IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle: commit and sync exactly
 
 
-class MirrorFailure(Exception):
-    """A record that cannot be written to the target: the engine stopped rather than skip it."""
-
-
-class MirrorEngine:
+class MirrorEngine(EngineLifecycle, RecordsLostDetection):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
         self.config = config
         self.settings = config.mirror
         self.policy = policy_of(self.flow)
-        self.group = mirror_group(self.flow.source, self.flow.target, self.flow.group)
+        self.group = mirror_group(self.flow.source, self.flow.target, self.flow.group, self.flow_name)
         self.source_cluster = config.clusters[self.flow.source]
         self.target_cluster = config.clusters[self.flow.target]
         self.syncs_topic = offset_syncs_topic(self.flow.source)
@@ -68,7 +68,7 @@ class MirrorEngine:
         self.add_origin = self.flow.policy == "identity" if provenance is None else provenance
 
         self.partitions: dict[tuple[str, int], PartitionState] = {}
-        self.publisher = PositionPublisher(self.partitions, self.syncs_topic)  # commits and offset syncs
+        self.publisher = PositionPublisher(self.partitions, self.syncs_topic, self._retrying)  # commits and offset syncs
         self.owned: frozenset[tuple[str, int]] = frozenset()  # the keys of partitions, for other threads to read
         self.touched: list[PartitionState] = []  # states with delivery reports not yet settled
         self.target_names: dict[str, str] = {}  # source topic → target topic
@@ -77,6 +77,8 @@ class MirrorEngine:
         self.rebalances = 0
         self.heartbeats_sent = 0
         self.failures: list[RecordFailure] = []
+        self.lost: list[tuple[str, int, int, int]] = []  # topic, partition, [first, end) lost; the engine stops
+        self.records_lost: dict[tuple[str, int], int] = {}  # counted under mirror.on_records_lost: continue
 
         self._stop = threading.Event()
         self._pending_subscription: list[str] | None = None
@@ -90,15 +92,16 @@ class MirrorEngine:
         self.publisher.bind(self.producer, self.consumer)
         self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
-        self.topic_filter = TopicFilter.of(config, self.flow)
+        self.internal_topics = internal_topic_names(config, self.flow)
+        self.topic_filter = TopicFilter.of(config, self.flow)  # the same rule: internal topics only if it owns them
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
-        self.heartbeats: HeartbeatProducer | None = None
-        self.checkpoints = None
+        self._init_lifecycle()  # heartbeats, checkpoints, the cluster watch (lifecycle.py)
 
     # ------------------------------------------------------------------ topics
     def refresh_topics(self, with_configs: bool) -> None:
         topics = list_matching(self.source_admin, self.topic_filter)
         ready = self.target_topics.sync(topics, with_configs)
+        self._topics_listed(ready, with_configs)
         for name in ready:
             self._name(name)
         with self._subscription_lock:
@@ -119,7 +122,7 @@ class MirrorEngine:
                 if with_configs:
                     last_config_sync = time.monotonic()
             except Exception as exc:  # a cluster away for a while: try again next round
-                log.warning("topic refresh failed (will retry): %s", exc)
+                self._retrying("topic refresh failed (will retry): %s", exc)
 
     def _apply_subscription(self) -> None:
         with self._subscription_lock:
@@ -241,6 +244,7 @@ class MirrorEngine:
         run_topic, run_partition = None, -1
         state = fifo = delivered = target_topic = None
         sent_records = sent_bytes = 0
+        expected = -1  # the offset the run's next record should have; a higher one is a jump (see _jumped)
         reseeked: set[tuple[str, int]] = set()
         for msg in messages:
             if msg.error():
@@ -261,10 +265,16 @@ class MirrorEngine:
                 target_topic = self.target_names.get(topic) or self._name(topic)
                 if state.acked_next is None:  # start position unknown at assignment: it is this record's offset
                     state.acked_next = msg.offset()
+                expected = state.read_next if state.read_next is not None else -1
             elif state is None:
                 continue
             offset = msg.offset()
-            state.read_next = offset + 1
+            if offset > expected >= 0 and self._jumped(state, expected, offset):
+                state.sent_records, state.sent_bytes = sent_records, sent_bytes
+                state = None  # stopping: nothing of this partition is sent past the lost records
+                continue
+            expected = offset + 1
+            state.read_next = expected
             headers = msg.headers()
             if headers is None:
                 headers = origin_only
@@ -317,31 +327,19 @@ class MirrorEngine:
         """One line naming the record that could not be written (the culprit, not its batch-mates)."""
         return failure_message(self.failures, self.flow.target)
 
-    def start_background(self) -> None:
-        self.target_topics.ensure_internal()
-        if self.settings.heartbeats:
-            ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
-            self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
-                                                self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent)
-            self.heartbeats.start()
-        self.refresh_topics(with_configs=True)
-        threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
-        if self.flow.checkpoint_groups:
-            from .checkpoints import CheckpointEmitter
-
-            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned)
-            self.checkpoints.start()
-
-    def _heartbeat_sent(self) -> None:
-        self.heartbeats_sent += 1
-
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
-        self.start_background()
+        if not self.start_background():
+            self.watch.stop()
+            if self.gave_up:
+                raise ClustersUnreachable(self.gave_up)
+            return
         next_commit = time.monotonic() + self.settings.commit_interval_s
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
         last_record = time.monotonic()
+        sync_interval = offset_sync_interval_s(self.settings, self.flow.policy)
+        next_sync = time.monotonic() + sync_interval
         try:
             while not self._stop.is_set():
                 self._apply_subscription()
@@ -364,19 +362,33 @@ class MirrorEngine:
                 now = time.monotonic()
                 if not messages and self.in_flight == 0 and not idle_synced and now - last_record >= IDLE_FLUSH_S:
                     # idle flush: everything read is acknowledged; publish exact positions now
+                    self._advance_idle()
                     self.publisher.commit()
                     self.publisher.emit_syncs()
                     self._serve(0)
                     idle_synced = True
                     next_commit = now + self.settings.commit_interval_s
                 elif now >= next_commit:
+                    if not messages and self.in_flight == 0:
+                        # still idle: a commit marker written after the idle flush moved the position since
+                        self._advance_idle()
                     self.publisher.commit(sync=False)
                     self.publisher.emit_syncs()
                     next_commit = now + self.settings.commit_interval_s
+                    next_sync = now + sync_interval
+                elif now >= next_sync:
+                    # fresher in time than the commits: what the monitor's true lag and RPO seconds rest on
+                    # under the identity policy (see docs/monitor.md)
+                    self.publisher.emit_syncs()
+                    next_sync = now + sync_interval
         finally:
             self._shutdown()
         if self.failures:
             raise MirrorFailure(self.failure_message())
+        if self.lost:
+            raise RecordsLost(self.lost_message())
+        if self.gave_up:
+            raise ClustersUnreachable(self.gave_up)
 
     def _read(self, batch: int, wait: float) -> list:
         """The next records: wait for the first one, then take what is already fetched without waiting.
@@ -407,7 +419,9 @@ class MirrorEngine:
         remaining = self._flush(8)
         if remaining:
             log.warning("%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining)
-        self.publisher.commit()
+        self.watch.stop()
+        if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
+            self.publisher.commit()
         self.publisher.emit_syncs()
         self.producer.flush(2)
         try:

@@ -70,7 +70,32 @@ class EngineCollector:
         rebalances = CounterMetricFamily("mirrorwatch_mirror_rebalances", "Partition assignment changes", labels=names + ["group"])
         rebalances.add_metric(base + [e.group], e.rebalances)
         yield rebalances
+        lost = CounterMetricFamily("mirrorwatch_mirror_records_lost", "Source records removed (retention, "
+                                   "DeleteRecords, a recreated topic) before they were mirrored; counted under "
+                                   "mirror.on_records_lost: continue", labels=names + ["topic", "partition"])
+        # every owned partition from the start (0), so panels and alerts see 0 rather than "no data"
+        lost_counts = dict(e.records_lost)
+        for key in list(e.partitions):
+            lost_counts.setdefault(key, 0)
+        for (topic, partition), count in sorted(lost_counts.items()):
+            lost.add_metric(base + [topic, str(partition)], count)
+        yield lost
         heartbeats = CounterMetricFamily("mirrorwatch_mirror_heartbeats", "Heartbeats written to the source", labels=names)
         heartbeats.add_metric(base, e.heartbeats_sent)
         yield heartbeats
 
+        up = GaugeMetricFamily("mirrorwatch_mirror_cluster_up", "1 while the cluster answers the mirror's metadata probe, "
+                               "0 while it is unreachable (stopped, frozen, partitioned)", labels=names + ["cluster", "role"])
+        for role, alias, _ in e.watch.clusters:
+            up.add_metric(base + [alias, role], 1.0 if e.watch.up[role] else 0.0)
+        yield up
+        matched = GaugeMetricFamily("mirrorwatch_mirror_matched_topics", "Source topics matching the flow's include/exclude "
+                                    "regexes (mirrorwatch's own topics not counted); 0 = the flow mirrors nothing", labels=names)
+        if e.matched_topics is not None:
+            matched.add_metric(base, e.matched_topics)
+        yield matched
+        shared = GaugeMetricFamily("mirrorwatch_mirror_internal_topics_shared", "Other consumer groups on the source that "
+                                   "also consume the heartbeats/canary topics this flow mirrors (should be 0)", labels=names)
+        if e.shared_with is not None:
+            shared.add_metric(base, len(e.shared_with))
+        yield shared

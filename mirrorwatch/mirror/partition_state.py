@@ -56,8 +56,11 @@ class PartitionState:
         self.failed_at: int | None = None  # a record here could not be written: never commit past it
         self.synced_acked: int | None = None  # acked_next at the last offset sync
         self.synced_read: int | None = None
-        # an offset sync when the report of this many records' last one arrives
-        self.next_sync_at = engine.settings.offset_sync_every
+        # an offset sync when the report of this many records' last one arrives. The first record of an
+        # assignment gets one at once: records re-sent after a restart or rebalance sit on the target after the
+        # newest sync's downstream offset only as long as no sync maps past them (the monitor's target-side
+        # estimate counts the target records after that offset as distinct source records)
+        self.next_sync_at = 1
         # the newest report of this poll round, settled by the engine's _finish_round
         self.round_msg: Message | None = None
         self.round_entry: tuple[int, int, int] | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -19,9 +19,12 @@ Key = tuple[str, int]
 
 
 class PositionPublisher:
-    def __init__(self, partitions: dict[Key, PartitionState], syncs_topic: str) -> None:
+    def __init__(self, partitions: dict[Key, PartitionState], syncs_topic: str,
+                 retrying: Callable[..., None] | None = None) -> None:
         self.partitions = partitions  # the engine's own dict: assignments come and go there
         self.syncs_topic = syncs_topic
+        # how a failed commit is reported: the engine's lifecycle keeps retries quiet while a cluster is away
+        self.retrying: Callable[..., None] = retrying or log.warning
         self.producer: Producer | None = None
         self.consumer: Consumer | None = None
 
@@ -49,12 +52,12 @@ class PositionPublisher:
             try:  # the outcome arrives in committed() (served inside consume())
                 self.consumer.commit(offsets=offsets, asynchronous=True)
             except KafkaException as exc:
-                log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
+                self.retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
-            log.warning("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
+            self.retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         for tp in offsets:
             state = self.partitions.get((tp.topic, tp.partition))
@@ -64,7 +67,7 @@ class PositionPublisher:
     def committed(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """The consumer's commit callback: record what the group coordinator confirmed."""
         if err is not None:
-            log.warning("commit failed (will retry): %s", err.str())
+            self.retrying("commit failed (will retry): %s", err.str())
             return
         for tp in partitions:
             state = self.partitions.get((tp.topic, tp.partition))

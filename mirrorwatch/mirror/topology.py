@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..core.cli import UserError
+from ..core.oneshot import require_clusters, timeout_option, within
 from ..core.clients import make_consumer
 from ..core.config import load_config
 from ..core.reading import read_to_end
@@ -55,13 +56,20 @@ def latest_heartbeats(cluster, topic_name: str) -> dict[tuple[str, str], tuple[i
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--cluster", default=None, help="cluster alias to inspect (default: every flow's target)")
 @click.option("--json", "as_json", is_flag=True)
-def topology(config_path, cluster, as_json):
+@timeout_option
+def topology(config_path, cluster, as_json, timeout_s):
     config = load_config(config_path)
     aliases = [cluster] if cluster else sorted({f.target for f in config.flows.values()}) or sorted(config.clusters)
-    rows = []
     for alias in aliases:
         if alias not in config.clusters:
             raise UserError(f"cluster '{alias}' is not defined (defined: {', '.join(config.clusters)})", 2)
+    require_clusters([(a, config.clusters[a]) for a in aliases], timeout_s)
+    within(timeout_s, lambda: _topology(config, aliases, as_json), "mirror topology")
+
+
+def _topology(config, aliases, as_json):
+    rows = []
+    for alias in aliases:
         try:
             found = latest_heartbeats(config.clusters[alias], config.mirror.heartbeats_topic)
         except Exception as exc:

@@ -39,6 +39,10 @@ def _finite(x):
     return None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else x
 
 
+def _total(arr) -> int:
+    return int(arr[arr > 0].sum()) if arr is not None else 0
+
+
 def _burrow_partition(v: GroupView, i: int) -> dict:
     """Burrow's partition object: start/end = oldest/newest stored commit of the window."""
     def commit(pair, lag):
@@ -53,6 +57,7 @@ def _burrow_partition(v: GroupView, i: int) -> dict:
         "start": commit(v.window_start, None) if v.window_start else None,
         "end": commit(v.window_end, current) if v.window_end else None,
         "current_lag": current if current is not None else 0,
+        "records_lost": v.value("records_lost", i) or 0,
         "complete": count / v.window_size if v.window_size else 0.0,
     }
 
@@ -62,7 +67,8 @@ def group_status_body(v: GroupView, all_partitions: bool) -> dict:
     partitions = [_burrow_partition(v, i) for i in range(n) if all_partitions or int(v.status[i]) != PartitionStatus.OK]
     maxlag = _burrow_partition(v, v.maxlag_row) if v.maxlag_row is not None else None
     body = {"cluster": v.cluster, "group": v.group, "status": v.status_name, "complete": v.complete,
-            "partitions": partitions, "partition_count": n, "maxlag": maxlag, "totallag": v.totallag}
+            "partitions": partitions, "partition_count": n, "maxlag": maxlag, "totallag": v.totallag,
+            "records_lost": _total(v.records_lost)}
     if v.error:
         body["reason"] = redact_text(v.error)
     if v.kind == "mirror":
@@ -78,6 +84,8 @@ def flow_body(v: GroupView) -> dict:
         totals[name] = sum(known) if known else None
     times = [r["time_lag_s"] for r in rows if r.get("time_lag_s") is not None]
     totals["max_time_lag_s"] = max(times) if times else None
+    totals["rpo_seconds"] = totals["max_time_lag_s"]  # the flow's RPO: its worst partition's
+    totals["records_lost"] = _total(v.records_lost)
     body = {"flow": v.flow, "source": v.cluster, "target": v.target, "group": v.group, "status": v.status_name,
             "ts_ms": v.ts_ms, "last_ok_ms": v.last_ok_ms, "complete": v.complete, "totals": totals,
             "catch_up_s": {t: _finite(s) for t, s in v.topic_catch_up_s.items()},

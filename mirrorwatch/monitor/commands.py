@@ -14,6 +14,7 @@ import click
 
 from ..core.cli import UserError, setup_logging
 from ..core.config import Config, load_config
+from ..core.oneshot import probe_timeout, require_clusters, timeout_option, within
 from ..core.status import CanaryStatus, GroupStatus
 from .api import flow_body, group_status_body
 from .lag import describe_forecast, format_duration
@@ -57,7 +58,10 @@ def run(config_path: str, verbose: bool) -> None:
 @click.option("--samples", default=3, show_default=True, type=click.IntRange(1, 100),
               help="samples taken (the status needs more than one to tell STOP from STALL from progress)")
 @click.option("--every", default=1.0, show_default=True, type=click.FloatRange(0.1, 60), help="seconds between samples")
-def lag(config_path: str, flow_name: str | None, as_json: bool, samples: int, every: float) -> None:
+@timeout_option
+@click.option("-v", "--verbose", is_flag=True, help="log to stderr (client library lines included)")
+def lag(config_path: str, flow_name: str | None, as_json: bool, samples: int, every: float, timeout_s: float,
+        verbose: bool) -> None:
     config = _load(config_path)
     if flow_name is not None:
         name, flow = config.flow(flow_name)
@@ -65,8 +69,35 @@ def lag(config_path: str, flow_name: str | None, as_json: bool, samples: int, ev
                                            "monitor": config.monitor.model_copy(update={"groups": []})})
     if not config.flows and not config.monitor.groups:
         raise UserError("nothing to watch: the config defines no flows and no monitor.groups")
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)  # librdkafka retries are noise in a one-shot
-    sampler = Sampler(config)
+    if verbose:
+        setup_logging(True)
+    else:
+        logging.basicConfig(level=logging.ERROR, stream=sys.stderr)  # librdkafka retries are noise in a one-shot
+    roles = {}
+    for flow in config.flows.values():
+        roles.setdefault(flow.source, "source")
+        roles.setdefault(flow.target, "target")
+    needed = {a for f in config.flows.values() for a in (f.source, f.target)} | {g.cluster for g in config.monitor.groups}
+    require_clusters([(a, config.clusters[a]) for a in sorted(needed)], timeout_s, roles)
+    snap = within(timeout_s, lambda: _sample(config, samples, every, timeout_s), "monitor lag")
+    unknown = [v for v in snap.views if v.group_status == GroupStatus.UNKNOWN]
+    reason = (unknown[0].error or f"cannot reach cluster '{unknown[0].cluster}'") if unknown else None
+    if as_json:
+        body = snapshot_json(snap)
+        if reason:
+            body.update(error=reason, exit_code=EXIT_UNKNOWN)
+        click.echo(json.dumps(body, indent=2, allow_nan=False))
+        if reason:  # exactly one JSON object on stdout: the reason is in it, and on stderr for a person
+            click.echo(f"monitor: {reason}", err=True)
+            raise click.exceptions.Exit(EXIT_UNKNOWN)
+        return
+    print_tables(snap)
+    if reason:
+        raise UserError(reason, EXIT_UNKNOWN)
+
+
+def _sample(config: Config, samples: int, every: float, timeout_s: float) -> Snapshot:
+    sampler = Sampler(config, timeout_s=probe_timeout(timeout_s))
     try:
         for tracker in sampler.trackers.values():
             tracker.caught_up.wait(min(10.0, 2 * sampler.timeout_s))
@@ -76,13 +107,7 @@ def lag(config_path: str, flow_name: str | None, as_json: bool, samples: int, ev
             snap = sampler.sample()
     finally:
         sampler.close()
-    if as_json:
-        click.echo(json.dumps(snapshot_json(snap), indent=2, allow_nan=False))
-    else:
-        print_tables(snap)
-    unknown = [v for v in snap.views if v.group_status == GroupStatus.UNKNOWN]
-    if unknown:
-        raise UserError(unknown[0].error or f"cannot reach cluster '{unknown[0].cluster}'", EXIT_UNKNOWN)
+    return snap
 
 
 def snapshot_json(snap: Snapshot) -> dict:
@@ -103,6 +128,11 @@ def _t(x) -> str:
     return "-" if x is None else format_duration(x)
 
 
+def _rpo(x) -> str:
+    # a healthy mirror's RPO is milliseconds: "0.0s" would hide the difference between 0 and 40 ms
+    return "-" if x is None else f"{x * 1000:.0f}ms" if x < 1 else format_duration(x)
+
+
 def print_tables(snap: Snapshot) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -115,8 +145,8 @@ def print_tables(snap: Snapshot) -> None:
         mirror = v.kind == "mirror"
         headers = ["TOPIC", "PARTITION", "SOURCE-END", "COMMITTED", "COMMITTED-LAG"]
         if mirror:
-            headers += ["READ-LAG", "TRUE-LAG", "TIME-LAG", "TARGET-END", "FORECAST"]
-        headers += ["STATUS"]
+            headers += ["READ-LAG", "TRUE-LAG", "RPO", "TARGET-END", "FORECAST"]
+        headers += ["LOST", "STATUS"]
         for h in headers:
             table.add_column(h, justify="left" if h in ("TOPIC", "STATUS", "FORECAST") else "right")
         rows = v.rows()
@@ -124,10 +154,12 @@ def print_tables(snap: Snapshot) -> None:
             cells = [r["topic"], str(r["partition"]), _n(r["source_end"]), _n(r["committed"]), _n(r["committed_lag"])]
             if mirror:
                 flag = " (!)" if r.get("target_behind") else ""
-                cells += [_n(r["read_lag"]), _n(r["true_lag"]), _t(r["time_lag_s"]), _n(r["target_end"]) + flag,
+                cells += [_n(r["read_lag"]), _n(r["true_lag"]), _rpo(r["rpo_seconds"]), _n(r["target_end"]) + flag,
                           r["forecast"]]
-            cells.append(r["status"])
+            cells += [_n(r["records_lost"]), r["status"]]
             table.add_row(*cells)
+        if not rows and v.group_status == GroupStatus.UNKNOWN:
+            continue  # nothing to draw: the reason follows in one line
         console.print(table)
         console.print(_totals_line(v, rows))
         if v.error:
@@ -144,8 +176,11 @@ def _totals_line(v: GroupView, rows: list[dict]) -> str:
         times = [r["time_lag_s"] for r in rows if r.get("time_lag_s") is not None]
         finite = [s for s in v.topic_catch_up_s.values() if not math.isnan(s)]
         parts += [f"read-lag {_n(total('read_lag'))}", f"true-lag {_n(total('true_lag'))}",
-                  f"max time-lag {_t(max(times) if times else None)}",
+                  f"RPO {_rpo(max(times) if times else None)}",
                   f"forecast {describe_forecast(max(finite) if finite else None)}"]
+    lost = total("records_lost")
+    if lost:
+        parts.append(f"records lost {lost}")
     parts.append(f"status {v.status_name}")
     if v.group_status != GroupStatus.UNKNOWN:
         parts.append(f"window complete {v.complete:.0%}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import threading
+
+import numpy as np
 import time
 from typing import Callable
 
@@ -38,6 +40,11 @@ class SnapshotCollector:
                                 labels=PARTITION_LABELS + ["kind"])
         time_lag = GaugeMetricFamily("mirrorwatch_time_lag_seconds",
                                      "Age of the oldest source record not yet on the target", labels=PARTITION_LABELS)
+        rpo = GaugeMetricFamily("mirrorwatch_rpo_seconds", _FAMILIES["mirrorwatch_rpo_seconds"], labels=PARTITION_LABELS)
+        flow_rpo = GaugeMetricFamily("mirrorwatch_flow_rpo_seconds", _FAMILIES["mirrorwatch_flow_rpo_seconds"],
+                                     labels=GROUP_LABELS)
+        lost = GaugeMetricFamily("mirrorwatch_records_lost", _FAMILIES["mirrorwatch_records_lost"],
+                                 labels=PARTITION_LABELS)
         catch_up = GaugeMetricFamily("mirrorwatch_catch_up_seconds",
                                      "Forecast time to catch up; +Inf when not catching up",
                                      labels=GROUP_LABELS + ["topic"])
@@ -79,6 +86,13 @@ class SnapshotCollector:
                         lag.add_metric(plabels + [kind], int(arr[i]))
                 if v.time_lag_s is not None and not math.isnan(v.time_lag_s[i]):
                     time_lag.add_metric(plabels, float(v.time_lag_s[i]))
+                    rpo.add_metric(plabels, float(v.time_lag_s[i]))
+                if v.records_lost is not None and v.records_lost[i] >= 0:
+                    lost.add_metric(plabels, int(v.records_lost[i]))
+            if not unknown and v.kind == "mirror":
+                worst = _flow_rpo(v)
+                if worst is not None:
+                    flow_rpo.add_metric(glabels, worst)
             if not unknown:
                 for topic, seconds in v.topic_catch_up_s.items():
                     if not math.isnan(seconds):
@@ -87,7 +101,14 @@ class SnapshotCollector:
             age.add_metric([flow, source, target], a)
         for cluster, is_up in sorted(snap.cluster_up.items()):
             up.add_metric([cluster], 1 if is_up else 0)
-        return [lag, time_lag, catch_up, p_status, g_status, complete, age, up]
+        return [lag, time_lag, rpo, flow_rpo, lost, catch_up, p_status, g_status, complete, age, up]
+
+
+def _flow_rpo(v) -> float | None:
+    """The flow's RPO: its worst partition's (None when no partition's is known)."""
+    if v.time_lag_s is None or not len(v.time_lag_s) or np.isnan(v.time_lag_s).all():
+        return None
+    return float(np.nanmax(v.time_lag_s))
 
 
 def _esc(value: str) -> str:
@@ -155,10 +176,19 @@ class TextRenderer:
                     if values[i] >= 0:
                         out_lag.append(f'mirrorwatch_lag_records{{{l},kind="{kind}"}} {values[i]}')
             if v.time_lag_s is not None:
-                out_time = families["mirrorwatch_time_lag_seconds"]
+                out_time, out_rpo = families["mirrorwatch_time_lag_seconds"], families["mirrorwatch_rpo_seconds"]
                 for l, t in zip(labels, v.time_lag_s.tolist()):
                     if not math.isnan(t):
                         out_time.append(f"mirrorwatch_time_lag_seconds{{{l}}} {_num(t)}")
+                        out_rpo.append(f"mirrorwatch_rpo_seconds{{{l}}} {_num(t)}")
+            if v.kind == "mirror":
+                worst = _flow_rpo(v)
+                if worst is not None:
+                    families["mirrorwatch_flow_rpo_seconds"].append(f"mirrorwatch_flow_rpo_seconds{{{g}}} {_num(worst)}")
+            if v.records_lost is not None:
+                out_lost = families["mirrorwatch_records_lost"]
+                out_lost.extend(f"mirrorwatch_records_lost{{{l}}} {n}"
+                                for l, n in zip(labels, v.records_lost.tolist()) if n >= 0)
             for topic, seconds in v.topic_catch_up_s.items():
                 if not math.isnan(seconds):
                     families["mirrorwatch_catch_up_seconds"].append(
@@ -179,6 +209,10 @@ class TextRenderer:
 _FAMILIES = {
     "mirrorwatch_lag_records": "Mirror lag in records (kind: committed, read, true)",
     "mirrorwatch_time_lag_seconds": "Age of the oldest source record not yet on the target",
+    "mirrorwatch_rpo_seconds": "RPO: age of the oldest source record not yet on the target (= time lag)",
+    "mirrorwatch_flow_rpo_seconds": "RPO of the flow: the largest of its partitions'",
+    "mirrorwatch_records_lost": "Records removed from the source (retention, DeleteRecords, a recreated topic) "
+                                "before the group consumed them: log start − committed offset",
     "mirrorwatch_catch_up_seconds": "Forecast time to catch up; +Inf when not catching up",
     "mirrorwatch_partition_status": codes_help(PartitionStatus),
     "mirrorwatch_group_status": codes_help(GroupStatus),

@@ -54,10 +54,17 @@ class ClusterReader:
 
     def end_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Log-end offsets (high watermarks); -1 for a partition that could not be read."""
+        return self._offsets(partitions, OffsetSpec.latest())
+
+    def start_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """Log-start offsets (the oldest offset still there); -1 for a partition that could not be read."""
+        return self._offsets(partitions, OffsetSpec.earliest())
+
+    def _offsets(self, partitions: Iterable[TP], spec) -> dict[TP, int]:
         partitions = list(partitions)
         if not partitions:
             return {}
-        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
+        request = {TopicPartition(t, p): spec for t, p in partitions}
         try:
             futures = self.admin.list_offsets(request, request_timeout=self.timeout_s)
         except KafkaException as exc:

@@ -9,7 +9,8 @@ Positions, from oldest to newest on the source log::
 
 - ``committed``: the mirror group's committed offset on the source (the engine commits only what the target
   acknowledged, so committed ≤ acked);
-- ``acked_next``: last source offset acknowledged by the target + 1, from the newest OffsetSync;
+- ``acked_next``: last source offset surely on the target + 1: from the newest OffsetSync, and under the prefix
+  policy from the target's end offset read through it (:func:`target_side_acked_next`);
 - ``read_position``: the engine's next fetch offset, from the same OffsetSync.
 
 The sync and the commit are sampled separately and either may be the newer. A commit implies an ack, so the
@@ -75,6 +76,46 @@ def mirror_lag(source_end: int | None, committed: int | None, sync_acked_next: i
     return lag(lags.committed_lag[0]), lag(lags.read_lag[0]), lag(lags.true_lag[0])
 
 
+def target_side_acked_next(source_end: ArrayLike, committed: ArrayLike, sync_upstream: ArrayLike,
+                           sync_downstream: ArrayLike, sync_acked_next: ArrayLike, target_end: ArrayLike,
+                           one_to_one: ArrayLike = True) -> np.ndarray:
+    """A fresh, never-too-high ``acked_next`` per partition from the target's end offset (-1 = unknown).
+
+    The newest OffsetSync says source offset ``u = sync_upstream`` sits on the target at ``d = sync_downstream``
+    and everything below ``sync_acked_next`` is acknowledged. It is up to one sync interval old; the target's end
+    offset ``T`` (sampled *before* ``source_end``) is fresh. Where the target partition holds only this mirror's
+    copies, written in source order and one-to-one after ``d`` (``one_to_one``: the prefix policy, with the
+    engine publishing a sync for the first record of every assignment so re-sent duplicates never sit after the
+    newest ``d``), the ``T − d − 1`` records after ``d`` are the next source records after ``u``; source offsets
+    are distinct and increasing, so the last of them is at offset ≥ ``u + (T − d − 1)`` and::
+
+        acked_next_est = max(committed, sync_acked_next, min(u + (T − d), source_end))  ≤  true acked_next
+
+    Bound: the estimate is low (lag over-reported) by the source offsets after ``u`` that carry no record on the
+    target — transaction markers, aborted records, offsets compacted away — between ``u`` and the true
+    ``acked_next``, i.e. the gaps since the newest sync (≤ one commit interval / ``offset_sync_every`` records
+    of them); 0 on a source without gaps. Where ``one_to_one`` is False (identity: other writers share the
+    target partition) the target end proves nothing and the sync-only value ``max(committed, sync_acked_next)``
+    is returned. Capped at ``source_end``; an unknown ``T``/``u``/``d`` also falls back to the sync-only value.
+    """
+    end, com, up, down = _a(source_end), _a(committed), _a(sync_upstream), _a(sync_downstream)
+    acked, tend = _a(sync_acked_next), _a(target_end)
+    conservative = np.maximum(acked, com)  # -1 loses to any known value
+    usable = np.asarray(one_to_one, bool) & (up >= 0) & (down >= 0) & (tend > down)
+    from_target = up + (tend - down)
+    from_target = np.where(end >= 0, np.minimum(from_target, end), from_target)
+    return np.where(usable, np.maximum(conservative, from_target), conservative)
+
+
+def records_lost(log_start: ArrayLike, committed: ArrayLike) -> np.ndarray:
+    """Records removed from the source before the group consumed them: ``log_start − committed`` where the
+    committed offset is below the log start (retention, DeleteRecords, a recreated topic), else 0; -1 unknown.
+
+    Counted in offsets: a removed transaction marker counts as a record (the count is exact on plain topics)."""
+    start, com = _a(log_start), _a(committed)
+    return np.where((start >= 0) & (com >= 0), np.maximum(start - com, 0), UNKNOWN)
+
+
 def target_behind(target_end: ArrayLike, sync_downstream: ArrayLike) -> np.ndarray:
     """True where the target's end offset is not past the record the newest sync says is there.
 
@@ -100,13 +141,20 @@ def rate(old_value: ArrayLike, old_ts_ms: int, new_value: ArrayLike, new_ts_ms: 
     return np.where((old >= 0) & (new >= 0), (new - old) / dt, np.nan)
 
 
-def catch_up_seconds(lag: ArrayLike, produce_rate: ArrayLike, mirror_rate: ArrayLike) -> np.ndarray:
+def catch_up_seconds(lag: ArrayLike, produce_rate: ArrayLike, mirror_rate: ArrayLike, keeping_up_lag: ArrayLike = 0) -> np.ndarray:
     """Forecast time to catch up: lag / (mirror rate − produce rate); 0 when caught up; +inf when the mirror
-    is not gaining on the producers; NaN when unknown."""
+    is not gaining on the producers; NaN when unknown.
+
+    A mirror keeping pace with steady traffic holds a small lag it never "gains" on (the two rates are equal):
+    where the lag is at most ``keeping_up_lag`` (the sampler passes the records produced in one monitor
+    interval, which is also how much the lag figures may over-report) the forecast is the time the mirror
+    needs for that lag at its own rate, ``lag / mirror rate``, not "not catching up"."""
     lag = np.asarray(lag, np.float64)
-    gain = np.asarray(mirror_rate, np.float64) - np.asarray(produce_rate, np.float64)
+    mirror = np.asarray(mirror_rate, np.float64)
+    gain = mirror - np.asarray(produce_rate, np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(gain > 0, lag / gain, math.inf)
+        steady = (lag <= np.asarray(keeping_up_lag, np.float64)) & (mirror > 0)
+        out = np.where(gain > 0, lag / gain, np.where(steady, lag / mirror, math.inf))
     out = np.where(np.isnan(gain), np.nan, out)
     out = np.where(lag == 0, 0.0, out)
     return np.where(lag < 0, np.nan, out)

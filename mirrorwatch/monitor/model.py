@@ -36,7 +36,9 @@ class GroupView:
     committed_lag: np.ndarray | None = None
     read_lag: np.ndarray | None = None
     true_lag: np.ndarray | None = None
-    time_lag_s: np.ndarray | None = None
+    time_lag_s: np.ndarray | None = None  # = RPO seconds: age of the oldest source record not on the target
+    log_start: np.ndarray | None = None  # source log-start offsets
+    records_lost: np.ndarray | None = None  # log_start − committed where the group is below the log start
     target_behind: np.ndarray | None = None
     catch_up_s: np.ndarray | None = None  # per partition
     status: np.ndarray | None = None  # partition status codes
@@ -80,14 +82,15 @@ class GroupView:
             "topic": self.topics[i], "partition": self.partitions[i],
             "status": PARTITION_STATUS[int(self.status[i])] if self.status is not None else PartitionStatus.UNKNOWN.name,
             "source_end": v("source_end", i), "committed": v("committed", i),
-            "committed_lag": v("committed_lag", i),
+            "committed_lag": v("committed_lag", i), "records_lost": v("records_lost", i),
         }
         if self.kind == "mirror":
             catch_up = v("catch_up_s", i)
             row.update({
                 "read_position": v("read_position", i), "acked_next": v("acked_next", i),
                 "target_end": v("target_end", i), "read_lag": v("read_lag", i), "true_lag": v("true_lag", i),
-                "time_lag_s": v("time_lag_s", i), "target_behind": v("target_behind", i),
+                "time_lag_s": v("time_lag_s", i), "rpo_seconds": v("time_lag_s", i),
+                "target_behind": v("target_behind", i),
                 "catch_up_s": None if catch_up is None or math.isinf(catch_up) else catch_up,
                 "forecast": describe_forecast(catch_up),
             })

@@ -2,8 +2,11 @@
 
 Per flow and mirrored partition, in this order (so the source end is never older than a position and no lag
 comes out negative): the mirror group's committed offsets on the source, the newest OffsetSync per partition
-(kept current by a tracker thread on the target), the source end offsets, the target end offsets. Plain
-watched groups get their committed offsets and the source end offsets (committed lag only, Burrow-style).
+(kept current by a tracker thread on the target), the target end offsets, then the source end and log-start
+offsets. The target is read *before* the source so that anything produced in between counts as lag: the
+monitor may over-report, never under-report (see lag.target_side_acked_next). Plain watched groups get their
+committed offsets and the source end and log-start offsets (committed lag only, Burrow-style). A committed
+offset below the log start is records lost before the group read them: status LOST (an error).
 
 An unreachable cluster turns every view that needs it into UNKNOWN (partition layout kept from the last good
 sample, values unknown); the next cycle tries again, so the monitor recovers on its own.
@@ -28,10 +31,10 @@ from ..core.status import GroupStatus, PartitionStatus
 from ..core.topic_selection import mirrored_topics, policy_of
 from .evaluator import WindowSet, summarize
 from .kafka_io import ClusterReader, ClusterUnreachable
-from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, target_behind
+from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, records_lost, target_behind, target_side_acked_next
 from .model import GroupView, Snapshot
 from .syncs import UNUSED_GROUP, OffsetSyncTracker
-from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
+from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound, time_lag_interpolated
 
 log = logging.getLogger("mirrorwatch.monitor.sampler")
 
@@ -102,7 +105,7 @@ class Sampler:
             views = []
             for name, flow in self.config.flows.items():
                 views.append(self._guarded(("mirror", name, flow.source), flow.source, flow.target,
-                                           mirror_group(flow.source, flow.target, flow.group), name, topics, ts))
+                                           mirror_group(flow.source, flow.target, flow.group, name), name, topics, ts))
             for watched in self.config.monitor.groups:
                 if any(v.cluster == watched.cluster and v.group == watched.group for v in views):
                     continue  # already watched as a flow's mirror group
@@ -164,9 +167,11 @@ class Sampler:
         members, committed_map = src.group(group)
         committed_map = committed_map or {}
         syncs = self.trackers[(flow.source, flow.target)].latest()
+        ts_target = now_ms()  # what was on the target at this moment is what time lag / RPO is measured at
+        target_ends = dst.end_offsets([(policy.target_topic(t), p) for t, p in keys])
         ts = now_ms()
         ends = src.end_offsets(keys)
-        target_ends = dst.end_offsets([(policy.target_topic(t), p) for t, p in keys])
+        starts = src.start_offsets(keys)
 
         n = len(keys)
         committed = np.fromiter((committed_map.get(k, -1) for k in keys), np.int64, n)
@@ -176,9 +181,15 @@ class Sampler:
         sync_acked = np.fromiter((s.acked_next if s else -1 for s in sync_rows), np.int64, n)
         sync_read = np.fromiter((s.read_position if s else -1 for s in sync_rows), np.int64, n)
         sync_down = np.fromiter((s.downstream_offset if s else -1 for s in sync_rows), np.int64, n)
+        sync_up = np.fromiter((s.upstream_offset if s else -1 for s in sync_rows), np.int64, n)
         sync_ts = np.fromiter((s.ts_ms if s else -1 for s in sync_rows), np.int64, n)
+        log_start = np.fromiter((starts.get(k, -1) for k in keys), np.int64, n)
 
-        lags = mirror_lags(source_end, committed, sync_acked, sync_read)
+        # under prefix the target partition holds only this mirror's copies: its end offset is fresh evidence
+        acked_est = target_side_acked_next(source_end, committed, sync_up, sync_down, sync_acked, target_end,
+                                           one_to_one=policy.kind == "prefix")
+        lags = mirror_lags(source_end, committed, acked_est, sync_read)
+        lost = records_lost(log_start, committed)
         windows = self._windows_for(state, keys)
         # the engine is alive if the group has members or it published a newer sync for the partition
         alive = np.full(n, bool(members), bool)
@@ -189,18 +200,26 @@ class Sampler:
         windows.stop_grace_ms = max(commit_ms, int(self.config.monitor.stop_grace_s * 1000))
         windows.observe(ts, committed, source_end, alive, repeat_after_ms=commit_ms)
         statuses = windows.evaluate(ts).copy()
+        statuses[lost > 0] = PartitionStatus.LOST
         summary = summarize(windows, statuses)
 
-        time_lag = self._time_lag(flow.source, keys, lags.acked_next, lags.true_lag, source_end, ts)
+        time_lag = self._time_lag(flow.source, keys, lags.acked_next, lags.true_lag, source_end, ts, ts_target)
+        # not older than the time since an earlier sample found the record not yet on the source
+        bound = arrival_age_bound([(h[0], h[1]) for h in state.history], lags.acked_next, ts_target)
+        time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
         catch_up, topic_catch_up = self._forecast(state, keys, ts, source_end, lags.acked_next, lags.true_lag)
         return self._view("mirror", name, flow.source, flow.target, group, ts, summary, windows, keys,
                           statuses, source_end=source_end, committed=committed, read_position=lags.read_position,
                           acked_next=lags.acked_next, target_end=target_end, committed_lag=lags.committed_lag,
                           read_lag=lags.read_lag, true_lag=lags.true_lag, time_lag_s=time_lag,
                           target_behind=target_behind(target_end, sync_down), catch_up_s=catch_up,
-                          topic_catch_up_s=topic_catch_up, last_ok_ms=ts)
+                          topic_catch_up_s=topic_catch_up, last_ok_ms=ts, log_start=log_start, records_lost=lost)
 
-    def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts) -> np.ndarray:
+    def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts, ts_target) -> np.ndarray:
+        """Seconds per partition: the age of the oldest source record not on the target (RPO seconds).
+
+        Exact mode measures it at ``ts_target``, when the target end was sampled: a record produced after that
+        moment was not missing from the target then (0)."""
         out = np.where(true_lag == 0, 0.0, np.nan)
         behind = np.flatnonzero(true_lag > 0)
         if self.config.monitor.time_lag_mode == "interpolate":
@@ -228,14 +247,15 @@ class Sampler:
                 found = {}
             for i, w in zip(behind, wanted):
                 if w in found:
-                    out[i] = max(0.0, (ts - found[w]) / 1000.0)
+                    out[i] = max(0.0, (ts_target - found[w]) / 1000.0)
         return out
 
     def _forecast(self, state: _GroupState, keys, ts, source_end, acked, true_lag):
         state.history.append((ts, source_end, acked))
         old_ts, old_end, old_acked = state.history[0]
         produce, mirror = rate(old_end, old_ts, source_end, ts), rate(old_acked, old_ts, acked, ts)
-        per_partition = catch_up_seconds(true_lag, produce, mirror)
+        interval_s = self.config.monitor.interval_s
+        per_partition = catch_up_seconds(true_lag, produce, mirror, produce * interval_s)
         per_topic: dict[str, float] = {}
         topics = np.array([k[0] for k in keys], dtype=object)
         for topic in dict.fromkeys(k[0] for k in keys):
@@ -245,7 +265,7 @@ class Sampler:
                 per_topic[topic] = math.nan
                 continue
             value = catch_up_seconds([true_lag[m][known].sum()], [produce[m][known].sum()],
-                                     [mirror[m][known].sum()])[0]
+                                     [mirror[m][known].sum()], [produce[m][known].sum() * interval_s])[0]
             per_topic[topic] = float(value)
         return per_partition, per_topic
 
@@ -261,18 +281,21 @@ class Sampler:
         keys = sorted(k for k in committed_map if k[0] in cluster_topics)
         ts = now_ms()
         ends = reader.end_offsets(keys)
+        starts = reader.start_offsets(keys)
         n = len(keys)
         committed = np.fromiter((committed_map[k] for k in keys), np.int64, n)
         source_end = np.fromiter((ends.get(k, -1) for k in keys), np.int64, n)
+        lost = records_lost(np.fromiter((starts.get(k, -1) for k in keys), np.int64, n), committed)
         windows = self._windows_for(state, keys)
         commit_ms = int(self.config.monitor.group_commit_interval_s * 1000)
         windows.stop_grace_ms = max(commit_ms, int(self.config.monitor.stop_grace_s * 1000))
         windows.observe(ts, committed, source_end, bool(members), repeat_after_ms=commit_ms)
         statuses = windows.evaluate(ts).copy()
+        statuses[lost > 0] = PartitionStatus.LOST
         summary = summarize(windows, statuses)
         return self._view("group", "", cluster, "", group, ts, summary, windows, keys, statuses,
                           source_end=source_end, committed=committed,
-                          committed_lag=plain_lag(source_end, committed), last_ok_ms=ts)
+                          committed_lag=plain_lag(source_end, committed), last_ok_ms=ts, records_lost=lost)
 
     def _view(self, kind, flow, cluster, target, group, ts, summary, windows: WindowSet, keys, statuses,
               **values) -> GroupView:

@@ -13,6 +13,7 @@ import threading
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from ..core.cli import UserError, listen_error
 from ..core.config import Config
 from .api import make_router
 from .exporter import MetricsCache
@@ -44,11 +45,17 @@ class MonitorService:
 
     def start(self) -> "MonitorService":
         s = self.config.monitor
-        if s.metrics_port is not None:
-            self.metrics_server = Server(s.host, s.metrics_port, self._metrics_route, "metrics").start()
-        if s.http_port is not None:
-            router = make_router(self.snapshot, list(self.config.clusters))
-            self.api_server = Server(s.host, s.http_port, router, "status-api").start()
+        try:
+            if s.metrics_port is not None:
+                self.metrics_server = Server(s.host, s.metrics_port, self._metrics_route, "metrics").start()
+            if s.http_port is not None:
+                router = make_router(self.snapshot, list(self.config.clusters))
+                self.api_server = Server(s.host, s.http_port, router, "status-api").start()
+        except OSError as exc:  # name the port and the setting that chose it
+            setting, port = ("monitor.http_port", s.http_port) if self.metrics_server or s.metrics_port is None else ("monitor.metrics_port", s.metrics_port)
+            if self.metrics_server:
+                self.metrics_server.close()
+            raise UserError(listen_error(exc, s.host, port, setting), 2) from None
         self.sampler.start()
         # let the sync trackers read what is already there, so the first samples do not show a jump
         for tracker in self.sampler.trackers.values():

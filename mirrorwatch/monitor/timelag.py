@@ -20,6 +20,7 @@ import time
 from collections import deque
 from typing import Iterable, Sequence
 
+import numpy as np
 from confluent_kafka import TopicPartition
 
 log = logging.getLogger("mirrorwatch.monitor.timelag")
@@ -53,6 +54,25 @@ def time_lag_interpolated(points: Sequence[tuple[int, int]], acked_next: int | N
     if at is None:
         return 0.0
     return max(0.0, (now_ms - at) / 1000.0)
+
+
+def arrival_age_bound(samples, acked_next, now_ms: int) -> np.ndarray:
+    """Seconds the record at ``acked_next`` can at most have been on the source, per partition (inf = no bound).
+
+    ``samples``: earlier (ts_ms, source_end array) pairs, oldest first. At the newest sample whose source end
+    was ≤ ``acked_next`` that record was not on the source yet, so it arrived after that sample's time. The
+    sampler caps the exact time lag with this: a record created long before it reached the source (queued in a
+    slow producer after a burst) is old by its CreateTime, but the mirror can only have kept it from the
+    target since it arrived. Both are upper bounds of that time, so their minimum is too.
+    """
+    acked = np.asarray(acked_next, np.int64)
+    out = np.full(acked.shape, np.inf)
+    for ts_ms, end in samples:
+        end = np.asarray(end, np.int64)
+        if end.shape != acked.shape:
+            continue  # another partition layout
+        out[(end >= 0) & (acked >= 0) & (end <= acked)] = max(0.0, (now_ms - ts_ms) / 1000.0)
+    return out
 
 
 def time_lag_exact(record_ts_ms: int | None, true_lag: int | None, now_ms: int) -> float | None:

@@ -15,8 +15,9 @@ from ...core.clients import make_admin, make_consumer
 from ...core.cli import UserError
 from ...core.config import ConfigError, load_config
 from ...core.naming import mirror_group, offset_syncs_topic
+from ...core.oneshot import require_clusters, timeout_option, within
 from ...core.status import CanaryStatus
-from ...core.topic_selection import policy_of
+from ...core.topic_selection import TopicFilter, policy_of
 from ..checkpoints import all_checkpoints, committed_offsets, group_is_active, read_offset_syncs, source_groups
 from ..topology import latest_heartbeats
 from .reach import require_reachable
@@ -25,22 +26,27 @@ from .readiness import PartitionFacts, judge_group, overall_exit
 CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
 
 
-def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict]:
-    """(true_lag per partition, age in seconds of the oldest record not on the target per partition).
+def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict, dict]:
+    """(true_lag per partition, age in seconds of the oldest record not on the target per partition, records lost
+    per partition: removed from the source — retention, DeleteRecords, a recreated topic — before the mirror
+    read them, i.e. source log start − mirror position where the log start is past it).
 
     Only partitions that exist on the source now count: the compacted offset-syncs topic remembers topics
     deleted long ago, and a partition whose end offset cannot be read after a few tries is left out.
     """
     consumer = make_consumer(cluster, "mirrorwatch-failover-check")
-    true_lag, age = {}, {}
+    true_lag, age, lost = {}, {}, {}
     try:
         existing = {(t, p) for t, md in consumer.list_topics(timeout=10).topics.items() for p in md.partitions}
         for topic, partition in partitions:
             if (topic, partition) not in existing:
                 continue
-            end = _end_offset(consumer, topic, partition)
-            if end is not None:
+            watermarks = _watermarks(consumer, topic, partition)
+            if watermarks is not None:
+                start, end = watermarks
                 true_lag[(topic, partition)] = max(0, end - acked[(topic, partition)])
+                if start > acked[(topic, partition)]:
+                    lost[(topic, partition)] = start - acked[(topic, partition)]
         behind = [TopicPartition(t, p, acked[(t, p)]) for (t, p), lag in true_lag.items() if lag > 0]
         for tp in behind:  # exact time lag: read the oldest record the target does not have
             consumer.assign([tp])
@@ -49,13 +55,13 @@ def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict]:
                 age[(tp.topic, tp.partition)] = max(0.0, time.time() - msg.timestamp()[1] / 1000)
     finally:
         consumer.close()
-    return true_lag, age
+    return true_lag, age, lost
 
 
-def _end_offset(consumer, topic: str, partition: int) -> int | None:
+def _watermarks(consumer, topic: str, partition: int) -> tuple[int, int] | None:
     for attempt in range(5):  # a leader moving or metadata not yet fetched: brief retries
         try:
-            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         except KafkaException:
             time.sleep(0.5 * (attempt + 1))
     return None
@@ -79,9 +85,14 @@ def canary_status(host: str, port: int | None, flow: str) -> str:
 @click.option("--flow", default=None)
 @click.option("--group", "groups", multiple=True, help="group(s) to judge (default: all matching checkpoint_groups)")
 @click.option("--json", "as_json", is_flag=True)
-def check(config_path, flow, groups, as_json):
+@timeout_option
+def check(config_path, flow, groups, as_json, timeout_s):
     try:
-        return _check(config_path, flow, groups, as_json)
+        config = load_config(config_path)
+        _, f = config.flow(flow)
+        require_clusters([(f.source, config.clusters[f.source]), (f.target, config.clusters[f.target])], timeout_s,
+                         {f.source: "source", f.target: "target"})
+        return within(timeout_s, lambda: _check(config_path, flow, groups, as_json), "failover check")
     except (UserError, ConfigError):
         raise
     except Exception as exc:  # exit 1 means DEGRADED here: anything unexpected is UNKNOWN (3), in one line
@@ -97,20 +108,23 @@ def _check(config_path, flow, groups, as_json):
     policy = policy_of(f)
     source_admin, target_admin = make_admin(source, "mirrorwatch-failover-check"), make_admin(target, "mirrorwatch-failover-check")
     store = read_offset_syncs(target, offset_syncs_topic(f.source))
-    mirror_commits = committed_offsets(source_admin, mirror_group(f.source, f.target, f.group))
+    mirror_commits = committed_offsets(source_admin, mirror_group(f.source, f.target, f.group, flow_name))
     # a commit implies an acknowledgement: the newer of the two is what the target surely has
-    acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items()}
-    true_lag, age = source_positions(source, sorted(acked), acked)
+    mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
+    acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items() if mine.matches(k[0])}
+    true_lag, age, lost = source_positions(source, sorted(acked), acked)
     topics = {}
     for (topic, partition), lag in true_lag.items():
-        t = topics.setdefault(topic, {"topic": topic, "target_topic": policy.target_topic(topic), "true_lag": 0, "time_lag_s": 0.0})
+        t = topics.setdefault(topic, {"topic": topic, "target_topic": policy.target_topic(topic), "true_lag": 0,
+                                      "time_lag_s": 0.0, "records_lost": 0})
         t["true_lag"] += lag
+        t["records_lost"] += lost.get((topic, partition), 0)
         t["time_lag_s"] = round(max(t["time_lag_s"], age.get((topic, partition), 0.0)), 1)
     beats = latest_heartbeats(target, config.mirror.heartbeats_topic)
     beat = beats.get((f.source, f.target))
     heartbeat_age = None if beat is None else max(0.0, time.time() - beat[0] / 1000)
     checkpoints = all_checkpoints(target, f.source)
-    names = list(groups) or source_groups(source_admin, f, {mirror_group(f.source, f.target, f.group)})
+    names = list(groups) or source_groups(source_admin, f, {mirror_group(f.source, f.target, f.group, flow_name)})
     max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
     verdicts, now = [], time.time() * 1000
     for group in names:
@@ -136,6 +150,12 @@ def _check(config_path, flow, groups, as_json):
                    for v in verdicts],
     }
     code = overall_exit(verdicts)
+    records_lost = sum(t["records_lost"] for t in report["topics"])
+    report["records_lost"] = records_lost
+    if records_lost:
+        # records that never reached the target and are gone from the source: a failover cannot get them
+        # back, and neither can waiting — at best DEGRADED
+        code = max(code, 1)
     if as_json:
         click.echo(json.dumps(report))
         return code
@@ -143,11 +163,15 @@ def _check(config_path, flow, groups, as_json):
     console.print(f"failover {f.source} → {f.target} (flow {flow_name}): heartbeat "
                   f"{'none' if heartbeat_age is None else f'{heartbeat_age:.1f} s ago'}, canary {report['canary']}")
     topic_table = Table(title="if the source vanished now")
-    for h in ("topic", "target topic", "records lost", "oldest unmirrored s"):
+    for h in ("topic", "target topic", "records lost", "oldest unmirrored s", "lost to source retention"):
         topic_table.add_column(h)
     for t in report["topics"]:
-        topic_table.add_row(t["topic"], t["target_topic"], str(t["true_lag"]), f"{t['time_lag_s']:.1f}")
+        topic_table.add_row(t["topic"], t["target_topic"], str(t["true_lag"]), f"{t['time_lag_s']:.1f}",
+                            str(t["records_lost"]))
     console.print(topic_table)
+    if records_lost:
+        console.print(f"{records_lost} record(s) were removed from the source before they were mirrored "
+                      "(retention, DeleteRecords or a recreated topic): they are on neither cluster")
     group_table = Table(title="consumer groups")
     for h in ("group", "verdict", "lost", "re-delivered", "checkpoints", "why"):
         group_table.add_column(h)

@@ -24,7 +24,7 @@ from ...core.clients import make_admin, make_consumer
 from ...core.config import load_config
 from ...core.naming import offset_syncs_topic
 from ...core.records import Checkpoint
-from ...core.topic_selection import policy_of
+from ...core.topic_selection import TopicFilter, policy_of
 from ..checkpoints import (all_checkpoints, apply_offsets, committed_offsets, group_is_active, read_offset_syncs,
                           translate_group)
 from ..options import config_option, flow_option
@@ -44,7 +44,7 @@ def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
     policy = policy_of(flow)
     if reachable(config.clusters[flow.source], flow.source):
         store = read_offset_syncs(target, offset_syncs_topic(flow.source))
-        mirrored = {t for t, _ in store.partitions()}
+        mirrored = {t for t, _ in store.partitions() if TopicFilter.of(config, flow).matches(t)}
         committed = {k: v for k, v in committed_offsets(make_admin(config.clusters[flow.source], "mirrorwatch-failover"), group).items()
                      if k[0] in mirrored}
         rows = [{"topic": t.topic, "target_topic": policy.target_topic(t.topic), "partition": t.partition,
@@ -122,15 +122,22 @@ def parse_time(text: str) -> int:
 @click.option("--group", required=True)
 @click.option("--time", "when", required=True, help="ISO 8601; without an offset it is UTC")
 @click.option("--apply", "do_apply", is_flag=True)
+@click.option("--force", is_flag=True, help="accept a time in the future (every partition moves to its end)")
 @click.option("--json", "as_json", is_flag=True)
-def reset_to_time(config_path, flow, group, when, do_apply, as_json):
+def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
     config = load_config(config_path)
     flow_name, flow_cfg = config.flow(flow)
     ts_ms = parse_time(when)
+    ahead_s = ts_ms / 1000 - time.time()
+    if ahead_s > 0 and not force:
+        raise UserError(f"--time {when} is {ahead_s:.0f} s in the future: every partition would move to its end, skipping "
+                        "everything not yet consumed; check the time (no offset means UTC) or add --force", 2)
     target = config.clusters[flow_cfg.target]
     require_reachable(target, flow_cfg.target)
     policy = policy_of(flow_cfg)
-    partitions = read_offset_syncs(target, offset_syncs_topic(flow_cfg.source)).partitions()
+    mine = TopicFilter.of(config, flow_cfg)  # another flow of this pair shares the offset-syncs topic
+    partitions = [(t, p) for t, p in read_offset_syncs(target, offset_syncs_topic(flow_cfg.source)).partitions()
+                  if mine.matches(t)]
     if not partitions:
         raise UserError(f"no mirrored partitions known for flow {flow_name} (no offset syncs on {flow_cfg.target})", 2)
     consumer = make_consumer(target, "mirrorwatch-failover")

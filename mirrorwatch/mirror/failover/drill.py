@@ -24,11 +24,12 @@ from pathlib import Path
 
 import click
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ...core.cli import UserError
-from ...core.config import load_config
+from ...core.clients import make_producer
+from ...core.config import ClusterConfig, load_config
 from ...core.reading import end_offsets, read_to_end
 
 BIN = Path(sys.executable).parent
@@ -112,7 +113,9 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
                                   stderr=open(workdir / "mirror.log", "ab"))
         try:
             say(f"1. producing {records} keyed, sequenced records to east:{topic}; the mirror is running")
-            producer = Producer({"bootstrap.servers": east, "acks": "all", "enable.idempotence": True})
+            # through core.clients: its connection errors after the outage stay off stderr (-v shows them)
+            producer = make_producer(ClusterConfig.model_validate({"bootstrap.servers": east}), "mirrorwatch-drill",
+                                     **{"acks": "all", "enable.idempotence": True})
             for i in range(records):
                 producer.produce(topic, f"{i % 100}:{i // 100}".encode(), f"k{i % 100}".encode())
                 if i % 1000 == 0:
@@ -124,7 +127,8 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
             say("3. producing stopped; waiting for `mirror failover check` to say READY")
             predicted, deadline = None, time.monotonic() + 90
             while time.monotonic() < deadline:
-                result = _cli("failover", "check", "--config", str(path), "--group", group, "--json")
+                # a rehearsal on a busy machine: give each check more than the 15 s an on-call answer gets
+                result = _cli("failover", "check", "--config", str(path), "--group", group, "--json", "--timeout", "60")
                 if result.returncode in (0, 1, 2) and result.stdout:
                     verdict = json.loads(result.stdout)["groups"][0]
                     if verdict["verdict"] == "READY":

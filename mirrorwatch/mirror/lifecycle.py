@@ -1,0 +1,69 @@
+"""The engine's start-up and background threads, and how it behaves while a cluster is away (a mixin of
+MirrorEngine, kept apart so engine.py stays about the data path)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
+from .outage import ClusterWatch, start_when_reachable
+from .own_topics import ensure_own_topics, matched_topics, other_consumers, report_shared, warn_if_legacy_group
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+
+class EngineLifecycle:
+    def _init_lifecycle(self) -> None:
+        self.heartbeats = None  # a HeartbeatProducer once started
+        self.checkpoints = None
+        self.matched_topics: int | None = None  # the flow's own topics on the source (None: not listed yet)
+        self.shared_with: list[str] | None = None  # other groups mirroring our internal topics (None: not looked)
+        self.gave_up: str | None = None  # why the engine stopped waiting for a cluster (mirror.max_unreachable_s)
+        self.watch = ClusterWatch([("source", self.flow.source, self.source_cluster),
+                                   ("target", self.flow.target, self.target_cluster)],
+                                  self.settings.max_unreachable_s, self._give_up)
+
+    def _topics_listed(self, ready: list[str], with_configs: bool) -> None:
+        """After each topic refresh: does the flow match anything, and does another flow mirror our internal topics?"""
+        self.matched_topics = matched_topics(self.flow_name, self.flow, ready, self.internal_topics, self.matched_topics is None)
+        if with_configs:  # as often as configs are synced (a group listing is not free)
+            others = other_consumers(self.source_admin, self.group, self.internal_topics)
+            self.shared_with = report_shared(self.flow_name, self.flow, others, self.shared_with)
+
+    def _prepare(self) -> None:
+        """The start-up steps that talk to the clusters; idempotent, so retried while a cluster is away."""
+        self.target_topics.ensure_internal()
+        if self.settings.heartbeats:
+            ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
+        ensure_own_topics(self.config, self.flow, self.policy, self.source_admin, self.target_admin)
+        warn_if_legacy_group(self.source_admin, self.flow_name, self.flow, self.group)
+        self.refresh_topics(with_configs=True)
+
+    def _give_up(self, message: str) -> None:
+        self.gave_up = message
+        self._stop.set()
+
+    def start_background(self) -> bool:
+        self.watch.start()
+        if not start_when_reachable(self._prepare, self.watch, self._stop):
+            return False
+        if self.settings.heartbeats:
+            self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
+                                                self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent)
+            self.heartbeats.start()
+        threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
+        if self.flow.checkpoint_groups:
+            from .checkpoints import CheckpointEmitter
+
+            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned,
+                                                 all_up=self.watch.all_up)
+            self.checkpoints.start()
+        return True
+
+    def _heartbeat_sent(self) -> None:
+        self.heartbeats_sent += 1
+
+    def _retrying(self, message: str, *args) -> None:
+        # while the watch reports a cluster away it has said so once; its retries are not news
+        log.log(logging.WARNING if self.watch.all_up() else logging.DEBUG, message, *args)

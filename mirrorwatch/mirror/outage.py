@@ -1,0 +1,177 @@
+"""Clusters that vanish or freeze: the mirror waits them out instead of dying.
+
+A broker that is stopped, restarted, partitioned away or frozen (SIGSTOP, a long GC pause) is a transient
+outage: librdkafka reconnects by itself and the engine's data path only sees fewer records or slower
+acknowledgements. What used to kill the mirror were the bounded admin calls at start (30 s metadata requests)
+and nothing said whether a cluster was there. This module:
+
+- probes each cluster with a small bounded metadata request on its own thread (``ClusterWatch``), logs ONE
+  line per state change (unreachable / reachable again) per cluster, never one per retry, and exposes
+  ``up`` for the ``mirrorwatch_mirror_cluster_up`` gauge;
+- retries the engine's start-up steps with backoff while the failure is transient (``start_when_reachable``);
+  a non-retriable error (authorization, a bad setting) still ends the run at once, as before;
+- with ``mirror.max_unreachable_s`` set, gives up after that long unreachable: one line, exit code 3.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from confluent_kafka import KafkaError, KafkaException
+
+from ..core.clients import make_admin
+from ..core.config import ClusterConfig
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+PROBE_INTERVAL_S = 2.0
+PROBE_TIMEOUT_S = 5.0  # a frozen broker accepts the connection and never answers: this bounds the wait
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # between start-up attempts; the last one repeats
+UNREACHABLE_EXIT = 3
+
+# Errors that mean "the cluster is not answering now", not "this can never work".
+_TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._RESOLVE,
+              KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
+              KafkaError.NOT_CONTROLLER, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+              KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.BROKER_NOT_AVAILABLE,
+              KafkaError.NETWORK_EXCEPTION, KafkaError._WAIT_COORD, KafkaError._DESTROY}
+
+
+class ClustersUnreachable(Exception):
+    """A cluster stayed unreachable longer than ``mirror.max_unreachable_s``."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A Kafka error worth waiting out (a timeout or a broker away), as opposed to one that will not heal."""
+    if isinstance(exc, TimeoutError):
+        return True
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    if not isinstance(err, KafkaError):
+        return False
+    if err.fatal():
+        return False
+    return err.code() in _TRANSIENT or err.retriable()
+
+
+def _reason(exc: BaseException) -> str:
+    err = exc.args[0] if exc.args else None
+    return err.str() if isinstance(err, KafkaError) else (str(exc) or type(exc).__name__)
+
+
+class ClusterWatch:
+    """Is each cluster answering? One bounded metadata request per cluster every ``interval_s``.
+
+    ``clusters`` is [(role, alias, cluster config)]. ``on_give_up(message)`` is called once when a cluster has
+    been unreachable for ``max_unreachable_s`` (None: never give up).
+    """
+
+    def __init__(self, clusters: list[tuple[str, str, ClusterConfig]], max_unreachable_s: float | None = None,
+                 on_give_up: Callable[[str], None] | None = None, interval_s: float = PROBE_INTERVAL_S,
+                 timeout_s: float = PROBE_TIMEOUT_S):
+        self.clusters = clusters
+        self.max_unreachable_s = max_unreachable_s
+        self.on_give_up = on_give_up or (lambda message: None)
+        self.interval_s, self.timeout_s = interval_s, timeout_s
+        self.up: dict[str, bool] = {role: True for role, _, _ in clusters}  # assumed up until a probe says otherwise
+        self.down_since: dict[str, float] = {}
+        self.outages: dict[str, int] = {role: 0 for role, _, _ in clusters}
+        self.last_error: dict[str, BaseException] = {}  # the newest failed probe's error, per role
+        self._admins = {role: make_admin(cluster, "mirrorwatch-mirror-probe",
+                                         **{"socket.timeout.ms": int(timeout_s * 1000), "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+                                            "reconnect.backoff.max.ms": 1000})
+                        for role, _, cluster in clusters}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._gave_up = False
+        self._thread: threading.Thread | None = None
+
+    def all_up(self) -> bool:
+        return all(self.up.values())
+
+    def probe(self, role: str) -> bool:
+        try:
+            metadata = self._admins[role].list_topics(timeout=self.timeout_s)
+            ok, reason = bool(metadata.brokers), "no brokers in the metadata answer"
+            self.last_error.pop(role, None)
+        except Exception as exc:  # KafkaException (timeout, transport, authentication) or anything the client raises
+            ok, reason = False, _reason(exc)
+            self.last_error[role] = exc
+        self.mark(role, ok, reason)
+        return ok
+
+    def mark(self, role: str, ok: bool, reason: str = "") -> None:
+        """Record a cluster's state; log only when it changes."""
+        alias, bootstrap = self._where(role)
+        now = time.monotonic()
+        with self._lock:
+            was_up = self.up[role]
+            self.up[role] = ok
+            if ok and not was_up:
+                away = now - self.down_since.pop(role, now)
+                log.warning("%s cluster '%s' at %s is reachable again after %.0f s; resuming", role, alias, bootstrap, away)
+            elif not ok and was_up:
+                self.down_since[role] = now
+                self.outages[role] += 1
+                log.warning("%s cluster '%s' at %s is unreachable (%s); waiting for it, retrying with backoff",
+                            role, alias, bootstrap, reason)
+            since = self.down_since.get(role)
+        if (not ok and since is not None and self.max_unreachable_s is not None and not self._gave_up
+                and now - since >= self.max_unreachable_s):
+            self._gave_up = True
+            self.on_give_up(f"{role} cluster '{alias}' at {bootstrap} has been unreachable for {now - since:.0f} s "
+                            f"(mirror.max_unreachable_s = {self.max_unreachable_s:g}); giving up")
+
+    def unreachable_s(self, role: str) -> float:
+        since = self.down_since.get(role)
+        return 0.0 if since is None else time.monotonic() - since
+
+    def _where(self, role: str) -> tuple[str, str]:
+        for r, alias, cluster in self.clusters:
+            if r == role:
+                return alias, cluster.bootstrap_servers
+        raise KeyError(role)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="cluster-watch", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for role, _, _ in self.clusters:
+                if self._stop.is_set():
+                    return
+                self.probe(role)
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stopping: threading.Event) -> bool:
+    """Run the engine's start-up steps (idempotent) once both clusters answer, retrying with backoff.
+
+    The clusters are probed first (bounded, 5 s) so that a cluster that is away costs no 30 s admin timeouts
+    and ``mirror.max_unreachable_s`` is honoured promptly. Returns False when ``stopping`` was set before the
+    steps succeeded. A non-transient error propagates (exit, as before).
+    """
+    attempt = 0
+    while not stopping.is_set():
+        answered = [watch.probe(role) for role, _, _ in watch.clusters]  # probe both, every time
+        for error in list(watch.last_error.values()):
+            if not is_transient(error):  # e.g. authentication or TLS: waiting will not heal it
+                raise error
+        if all(answered):
+            try:
+                start()
+                return True
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                log.warning("start-up step failed transiently (will retry): %s", _reason(exc))
+        stopping.wait(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+        attempt += 1
+    return False

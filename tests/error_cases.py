@@ -1,0 +1,158 @@
+"""Bad inputs and faults, what each command answers, and its exit code: the source of docs/errors.md.
+
+`tests/test_error_cases.py` runs every case against the real command-line tools and checks the message and the
+exit code, and checks that docs/errors.md is what ``render()`` makes of this table, so the page cannot drift.
+Regenerate the page with ``.venv/bin/python -m tests.error_cases > docs/errors.md``.
+
+A case: ``input`` (what was wrong), ``message`` (the line the user sees; ``…`` stands for text that varies, such
+as a client library's reason or a duration), ``exit`` (the code), plus how to run it: ``command`` (run in a
+fresh folder holding ``m.yaml``), ``config`` (the file's text; default ``BASE``), ``stream`` (where the line
+goes; default stderr), ``service`` (a service: its log lines may come first, the message is the last line) and ``json`` (the command was given --json: stdout must be exactly one JSON object whose
+``error`` is the message). Clusters at 127.0.0.1:9 and :19 do not exist: nothing listens there.
+"""
+
+from __future__ import annotations
+
+BASE = """clusters:
+  east: {bootstrap.servers: "127.0.0.1:9"}
+  west: {bootstrap.servers: "127.0.0.1:19"}
+flows:
+  east-west: {source: east, target: west}
+"""
+
+
+def _with(extra: str) -> str:
+    return BASE + extra
+
+
+CASES: list[dict] = [
+    # ------------------------------------------------------------------ the config file
+    {"input": "config file does not exist", "command": "mirror run --config nope.yaml",
+     "message": "mirror: cannot read config file nope.yaml: No such file or directory", "exit": 2},
+    {"input": "not valid YAML (an unclosed bracket)", "command": "mirror run --config m.yaml",
+     "config": "clusters: [east\n", "message": "mirror: m.yaml line 2: invalid YAML: …", "exit": 2},
+    {"input": "a key given twice (two `flows:` blocks)", "command": "mirror run --config m.yaml",
+     "config": BASE + "flows:\n  other: {source: west, target: east}\n",
+     "message": "mirror: m.yaml line 6: key 'flows' appears twice (lines 4 and 6); merge the two or remove one", "exit": 2},
+    {"input": "the same flow name twice", "command": "mirror run --config m.yaml",
+     "config": BASE + "  east-west: {source: west, target: east}\n",
+     "message": "mirror: m.yaml line 6: key 'east-west' appears twice (lines 5 and 6); merge the two or remove one", "exit": 2},
+    {"input": "the top level is a list", "command": "mirror run --config m.yaml", "config": "- clusters\n",
+     "message": "mirror: m.yaml: the top level must be a mapping with 'clusters:' (and 'flows:', ...)", "exit": 2},
+    {"input": "a misspelt setting", "command": "mirror run --config m.yaml", "config": _with("mirror: {comit_interval_s: 1}\n"),
+     "message": "mirror: config error in m.yaml: mirror.comit_interval_s: unknown key", "exit": 2},
+    {"input": "a flow naming an undefined cluster", "command": "mirror run --config m.yaml",
+     "config": BASE.replace("target: west", "target: wset"),
+     "message": "mirror: config error in m.yaml: flows.east-west.target: cluster 'wset' is not defined (defined: east, west)", "exit": 2},
+    {"input": "a flow from a cluster to itself", "command": "mirror run --config m.yaml",
+     "config": BASE.replace("target: west", "target: east"),
+     "message": "mirror: config error in m.yaml: flows.east-west.target: must differ from the source cluster", "exit": 2},
+    {"input": "a cluster without bootstrap.servers", "command": "mirror run --config m.yaml",
+     "config": BASE.replace('{bootstrap.servers: "127.0.0.1:19"}', "{client.id: x}"),
+     "message": "mirror: config error in m.yaml: clusters.west: 'bootstrap.servers' is required", "exit": 2},
+    {"input": "an include regex that does not compile", "command": "mirror run --config m.yaml",
+     "config": BASE.replace("target: west}", "target: west, topics: ['orders[']}"),
+     "message": "mirror: config error in m.yaml: flows.east-west.topics: bad regex 'orders[': …", "exit": 2},
+    {"input": "a commit interval not shorter than the group's session timeout", "command": "mirror run --config m.yaml",
+     "config": _with("mirror: {commit_interval_s: 10}\n"),
+     "message": "mirror: config error in m.yaml: mirror.commit_interval_s: 10 s is not shorter than the mirror group's "
+                "session timeout (10 s, mirror.consumer.session.timeout.ms): a worker taken over by another re-sends "
+                "everything since its last commit; lower it", "exit": 2},
+    {"input": "a heartbeat age limit not longer than the heartbeat interval", "command": "mirror run --config m.yaml",
+     "config": _with("mirror: {heartbeat_interval_s: 5}\ncanary: {heartbeat_max_age_s: 5}\n"),
+     "message": "mirror: config error in m.yaml: canary.heartbeat_max_age_s: 5 s is not longer than "
+                "mirror.heartbeat_interval_s (5 s): every heartbeat would look stale; raise it", "exit": 2},
+    {"input": "two services given the same port", "command": "mirror run --config m.yaml",
+     "config": _with("mirror: {metrics_port: 9700}\nmonitor: {metrics_port: 9700}\n"),
+     "message": "mirror: config error in m.yaml: monitor.metrics_port: port 9700 on 127.0.0.1 is also "
+                "mirror.metrics_port; give each its own port", "exit": 2},
+    {"input": "canary warning threshold not below the critical one", "command": "mirror run --config m.yaml",
+     "config": _with("canary: {warn_latency_s: 30, crit_latency_s: 30}\n"),
+     "message": "mirror: config error in m.yaml: canary: warn_latency_s (30.0) must be below crit_latency_s (30.0)", "exit": 2},
+    {"input": "a negative commit interval", "command": "mirror run --config m.yaml", "config": _with("mirror: {commit_interval_s: -1}\n"),
+     "message": "mirror: config error in m.yaml: mirror.commit_interval_s: Input should be greater than 0 (got -1)", "exit": 2},
+    {"input": "a `${VAR}` whose variable is not set", "command": "mirror run --config m.yaml",
+     "config": BASE.replace("127.0.0.1:19", "${WEST_BOOTSTRAP_UNSET}"),
+     "message": "mirror: config error: clusters.west.bootstrap.servers: environment variable WEST_BOOTSTRAP_UNSET is not set", "exit": 2},
+    {"input": "the identity policy with the provenance header switched off", "command": "mirror run --config m.yaml",
+     "config": BASE.replace("target: west}", "target: west, policy: identity}") + "mirror: {provenance_header: false}\n",
+     "message": "mirror: config error in m.yaml: mirror.provenance_header: flow 'east-west' uses the identity policy, which "
+                "needs the header to stop active-active loops; remove the setting or set it to true", "exit": 2},
+    {"input": "a --flow that is not defined", "command": "mirror run --config m.yaml --flow nope",
+     "message": "mirror: flow 'nope' is not defined (defined: east-west)", "exit": 2},
+    {"input": "several flows and no --flow", "command": "mirror run --config m.yaml",
+     "config": BASE + "  west-east: {source: west, target: east}\n",
+     "message": "mirror: several flows are defined (east-west, west-east); choose one with --flow", "exit": 2},
+    {"input": "no flow at all", "command": "mirror run --config m.yaml", "config": BASE.split("flows:")[0],
+     "message": "mirror: flows: no flow is defined; add one under 'flows:'", "exit": 2},
+    # ------------------------------------------------------------------ the command line
+    {"input": "an option that does not exist", "command": "mirror run --config m.yaml --fast",
+     "message": "mirror: No such option '--fast'. (see 'mirror run --help')", "exit": 2},
+    {"input": "`canary check --json` with a config file that cannot be read", "command": "canary check --config nope.yaml --json",
+     "message": "canary: cannot read config file nope.yaml: No such file or directory", "exit": 3, "json": True},
+    {"input": "`canary check` for a flow that is not defined", "command": "canary check --config m.yaml --flow nope",
+     "message": "canary: flow 'nope' is not defined (defined: east-west)", "exit": 3},
+    {"input": "`monitor lag --json` with a key twice", "command": "monitor lag --config m.yaml --json",
+     "config": BASE + "flows:\n  other: {source: west, target: east}\n",
+     "message": "monitor: m.yaml line 6: key 'flows' appears twice (lines 4 and 6); merge the two or remove one", "exit": 2,
+     "json": True},
+    {"input": "`mirror failover check --json` with an unknown flow", "command": "mirror failover check --config m.yaml --flow x --json",
+     "message": "mirror: flow 'x' is not defined (defined: east-west)", "exit": 2, "json": True},
+    {"input": "`reset-to-time` with a time that is not a time", "command": "mirror failover reset-to-time --config m.yaml --group g --time yesterday",
+     "message": "mirror: --time 'yesterday' is not an ISO 8601 time (e.g. 2026-11-23T10:15:00Z)", "exit": 2},
+    {"input": "`reset-to-time` with a time in the future (no --force)", "command": "mirror failover reset-to-time --config m.yaml --group g --time 2999-01-01T00:00:00Z",
+     "message": "mirror: --time 2999-01-01T00:00:00Z is … s in the future: every partition would move to its end, "
+                "skipping everything not yet consumed; check the time (no offset means UTC) or add --force", "exit": 2},
+    {"input": "`mirror topology` for a cluster that is not defined", "command": "mirror topology --config m.yaml --cluster nope",
+     "message": "mirror: cluster 'nope' is not defined (defined: east, west)", "exit": 2},
+    # ------------------------------------------------------------------ ports
+    {"input": "`mirror run`: the metrics port is taken", "command": "mirror run --config m.yaml", "busy_port": "mirror",
+     "message": "mirror: port {port} on 127.0.0.1 is already in use (mirror.metrics_port); stop what holds it or choose "
+                "another port (0 = any free one)", "exit": 2, "service": True},
+    {"input": "`monitor run`: the metrics port is taken", "command": "monitor run --config m.yaml", "busy_port": "monitor",
+     "message": "monitor: port {port} on 127.0.0.1 is already in use (monitor.metrics_port); stop what holds it or choose "
+                "another port (0 = any free one)", "exit": 2, "service": True},
+    {"input": "`canary run`: the metrics port is taken", "command": "canary run --config m.yaml", "busy_port": "canary",
+     "message": "canary: port {port} on 127.0.0.1 is already in use (canary.metrics_port); stop what holds it or choose "
+                "another port (0 = any free one)", "exit": 3, "service": True},
+    # ------------------------------------------------------------------ clusters that are away
+    {"input": "`mirror run`: the source cluster stays away longer than `mirror.max_unreachable_s`", "command": "mirror run --config m.yaml",
+     "config": _with("mirror: {max_unreachable_s: 1, metrics_port: null}\n"),
+     "message": "mirror: source cluster 'east' at 127.0.0.1:9 has been unreachable for … s (mirror.max_unreachable_s = 1); giving up",
+     "exit": 3, "service": True},
+    {"input": "`monitor lag`: the clusters are away", "command": "monitor lag --config m.yaml --timeout 3",
+     "message": "monitor: cannot reach source cluster 'east' at 127.0.0.1:9 within 1 s: …", "exit": 3},
+    {"input": "`monitor lag --json`: the clusters are away", "command": "monitor lag --config m.yaml --timeout 3 --json",
+     "message": "monitor: cannot reach source cluster 'east' at 127.0.0.1:9 within 1 s: …", "exit": 3, "json": True},
+    {"input": "`mirror failover check`: the clusters are away", "command": "mirror failover check --config m.yaml --timeout 3",
+     "message": "mirror: cannot reach source cluster 'east' at 127.0.0.1:9 within 1 s: …", "exit": 3},
+    {"input": "`mirror topology`: the cluster is away", "command": "mirror topology --config m.yaml --timeout 3",
+     "message": "mirror: cannot reach cluster 'west' at 127.0.0.1:19 within 1 s: …", "exit": 3},
+    {"input": "`canary check`: the source cluster is away", "command": "canary check --config m.yaml --timeout 2",
+     "config": _with("canary: {connect_timeout_s: 1}\n"), "stream": "stdout",
+     "message": "UNKNOWN east→west cannot reach source cluster 'east' at 127.0.0.1:9: …", "exit": 3},
+    {"input": "`mirror failover translate`: the target cluster is away", "command": "mirror failover translate --config m.yaml --group g",
+     "message": "mirror: cannot reach cluster 'west' at 127.0.0.1:19", "exit": 3},
+]
+
+
+def render() -> str:
+    out = ["# Bad inputs and faults: what each command says, and its exit code", "",
+           "Generated from `tests/error_cases.py`, whose every case `tests/test_error_cases.py` runs against the real",
+           "commands (`.venv/bin/python -m tests.error_cases > docs/errors.md` regenerates this page; a test fails",
+           "when it is stale). `…` stands for text that varies (a client library's reason, a duration); `{port}` for",
+           "the port that was taken. Clusters at 127.0.0.1:9 and :19 stand for clusters that are away. Unless a",
+           "row says otherwise the line goes to stderr; with `--json`, stdout also holds exactly one JSON object",
+           "`{\"error\": <the line without the program name>, \"exit_code\": <n>, ...}`.", "",
+           "Exit codes: `mirror`, `monitor` 0 fine, 1 the mirror stopped on a record it cannot write / internal error,",
+           "2 bad input, 3 a cluster is unreachable; `canary` 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad input too).", "",
+           "| # | input | command | message | exit |", "|---|---|---|---|---|"]
+    for i, case in enumerate(CASES, 1):
+        where = " (stdout)" if case.get("stream") == "stdout" else (" (+ one JSON object on stdout)" if case.get("json") else "")
+        message = case["message"].replace("|", "\\|")
+        out.append(f"| {i} | {case['input']} | `{case['command']}` | `{message}`{where} | {case['exit']} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

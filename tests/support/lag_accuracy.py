@@ -1,0 +1,128 @@
+"""Measuring the monitor's true lag and RPO seconds against an independent reader, on real clusters with the real
+engine (shared by tests/test_lag_accuracy.py and bench/lag_accuracy.py).
+
+Ground truth on a flow whose source and target topics both started empty and whose source has no offset gaps:
+the source records not yet on the target are ``source_end − (target_end − local)``, ``local`` being records
+written to the target topic by someone else (identity policy, active-active) before the mirror started. The
+independent reader (its own AdminClient) reads target then source end offsets just before and just after each
+monitor cycle; the truth at any moment of the cycle lies in ``[S_before − T_after, S_after − T_before]``.
+
+Replication latency, independently: a consumer on the target topic takes (receive time − record timestamp) of
+every record it reads (the engine keeps the source CreateTime).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+
+class RateProducer(threading.Thread):
+    """Produces ``rate`` records/s round-robin over the partitions until stopped, in 10 ms slices."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int, partitions: int):
+        super().__init__(daemon=True)
+        self.topic, self.rate, self.partitions = topic, rate, partitions
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1,
+                                  "enable.idempotence": True})
+        self.stop_event = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        start = time.monotonic()
+        while not self.stop_event.is_set():
+            due = int((time.monotonic() - start) * self.rate)
+            while self.sent < due:
+                try:
+                    self.producer.produce(self.topic, value=b"x" * 100, partition=self.sent % self.partitions)
+                    self.sent += 1
+                except BufferError:
+                    self.producer.poll(0.01)
+            self.producer.poll(0)
+            time.sleep(0.01)
+        self.producer.flush(30)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(60)
+
+
+class LatencyReader(threading.Thread):
+    """Receive time − record timestamp of every record on the target topic (ms), from the end at start-up; only
+    records received between ``window`` = (start, end) epoch-ms are kept (the measured cycles)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        super().__init__(daemon=True)
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lag-accuracy-unused",
+                                  "enable.auto.commit": False, "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+        self.stop_event = threading.Event()
+        self.samples: list[tuple[float, float]] = []  # (receive ms, latency ms)
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            for msg in self.consumer.consume(1000, 0.1):
+                if not msg.error():
+                    now = time.time() * 1000
+                    self.samples.append((now, now - msg.timestamp()[1]))
+        self.consumer.close()
+
+    def latencies_ms(self, start_ms: float, end_ms: float) -> np.ndarray:
+        return np.asarray([lat for at, lat in self.samples if start_ms <= at <= end_ms])
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(10)
+
+
+@dataclass
+class Measurement:
+    lower: list[int] = field(default_factory=list)  # per partition sample: truth ≥ lower
+    upper: list[int] = field(default_factory=list)  # truth ≤ upper
+    true_lag: list[int] = field(default_factory=list)
+    rpo_ms: list[float] = field(default_factory=list)
+    cycle_ms: list[float] = field(default_factory=list)
+    start_ms: float = 0.0
+    end_ms: float = 0.0
+
+    def over(self) -> np.ndarray:
+        """How far above the truth (its bracket's midpoint) true lag was, per partition sample."""
+        return np.asarray(self.true_lag) - (np.asarray(self.lower) + np.asarray(self.upper)) / 2
+
+
+def _ends(admin: AdminClient, topic: str, partitions: int) -> list[int]:
+    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
+                                 request_timeout=10)
+    out = [0] * partitions
+    for tp, f in futures.items():
+        out[tp.partition] = f.result(15).offset
+    return out
+
+
+def measure(sampler, source_bootstrap: str, target_bootstrap: str, topic: str, target_topic: str,
+            partitions: int, local: list[int], cycles: int, every_s: float) -> Measurement:
+    """``cycles`` monitor cycles ``every_s`` apart, each bracketed by the independent reader."""
+    src, dst = AdminClient({"bootstrap.servers": source_bootstrap}), AdminClient({"bootstrap.servers": target_bootstrap})
+    sampler.sample()  # warm-up, not counted: the first cycle behind creates the time-lag reader's consumer
+    m = Measurement(start_ms=time.time() * 1000)
+    for _ in range(cycles):
+        t_before = _ends(dst, target_topic, partitions)
+        s_before = _ends(src, topic, partitions)
+        t0 = time.perf_counter()
+        view = sampler.sample().views[0]
+        m.cycle_ms.append((time.perf_counter() - t0) * 1000)
+        t_after = _ends(dst, target_topic, partitions)
+        s_after = _ends(src, topic, partitions)
+        for i, p in enumerate(view.partitions):
+            m.lower.append(max(0, s_before[p] - (t_after[p] - local[p])))
+            m.upper.append(max(0, s_after[p] - (t_before[p] - local[p])))
+            m.true_lag.append(int(view.true_lag[i]))
+            m.rpo_ms.append(float(view.time_lag_s[i]) * 1000)
+        time.sleep(every_s)
+    m.end_ms = time.time() * 1000
+    return m

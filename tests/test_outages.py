@@ -1,0 +1,236 @@
+"""Clusters that freeze (SIGSTOP) or vanish while the mirror runs or starts: no exit, nothing lost.
+
+An independent sequence checker (bench.soak.check: keyed records with per-key sequence numbers, read back whole
+from both sides) says what was lost (must be 0) and whether every duplicate lies in the fault's in-flight
+window (between the group's commit before the fault and the source end once the mirror had caught up past it).
+A frozen broker is always SIGCONTed in a `finally`: other tests share the session clusters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+import yaml
+from confluent_kafka import KafkaError, KafkaException
+
+from bench.soak import PARTITIONS, Producing, _read, check
+
+from .support.helpers import create_topic, end_offsets
+from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
+from .test_mirror import committed_offsets as _committed_once
+
+FREEZE_S = 15
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's commits; a coordinator still loading (a fresh or just-resumed cluster) is asked again."""
+    for attempt in range(60):
+        try:
+            return _committed_once(bootstrap, group, topic, partitions)
+        except KafkaException as exc:
+            if attempt == 59 or not (exc.args[0].retriable() or exc.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError._TIMED_OUT)):
+                raise
+            time.sleep(0.5)
+
+
+def local_only(*clusters):
+    for cluster in clusters:
+        if cluster.local is None:
+            pytest.skip("needs the local launcher (freezes a broker)")
+
+
+@contextlib.contextmanager
+def frozen(cluster):
+    """SIGSTOP the cluster's broker; SIGCONT on the way out, whatever happens."""
+    pid = cluster.local.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def cluster_up(mirror: MirrorProcess, role: str) -> float | None:
+    match = re.search(r"metrics on http://([\d.]+):(\d+)/metrics", mirror.log_text())
+    if not match:
+        return None
+    try:
+        text = urllib.request.urlopen(f"http://{match[1]}:{match[2]}/metrics", timeout=2).read().decode()
+    except OSError:
+        return None
+    found = re.search(r'^mirrorwatch_mirror_cluster_up\{[^}]*role="%s"[^}]*\} (\S+)' % role, text, re.M)
+    return float(found[1]) if found else None
+
+
+def caught_up(source, group, topic) -> dict[int, int] | None:
+    ends = end_offsets(source.bootstrap, topic)
+    return ends if committed_offsets(source.bootstrap, group, topic, PARTITIONS) == ends else None
+
+
+def verdict(source, target, topic, windows):
+    lost, duplicates, outside, order = check(_read(source.bootstrap, topic), _read(target.bootstrap, f"east.{topic}"), windows)
+    print(f"{topic}: lost {lost}, duplicates {duplicates} ({outside} outside the in-flight windows), order violations {order}")
+    assert lost == 0, f"{lost} records lost"
+    assert outside == 0, f"{outside} duplicates outside the faults' in-flight windows"
+    assert order == 0
+
+
+def state_lines(log: str, role: str) -> tuple[int, int]:
+    return (len(re.findall(rf"{role} cluster '\w+' at \S+ is unreachable", log)),
+            len(re.findall(rf"{role} cluster '\w+' at \S+ is reachable again", log)))
+
+
+def test_freeze_of_either_broker_while_running_costs_no_exit_and_loses_nothing(source, target, topic_name, mirror_config, tmp_path):
+    local_only(source, target)
+    group = f"g-{topic_name}"
+    create_topic(source.bootstrap, topic_name, PARTITIONS)
+    mirror_config["flows"]["east-west"].update({"topics": [topic_name], "group": group})
+    mirror_config["mirror"] = fast_mirror_settings()
+    producing = Producing(source.bootstrap, total=60_000, rate=1_000, topic=topic_name)
+    windows = []
+    with MirrorProcess(mirror_config, tmp_path / "m.yaml") as mirror:
+        producing.start()
+        wait_until(lambda: sum(max(0, o) for o in committed_offsets(source.bootstrap, group, topic_name, PARTITIONS).values()) > 2000,
+                   60, what="mirroring before the faults", alive=mirror)
+        for role, cluster in (("source", source), ("target", target)):
+            before = committed_offsets(source.bootstrap, group, topic_name, PARTITIONS)
+            seen_down = False
+            with frozen(cluster):
+                deadline = time.monotonic() + FREEZE_S
+                while time.monotonic() < deadline:
+                    seen_down = seen_down or cluster_up(mirror, role) == 0.0
+                    time.sleep(0.5)
+            assert seen_down, f"mirrorwatch_mirror_cluster_up{{role={role}}} never showed 0 during a {FREEZE_S} s freeze"
+            at_resume = end_offsets(source.bootstrap, topic_name)
+            wait_until(lambda: all(c >= at_resume[p] for p, c in committed_offsets(source.bootstrap, group, topic_name, PARTITIONS).items()),
+                       90, what=f"commits past the {role} freeze", alive=mirror)
+            windows.append((before, end_offsets(source.bootstrap, topic_name)))
+            wait_until(lambda: cluster_up(mirror, role) == 1.0, 30, what=f"{role} reported up again", alive=mirror)
+        producing.join(120)
+        assert producing.failed == 0
+        wait_until(lambda: caught_up(source, group, topic_name), 120, what="catching up", alive=mirror)
+        assert mirror.running()
+    log = mirror.log_text()
+    for role in ("source", "target"):
+        assert state_lines(log, role) == (1, 1), f"one line per state change for the {role}:\n{log[-3000:]}"
+    assert "Traceback" not in log and "%3|" not in log and "%4|" not in log
+    verdict(source, target, topic_name, windows)
+
+
+@pytest.mark.parametrize("role", ["source", "target"])
+def test_freeze_while_the_mirror_starts_costs_no_exit_and_loses_nothing(role, source, target, topic_name, mirror_config, tmp_path):
+    local_only(source, target)
+    group = f"g-{topic_name}"
+    create_topic(source.bootstrap, topic_name, PARTITIONS)
+    producing = Producing(source.bootstrap, total=10_000, rate=5_000, topic=topic_name)
+    producing.start()
+    producing.join(60)
+    mirror_config["flows"]["east-west"].update({"topics": [topic_name], "group": group})
+    mirror_config["mirror"] = fast_mirror_settings()
+    mirror = MirrorProcess(mirror_config, tmp_path / "m.yaml")
+    try:
+        with frozen(source if role == "source" else target):
+            mirror.start()
+            time.sleep(FREEZE_S)
+            assert mirror.running(), mirror.log_text()[-2000:]
+        wait_until(lambda: caught_up(source, group, topic_name), 90, what="mirroring after the freeze", alive=mirror)
+        assert mirror.terminate() == 0
+    finally:
+        mirror.kill()
+    log = mirror.log_text()
+    assert state_lines(log, role) == (1, 1), log[-3000:]
+    assert "internal error" not in log and "Traceback" not in log
+    verdict(source, target, topic_name, [])
+
+
+def test_gives_up_after_max_unreachable_s_with_one_line_and_exit_3(mirror_config, tmp_path):
+    from mirrorwatch.localkafka.launcher import free_port
+
+    nobody = f"127.0.0.1:{free_port()}"  # nothing listens there: a cluster that vanished for good
+    mirror_config["clusters"]["east"] = {"bootstrap.servers": nobody}
+    mirror_config["mirror"] = fast_mirror_settings(max_unreachable_s=3)
+    mirror = MirrorProcess(mirror_config, tmp_path / "m.yaml")
+    try:
+        mirror.start()
+        rc = mirror.wait(60)
+    finally:
+        mirror.kill()
+    log = mirror.log_text()
+    assert rc == 3, log
+    last = log.strip().splitlines()[-1]
+    assert last == (f"mirror: source cluster 'east' at {nobody} has been unreachable for "
+                    f"{last.split('for ')[1].split(' s')[0]} s (mirror.max_unreachable_s = 3); giving up"), last
+    assert state_lines(log, "source") == (1, 0), log
+
+
+def test_one_shot_commands_answer_in_one_line_while_the_source_is_frozen(source, target, mirror_config, tmp_path):
+    """`monitor lag`, `mirror failover check` and `canary check` against a frozen source (it accepts connections
+    and never answers): each answers (exit 3) with one line naming the cluster and its address, and no client
+    library line on stderr."""
+    local_only(source)
+    mirror_config["canary"] = {"connect_timeout_s": 2, "crit_latency_s": 4, "warn_latency_s": 2}
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(mirror_config))
+    commands = {"monitor lag": [str(BIN / "monitor"), "lag", "--config", str(path), "--timeout", "6"],
+                "failover check": [str(BIN / "mirror"), "failover", "check", "--config", str(path), "--timeout", "6"],
+                "canary check": [str(BIN / "canary"), "check", "--config", str(path), "--timeout", "4"]}
+    with frozen(source):
+        running = {name: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for name, argv in commands.items()}
+        outputs = {name: proc.communicate(timeout=90) for name, proc in running.items()}
+    where = f"source cluster 'east' at {source.bootstrap}"
+    for name, (out, err) in outputs.items():
+        said = out if name == "canary check" else err
+        lines = [line for line in said.splitlines() if line.strip()]
+        assert running[name].returncode == 3, (name, out, err)
+        assert len(lines) == 1 and where in lines[0], (name, out, err)
+        assert "%3|" not in err and "%4|" not in err and "%6|" not in err and "Traceback" not in err, (name, err)
+        print(f"{name}: {lines[0]}")
+
+
+def test_source_killed_and_restarted_while_running_costs_no_exit_and_loses_nothing(source, target, topic_name, mirror_config, tmp_path):
+    """The source vanishes (SIGKILL, as a machine crash) for a few seconds and comes back."""
+    local_only(source)
+    group = f"g-{topic_name}"
+    create_topic(source.bootstrap, topic_name, PARTITIONS)
+    producing = Producing(source.bootstrap, total=10_000, rate=5_000, topic=topic_name)
+    producing.start()
+    producing.join(60)
+    assert producing.failed == 0
+    mirror_config["flows"]["east-west"].update({"topics": [topic_name], "group": group})
+    mirror_config["mirror"] = fast_mirror_settings()
+    with MirrorProcess(mirror_config, tmp_path / "m.yaml") as mirror:
+        wait_until(lambda: caught_up(source, group, topic_name), 90, what="mirroring before the crash", alive=mirror)
+        before = committed_offsets(source.bootstrap, group, topic_name, PARTITIONS)
+        source.local.kill()
+        try:
+            wait_until(lambda: cluster_up(mirror, "source") == 0.0, 30, what="the source reported down", alive=mirror)
+        finally:
+            source.local.start()
+        wait_until(lambda: cluster_up(mirror, "source") == 1.0, 60, what="the source reported up again", alive=mirror)
+        wait_until(lambda: caught_up(source, group, topic_name), 90, what="caught up after the crash", alive=mirror)
+        windows = [(before, end_offsets(source.bootstrap, topic_name))]
+        assert mirror.running()
+    assert mirror.proc.returncode == 0
+    assert state_lines(mirror.log_text(), "source") == (1, 1), mirror.log_text()[-3000:]
+    verdict(source, target, topic_name, windows)
+
+
+@pytest.mark.parametrize("code, transient", [
+    (KafkaError._TRANSPORT, True), (KafkaError._TIMED_OUT, True), (KafkaError._ALL_BROKERS_DOWN, True),
+    (KafkaError.REQUEST_TIMED_OUT, True), (KafkaError.NOT_COORDINATOR, True), (KafkaError.LEADER_NOT_AVAILABLE, True),
+    (KafkaError._AUTHENTICATION, False), (KafkaError._SSL, False), (KafkaError.SASL_AUTHENTICATION_FAILED, False),
+    (KafkaError.TOPIC_AUTHORIZATION_FAILED, False), (KafkaError.CLUSTER_AUTHORIZATION_FAILED, False),
+    (KafkaError.INVALID_CONFIG, False),
+])
+def test_which_errors_are_waited_out(code, transient):
+    from mirrorwatch.mirror.outage import is_transient
+
+    assert is_transient(KafkaException(KafkaError(code))) is transient
