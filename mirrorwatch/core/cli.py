@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 import click
 
@@ -51,7 +51,7 @@ def setup_logging(verbose: bool = False) -> None:
 
 
 def run_click(group: click.Command, prog: str, config_exit_code: int = 2, internal_exit_code: int = 1,
-              json_error_fields: dict | None = None) -> Callable[[], None]:
+              json_error_fields: dict[str, Any] | None = None) -> Callable[[], None]:
     """Wrap a click command so that errors become one line and an exit code.
 
     With ``--json`` on the command line an error is also one JSON object on stdout (``{"error": line,
@@ -94,7 +94,7 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
     return main
 
 
-def _report(prog: str, message: str, code: int, as_json: bool = False, json_fields: dict | None = None,
+def _report(prog: str, message: str, code: int, as_json: bool = False, json_fields: dict[str, Any] | None = None,
             hard: bool = False) -> None:
     line = redact_text(message)
     if as_json:

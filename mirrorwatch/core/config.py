@@ -41,8 +41,8 @@ class _Section(BaseModel):
 class _UniqueKeyLoader(yaml.SafeLoader):
     """A SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last one silently)."""
 
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
@@ -56,7 +56,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 class _DuplicateKey(Exception):
-    def __init__(self, key, first: int, second: int):
+    def __init__(self, key: object, first: int, second: int) -> None:
         super().__init__(f"key '{key}' appears twice (lines {first} and {second}); merge the two or remove one")
         self.line = second
 

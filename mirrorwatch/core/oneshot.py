@@ -29,7 +29,9 @@ timeout_option = click.option("--timeout", "timeout_s", type=click.FloatRange(mi
 
 def _reason(exc: BaseException) -> str:
     err = exc.args[0] if exc.args else None
-    return err.str() if hasattr(err, "str") else (str(exc) or type(exc).__name__)
+    if err is not None and hasattr(err, "str"):  # a KafkaError
+        return str(err.str())
+    return str(exc) or type(exc).__name__
 
 
 def probe_timeout(timeout_s: float) -> float:

@@ -104,7 +104,7 @@ def target_side_acked_next(source_end: ArrayLike, committed: ArrayLike, sync_ups
     usable = np.asarray(one_to_one, bool) & (up >= 0) & (down >= 0) & (tend > down)
     from_target = up + (tend - down)
     from_target = np.where(end >= 0, np.minimum(from_target, end), from_target)
-    return np.where(usable, np.maximum(conservative, from_target), conservative)
+    return np.asarray(np.where(usable, np.maximum(conservative, from_target), conservative))
 
 
 def records_lost(log_start: ArrayLike, committed: ArrayLike) -> np.ndarray:
