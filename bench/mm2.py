@@ -23,8 +23,7 @@ from pathlib import Path
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirrorwatch.localkafka import ensure_jars
-from mirrorwatch.localkafka.launcher import _LOG4J2
+from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
 
 from .common import create_topic, end_total, fresh_clusters, machine, produce_rate, warm_up
 
@@ -50,20 +49,10 @@ def start_ours(east: str, west: str, topics: str, workdir: Path, **mirror) -> su
 
 
 def start_mm2(east: str, west: str, topics: str, workdir: Path) -> subprocess.Popen:
-    rf = {k: "1" for k in ("replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
-                           "offset-syncs.topic.replication.factor", "offset.storage.replication.factor",
-                           "status.storage.replication.factor", "config.storage.replication.factor")}
-    props = {"clusters": "east, west", "east.bootstrap.servers": east, "west.bootstrap.servers": west,
-             "east->west.enabled": "true", "east->west.topics": topics, "west->east.enabled": "false",
-             "refresh.topics.interval.seconds": "2", "sync.topic.acls.enabled": "false", "tasks.max": "2",
-             "emit.heartbeats.enabled": "false", "emit.checkpoints.enabled": "false", **rf}
-    path = workdir / "mm2.properties"
-    path.write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
-    jars = ensure_jars("mm2")
-    (workdir / "logs").mkdir(exist_ok=True)
-    cmd = ["java", "-Xms512m", "-Xmx1g", f"-Dlog4j2.configurationFile={_LOG4J2}", f"-Dkafka.logs.dir={workdir / 'logs'}",
-           "-cp", f"{jars}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(path)]
-    return subprocess.Popen(cmd, stdout=open(workdir / "mm2.out", "w"), stderr=subprocess.STDOUT)
+    props = mm2_properties({"east": east, "west": west}, "east", "west", topics, **{
+        "refresh.topics.interval.seconds": "2", "tasks.max": "2", "emit.heartbeats.enabled": "false",
+        "emit.checkpoints.enabled": "false"})
+    return LocalMirrorMaker2(workdir / f"mm2-{topics}", props, heap="-Xms512m -Xmx1g").start(die_with_parent=False).proc
 
 
 def throughput(west: str, proc: subprocess.Popen, target: str, count: int, timeout_s: float = 600) -> tuple[float, float]:

@@ -59,8 +59,11 @@ def demo_config(east: str, west: str, base: Path, ports: dict[str, int]) -> dict
         "mirror": {"commit_interval_s": 5, "refresh_interval_s": 5, "metrics_port": ports["mirror"]},
         "canary": {"interval_s": 2, "warn_latency_s": 2, "crit_latency_s": 10, "heartbeat_max_age_s": 15,
                    "metrics_port": ports["canary"]},
+        # the History view fills itself: a history file closes every minute, the Spark job runs every 2 minutes
         "monitor": {"interval_s": 2, "window": 10, "history_dir": str(base / "history"), "history_roll_s": 60,
-                    "metrics_port": ports["monitor"], "http_port": ports["api"]},
+                    "metrics_port": ports["monitor"], "http_port": ports["api"],
+                    "analytics": {"every_s": 120, "master": "local[1]", "out": str(base / "analytics"),
+                                  "slo_lag": 1000, "slo_time_s": 5}},
     }
     if _has("mirrorwatch.dashboards.settings"):
         config["dashboard"] = {"port": ports["dashboard"], "analytics_dir": str(base / "analytics"),
@@ -178,7 +181,7 @@ def cli(base_dir: str | None, rate: int, burst: int, burst_every: float, run_for
         if "dashboard" in services.procs:
             print(f"  status page  http://127.0.0.1:{ports['dashboard']}/")
         print(f"  lag table    .venv/bin/monitor lag --config {config_path}")
-        print(f"  analytics    .venv/bin/monitor analyze --history {base / 'history'} --out {base / 'analytics'}  (after a few minutes)")
+        print(f"  analytics    .venv/bin/monitor analyze --history {base / 'history'} --out {base / 'analytics'}  (the monitor runs it every 2 min)")
         print(f"  logs         {base / 'logs'}")
         print(f"Break it on purpose: kill -STOP {mirror.pid}  (freeze the mirror: lag grows, canary goes CRITICAL);"
               f" kill -CONT {mirror.pid} to recover.")

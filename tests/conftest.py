@@ -18,7 +18,7 @@ import yaml
 
 from mirrorwatch.localkafka import LocalCluster, LocalClusters
 
-KAFKA_FIXTURES = {"source", "target", "kafka_pair", "mirror_config"}
+KAFKA_FIXTURES = {"source", "target", "kafka_pair", "mirror_config", "sasl_pair"}
 _LOG_PATHS: list[Path] = []
 
 
@@ -54,6 +54,22 @@ def kafka_pair(tmp_path_factory):
         yield tuple(TestCluster(n, c.bootstrap, c) for n, c in clusters.clusters.items())
     finally:
         clusters.stop()
+
+
+@pytest.fixture(scope="session")
+def sasl_pair(tmp_path_factory):
+    """Two SASL_SSL clusters (SCRAM-SHA-512 over TLS, StandardAuthorizer, ACLs), shared by the security and
+    doctor tests. Users: ``admin`` (super user) and ``mirror`` (no ACL until a test grants one); the passwords
+    are distinctive so that a test can look for them in every output. See tests/support/sasl.py."""
+    from .support.sasl import SaslPair
+
+    pair = SaslPair(tmp_path_factory.mktemp("kafka-sasl"))
+    _LOG_PATHS.extend(c.log_path for c in pair.clusters.clusters.values())
+    pair.start()
+    try:
+        yield pair
+    finally:
+        pair.stop()
 
 
 @pytest.fixture(scope="session")
@@ -118,3 +134,16 @@ def spark():
     yield session
     if created:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """One real Spark standalone cluster (master + worker, 2 cores, 1 GiB) for the whole session; see
+    tests/support/spark_cluster.py. Drivers reach it with ``cluster.master_url`` and ``cluster.env()``."""
+    from .support.spark_cluster import SparkCluster
+
+    cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster")).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

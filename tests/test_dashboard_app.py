@@ -1,5 +1,6 @@
 """The status page's logic in Streamlit's AppTest, against a stub monitor API and canary endpoint that serve
-answers recorded from the real services (tests/fixtures/dashboard/, recorded by test_dashboard_live.py)."""
+answers recorded from the real services (tests/fixtures/dashboard/, recorded by test_dashboard_live.py):
+``/v1/flows``, ``/v1/flows/<flow>/recent``, ``/v1/analytics`` and the canary's ``/metrics``."""
 
 from __future__ import annotations
 
@@ -32,6 +33,23 @@ def recorded_flows(name: str) -> dict:
     return body
 
 
+def recorded_recent(name: str) -> dict:
+    """A recorded /v1/flows/<flow>/recent body with its times moved so that the newest point is now."""
+    body = json.loads((FIXTURES / f"recent_{name}.json").read_text())
+    recent = body["recent"]
+    shift = int(time.time() * 1000) - max(p["ts_ms"] for p in recent["points"])
+    for item in recent["points"] + recent["status_changes"]:
+        item["ts_ms"] += shift
+    return body
+
+
+def analytics_status(state: str, **fields) -> bytes:
+    body = {"state": state, "reason": None, "started_ms": 1_767_571_200_000, "finished_ms": 1_767_571_260_000,
+            "duration_s": 60.0, "last_ok_ms": None, "runs": 1, "failures": 0, "every_s": 120, "master": "local[2]",
+            "out": "/somewhere", **fields}
+    return json.dumps({"error": False, "message": "analytics status returned", "analytics": body}).encode()
+
+
 class StubServer:
     """Serves ``routes`` (path → (status, content type, body bytes)); change them between runs."""
 
@@ -42,6 +60,7 @@ class StubServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802
                 status, ctype, body = routes.get(self.path, (404, "application/json", b'{"error":true,"message":"nope"}'))
+                body = body() if callable(body) else body  # a recorded answer replayed as of now
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
@@ -56,7 +75,10 @@ class StubServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def serve(self, scenario: str) -> None:
-        self.routes["/v1/flows"] = (200, "application/json", json.dumps(recorded_flows(scenario)).encode())
+        # times moved to the moment of each request: a slow page run on a busy machine still sees a live monitor
+        self.routes["/v1/flows"] = (200, "application/json", lambda: json.dumps(recorded_flows(scenario)).encode())
+        self.routes["/v1/flows/east-west/recent"] = (200, "application/json",
+                                                     lambda: json.dumps(recorded_recent(scenario)).encode())
         self.routes["/metrics"] = (200, "text/plain", (FIXTURES / f"canary_{scenario}.txt").read_bytes())
 
     def close(self) -> None:
@@ -138,7 +160,9 @@ def test_degraded_says_why_in_words(stub, page):
     assert_no_exception(at)
     text = texts(at)
     assert "Status: DOWN" in text and "Status: OK" not in text
-    assert "evaluator ERR: 3 partitions STOP (the mirror stopped committing while new records arrived)" in text
+    # recorded with the mirror frozen: its partitions STOP, or STALL when its last commits repeated the offset
+    assert ("evaluator ERR: 3 partitions STOP (the mirror stopped committing while new records arrived)" in text
+            or "evaluator ERR: 3 partitions STALL (the mirror commits but its offset does not move)" in text), text
     assert "canary CRITICAL" in text and "Evaluator=ERR" in text and "True lag=90" in text
 
 
@@ -187,22 +211,72 @@ def test_without_a_canary_the_verdict_is_the_evaluator_alone(stub, page):
     assert "Status: OK" in texts(at) and not at.warning
 
 
-def test_flow_detail_table_and_charts_fill_from_successive_polls(stub, page):
+def charts(at: AppTest) -> list:
+    return at.get("vega_lite_chart")
+
+
+def test_overview_card_rpo_canary_chart_and_status_changes(stub, page):
+    stub.serve("degraded")
+    at = page(stub.url, f"{stub.url}/metrics")
+    assert_no_exception(at)
+    text = texts(at)
+    for label in ("RPO now=", "True lag=90", "Canary round trip=", "Heartbeat age=", "Evaluator=ERR", "Canary=CRITICAL"):
+        assert label in text, label
+    assert len(charts(at)) == 1 and "Last 15 min: RPO" in text
+    assert "→ ERR" in text  # the recorded run turned ERR when the mirror froze
+
+
+def test_a_reload_keeps_the_charts(stub, page):
+    """The charts come from the monitor's memory, not from this browser session: a new session draws them at once."""
     stub.serve("healthy")
+    first = page(stub.url, f"{stub.url}/metrics")
+    fresh = page(stub.url, f"{stub.url}/metrics")  # a new AppTest is a new session (a reload)
+    assert_no_exception(fresh)
+    assert len(charts(first)) == len(charts(fresh)) == 1 and "fills from the monitor" not in texts(fresh)
+
+
+def test_flow_detail_key_columns_first_sorted_by_rpo_the_rest_behind_an_expander(stub, page):
+    stub.serve("degraded")
     at = show(page(stub.url, f"{stub.url}/metrics"), "Flow detail")
     assert_no_exception(at)
-    (table,) = at.dataframe
-    frame = table.value
-    assert {"committed_lag", "read_lag", "true_lag", "rpo_seconds", "status", "forecast"} <= set(frame.columns)
-    assert len(frame) == len(recorded_flows("healthy")["flows"][0]["partitions"])
-    assert "Collecting" in texts(at)  # one point so far
-    stub.serve("degraded")  # a new sample (new ts_ms): a second point, and the detail follows it
-    at.run()
-    timeline = at.session_state["timeline"]
-    assert len(timeline.lag_frame("east-west")) >= 2
-    assert list(timeline.lag_frame("east-west")["true_lag"])[-1] == 90
+    topics, partitions, everything = at.dataframe
+    assert list(partitions.value.columns) == ["topic", "partition", "status", "time_lag_s", "true_lag",
+                                              "committed_lag", "forecast"]
+    n = len(recorded_flows("degraded")["flows"][0]["partitions"])
+    assert len(partitions.value) == len(everything.value) == n and len(topics.value) == 1
+    rpo = list(partitions.value["time_lag_s"].dropna())
+    assert rpo == sorted(rpo, reverse=True)
+    assert {"acked_next", "read_position", "target_end", "read_lag"} <= set(everything.value.columns)
+    at = at.selectbox(key="partition_sort").set_value("true lag — largest first").run()
+    lags = list(at.dataframe[1].value["true_lag"].dropna())
+    assert lags == sorted(lags, reverse=True)
+    assert len(charts(at)) == 3  # lags, RPO, canary
     text = texts(at)
     assert "Lost=" in text and "Duplicates=" in text and "Heartbeat age=" in text and "Collecting" not in text
+
+
+def big_flow(partitions: int) -> dict:
+    """The recorded degraded flow grown to ``partitions`` partitions over 20 topics."""
+    body = recorded_flows("degraded")
+    flow = body["flows"][0]
+    template = flow["partitions"][0]
+    flow["partitions"] = [{**template, "topic": f"topic-{i % 20:02d}", "partition": i // 20,
+                           "time_lag_s": float(i % 97), "true_lag": i} for i in range(partitions)]
+    return body
+
+
+def test_a_thousand_partitions_stay_readable(stub, page):
+    stub.serve("degraded")
+    stub.routes["/v1/flows"] = (200, "application/json", lambda: json.dumps(big_flow(1000)).encode())
+    at = page(stub.url, f"{stub.url}/metrics")
+    assert_no_exception(at)
+    assert "True lag=" in texts(at) and len(at.dataframe) == 0  # the overview lists no partitions at all
+    at = show(at, "Flow detail")
+    assert_no_exception(at)
+    topics, partitions, _ = at.dataframe
+    assert len(topics.value) == 20 and len(partitions.value) == 1000
+    assert partitions.value["time_lag_s"].iloc[0] == 96.0  # the worst first
+    assert "1,000 partitions" in texts(at)
 
 
 def test_secrets_are_never_rendered(stub, page):
@@ -229,7 +303,28 @@ def test_no_analytics_is_an_explained_empty_state(page):
     at = show(page(closed_port_url(), None), "History")
     assert_no_exception(at)
     (info,) = at.info
-    assert "No analytics yet" in info.value and "monitor analyze" in info.value
+    assert "No analytics yet" in info.value and "monitor analyze" in info.value and "every_s" in info.value
+
+
+def test_a_failed_scheduled_run_is_shown_with_its_reason(stub, page):
+    stub.routes["/v1/analytics"] = (200, "application/json", analytics_status(
+        "failed", reason="monitor: no readable lag history files under /h/lag", failures=1))
+    at = show(page(stub.url, None, analytics_dir=str(FIXTURES / "analytics")), "History")
+    assert_no_exception(at)
+    (error,) = at.error
+    assert "last scheduled analytics run failed" in error.value and "no readable lag history files" in error.value
+    assert "Sampling is not affected" in error.value and len(charts(at)) == 4  # the last good results stay
+    stub.routes["/v1/analytics"] = (200, "application/json", analytics_status(
+        "timeout", reason="still running after 900 s (monitor.analytics.timeout_s): killed"))
+    at.run()
+    assert "timed out" in at.error[0].value and "timeout_s" in at.error[0].value
+
+
+def test_scheduled_but_not_yet_run_says_so(stub, page):
+    stub.routes["/v1/analytics"] = (200, "application/json", analytics_status("never", finished_ms=None))
+    at = show(page(stub.url, None), "History")
+    assert_no_exception(at)
+    assert "first run has not happened yet" in texts(at) and "fills after its first run" in at.info[0].value
 
 
 def test_analytics_present_compliance_incidents_and_trend(page):
@@ -238,7 +333,8 @@ def test_analytics_present_compliance_incidents_and_trend(page):
     at = show(page(closed_port_url(), None, analytics_dir=str(FIXTURES / "analytics")), "History")
     assert_no_exception(at)
     assert [s.value for s in at.subheader] == ["SLO compliance per topic", "Incidents", "Daily p99 trend"]
-    compliance, incidents = at.dataframe
+    assert len(charts(at)) == 4  # compliance bars, incident intervals, two daily trends
+    compliance, incidents = at.dataframe  # behind expanders
     assert sorted(compliance.value["topic"]) == ["orders", "payments"]
     assert compliance.value["compliance"].between(90, 100).all()  # shown in percent
     assert len(incidents.value) == 42 and "42 partition incidents, 0 open" in texts(at)

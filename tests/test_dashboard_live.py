@@ -4,8 +4,11 @@ browser download).
 
 - the recorded API answers under tests/fixtures/dashboard/ still have the live API's shape (keys), so the
   AppTest stub does not rot; ``MIRRORWATCH_RECORD_DASHBOARD=1`` re-records them from this run instead;
-- end to end: the overview shows the flow OK; after the mirror is stopped (and records produced meanwhile)
-  the status text turns non-OK; screenshots land in test-artifacts/ (git-ignored).
+- end to end: the overview shows the flow OK with its chart; the detail view under traffic; the mirror frozen
+  (SIGSTOP, records produced meanwhile) turns the status DOWN with the reasons in words; a reload keeps the
+  charts (they come from the monitor's memory); after SIGCONT the monitor's own scheduled Spark run fills the
+  History view with the freeze as an incident. The screenshots the README shows are written to docs/img/ by this
+  test (overview-healthy.png, overview-frozen.png, history.png, dashboard.png = the detail view).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import requests
 
@@ -32,7 +37,7 @@ from .support.services import Service
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "dashboard"
-ARTIFACTS = ROOT / "test-artifacts"
+SCREENSHOTS = ROOT / "docs" / "img"
 RECORD = os.environ.get("MIRRORWATCH_RECORD_DASHBOARD") == "1"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -86,10 +91,15 @@ class Stack:
                              "group": f"mw-{self.topic}"}},
             "mirror": fast_mirror_settings(heartbeats_topic=f"hb.{self.topic}", metrics_port=None, offset_sync_every=50,
                                            commit_interval_s=3.0),  # slower commits: a visible saw-tooth,
-            "canary": {"topic": f"mw.canary.{self.topic}", "interval_s": 1, "warn_latency_s": 2, "crit_latency_s": 4,
+            "canary": {"topic": f"mw.canary.{self.topic}", "interval_s": 1, "warn_latency_s": 3, "crit_latency_s": 5,
                        "heartbeat_max_age_s": 6, "metrics_port": self.canary_port, "connect_timeout_s": 3},
-            "monitor": {"interval_s": 1, "window": 3, "history": False, "http_port": self.api, "metrics_port": 0},
-            "dashboard": {"refresh_s": 2, "analytics_dir": str(base / "no-analytics-here")},
+            # history files close every 3 s, and the monitor runs the Spark job itself every 40 s (local[1]: one
+            # core stays for the brokers, mirror and browser), with an SLO tight enough for a freeze to breach it
+            "monitor": {"interval_s": 1, "window": 3, "http_port": self.api, "metrics_port": 0,
+                        "history_dir": str(base / "history"), "history_roll_s": 3,
+                        "analytics": {"every_s": 40, "master": "local[1]", "out": str(base / "analytics"),
+                                      "slo_lag": 50, "slo_time_s": 3, "lookback_days": 1, "timeout_s": 900}},
+            "dashboard": {"refresh_s": 2},
         }
         self.config_path = base / "mirrorwatch.yaml"
         self.services: list[Service] = []
@@ -112,6 +122,12 @@ class Stack:
 
     def flows_body(self) -> dict:
         return requests.get(f"http://127.0.0.1:{self.api}/v1/flows", timeout=5).json()
+
+    def recent_body(self) -> dict:
+        return requests.get(f"http://127.0.0.1:{self.api}/v1/flows/{FLOW}/recent", timeout=5).json()
+
+    def analytics_status(self) -> dict:
+        return requests.get(f"http://127.0.0.1:{self.api}/v1/analytics", timeout=5).json()["analytics"]
 
     def canary_text(self) -> str:
         return requests.get(f"http://127.0.0.1:{self.canary_port}/metrics", timeout=5).text
@@ -160,16 +176,19 @@ def stack(source, target, tmp_path_factory):
         s.stop()
 
 
-def record_or_compare(name: str, live_flows: dict, live_canary: str) -> None:
+def record_or_compare(name: str, live_flows: dict, live_canary: str, live_recent: dict) -> None:
     flows_path, canary_path = FIXTURES / f"flows_{name}.json", FIXTURES / f"canary_{name}.txt"
+    recent_path = FIXTURES / f"recent_{name}.json"
     if RECORD:
         FIXTURES.mkdir(parents=True, exist_ok=True)
         flows_path.write_text(json.dumps(live_flows, indent=1) + "\n")
+        recent_path.write_text(json.dumps(live_recent, indent=1) + "\n")
         canary_path.write_text(live_canary)
         return
-    assert flows_path.exists(), f"{flows_path} missing: record it with MIRRORWATCH_RECORD_DASHBOARD=1"
-    problems = same_keys(shape(json.loads(flows_path.read_text())), shape(live_flows), "flows")
-    assert not problems, "recorded /v1/flows no longer matches the live API (re-record):\n" + "\n".join(problems)
+    for path, live, what in ((flows_path, live_flows, "/v1/flows"), (recent_path, live_recent, "/v1/flows/<flow>/recent")):
+        assert path.exists(), f"{path} missing: record it with MIRRORWATCH_RECORD_DASHBOARD=1"
+        problems = same_keys(shape(json.loads(path.read_text())), shape(live), "body")
+        assert not problems, f"recorded {what} no longer matches the live API (re-record):\n" + "\n".join(problems)
     assert canary_sample_names(canary_path.read_text()) == canary_sample_names(live_canary), \
         "recorded canary metrics no longer match the live canary's series (re-record)"
 
@@ -177,7 +196,9 @@ def record_or_compare(name: str, live_flows: dict, live_canary: str) -> None:
 def test_recorded_fixtures_match_the_live_api_shape(stack):
     body = stack.flows_body()
     assert body["flows"][0]["flow"] == FLOW
-    record_or_compare("healthy", body, stack.canary_text())
+    recent = stack.wait(lambda: (r := stack.recent_body()) and len(r["recent"]["points"]) >= 5 and r, 30,
+                        "a few recent points")
+    record_or_compare("healthy", body, stack.canary_text(), recent)
 
 
 # ------------------------------------------------------------------ the browser
@@ -193,7 +214,10 @@ def browser_page():
         context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
                                                         args=CHROMIUM_FLAGS, viewport={"width": 1400, "height": 1000})
         try:
-            yield context.new_page()
+            page = context.new_page()
+            page.set_default_timeout(120_000)  # a shared 2-core machine under load can take that long to serve
+            page.set_default_navigation_timeout(120_000)
+            yield page
         finally:
             context.close()
             shutil.rmtree(profile, ignore_errors=True)
@@ -203,11 +227,15 @@ def page_text(page) -> str:
     return page.evaluate("document.body.innerText")
 
 
-def wait_for_text(page, stack: Stack, text: str, timeout_s: float) -> str:
+def wait_for_text(page, stack: Stack, text: str | list[str], timeout_s: float) -> str:
+    """The page's text once every one of ``text`` is on it at the same time (Streamlit draws in steps, and a
+    re-run replaces elements one by one)."""
+    texts = [text] if isinstance(text, str) else text
+
     def seen():
         body = page_text(page)
-        return body if text in body else None
-    return stack.wait(seen, timeout_s, f"'{text}' on the page")
+        return body if all(t in body for t in texts) else None
+    return stack.wait(seen, timeout_s, f"{texts} on the page")
 
 
 class Traffic:
@@ -237,45 +265,94 @@ class Traffic:
         self.thread.join(30)
 
 
-def test_browser_overview_ok_then_not_ok_after_the_mirror_stops(stack, browser_page):
+def screenshot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+
+
+def charts_drawn(page) -> int:
+    """Vega-Lite charts on the page that have drawn their canvas or SVG. Each chart element is scrolled into
+    view first: a chart below the fold may wait to draw until it is seen (and a loaded machine is slow to)."""
+    return page.evaluate("""() => {
+        document.querySelectorAll('.vega-embed, [data-testid="stVegaLiteChart"]').forEach(e => e.scrollIntoView());
+        return document.querySelectorAll('.vega-embed canvas, .vega-embed svg.marks').length;
+    }""")
+
+
+def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     page = browser_page
-    ARTIFACTS.mkdir(exist_ok=True)
     url = f"http://127.0.0.1:{stack.page_port}/"
     stack.wait(lambda: requests.get(url, timeout=2).status_code == 200, 60, "the page server")
     page.goto(url)
-    body = wait_for_text(page, stack, "Status: OK", 90)
+    wait_for_text(page, stack, "Status: OK", 90)
+    body = wait_for_text(page, stack, ["Status: OK", "RPO now", "Canary round trip", "Heartbeat age", "Status changes"], 60)
     assert FLOW in body and "east → west" in body and "Traceback" not in body
-    page.screenshot(path=str(ARTIFACTS / "dashboard-healthy.png"), full_page=True)
+    stack.wait(lambda: charts_drawn(page) >= 1, 30, "the overview's RPO and lag chart")
+    screenshot(page, "overview-healthy.png")
 
-    # the detail view under some traffic: partition table, the three lags and the canary filling in over time
+    # the detail view under some traffic: topics and partitions worst first, the lags, RPO and canary charts
     page.set_viewport_size({"width": 1600, "height": 1400})  # Streamlit scrolls inside its own container
     page.get_by_text("Flow detail", exact=True).click()
     with Traffic(stack.source.bootstrap, stack.topic, 600):
-        body = wait_for_text(page, stack, "Mean round trip", 30)  # the last section: the whole view is drawn
-        time.sleep(15)  # polls every 2 s: enough points for the charts to show the committed saw-tooth
-    assert "Lag over time" in body and "Canary" in body and "Mean round trip" in body
+        # the last section: the whole view is drawn
+        wait_for_text(page, stack, ["Lag over time", "Partitions sorted by", "All columns", "Mean round trip"], 60)
+        time.sleep(10)  # the monitor's points every second: the committed saw-tooth shows
     # caught up again (lag 0: OK by the evaluator's first rule), with the saw-tooth still on the chart
     wait_for_text(page, stack, "Status: OK", 60)
-    page.screenshot(path=str(ARTIFACTS / "dashboard-detail.png"), full_page=True)
+    stack.wait(lambda: charts_drawn(page) >= 3, 90, "lag, RPO and canary charts")
+    screenshot(page, "dashboard.png")
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.get_by_text("Overview", exact=True).click()
 
-    stack.mirror.terminate()
-    produce_numbered(stack.source.bootstrap, stack.topic, 90, 3, start=300)
+    # freeze the mirror (as a hung process or a long GC pause would): it neither exits nor mirrors
+    frozen_at = time.time()
+    os.kill(stack.mirror.proc.pid, signal.SIGSTOP)
+    try:
+        produce_numbered(stack.source.bootstrap, stack.topic, 90, 3, start=300)
 
-    def degraded():
-        flow = stack.flows_body()["flows"][0]
-        return flow["status"] == "ERR" and stack.canary_value("mirrorwatch_canary_status") == 2
-    stack.wait(degraded, 90, "evaluator ERR and canary CRITICAL")
-    record_or_compare("degraded", stack.flows_body(), stack.canary_text())
+        def degraded():
+            flow = stack.flows_body()["flows"][0]
+            return flow["status"] == "ERR" and stack.canary_value("mirrorwatch_canary_status") == 2
+        stack.wait(degraded, 90, "evaluator ERR and canary CRITICAL")
+        record_or_compare("degraded", stack.flows_body(), stack.canary_text(), stack.recent_body())
 
-    # the page polls on its own timer, so it may still show the poll before the evaluator's ERR: wait for that,
-    # and for the page as a whole (during a re-run the previous elements stay until replaced)
-    body = stack.wait(lambda: (t := page_text(page)) and "Status: DOWN" in t and "evaluator ERR" in t
-                      and "Status: OK" not in t and t, 60, "Status: DOWN with the evaluator's ERR on the page")
-    assert "STOP (the mirror stopped committing while new records arrived)" in body and "Traceback" not in body
-    page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+        # the page polls on its own timer, so it may still show the poll before the evaluator's ERR: wait for
+        # that, and for the page as a whole (during a re-run the previous elements stay until replaced)
+        body = stack.wait(lambda: (t := page_text(page)) and "Status: DOWN" in t and "evaluator ERR" in t
+                          and "Status: OK" not in t and "→ ERR" in t and t, 60,
+                          "Status: DOWN with the evaluator's ERR and the status change on the page")
+        # a frozen engine commits nothing while records arrive: STOP, or STALL when its last commits repeat
+        assert ("STOP (the mirror stopped committing while new records arrived)" in body
+                or "STALL (the mirror commits but its offset does not move)" in body), body
+        assert "Traceback" not in body
+        assert "canary CRITICAL" in body and "heartbeat" in body
+        # a reload is a new session: the charts and the status changes come back at once from the monitor
+        page.reload()
+        wait_for_text(page, stack, ["Status: DOWN", "→ ERR"], 60)
+        stack.wait(lambda: charts_drawn(page) >= 1, 30, "the chart after a reload")
+        time.sleep(3)  # the RPO climbing on the chart
+        screenshot(page, "overview-frozen.png")
+    finally:
+        os.kill(stack.mirror.proc.pid, signal.SIGCONT)
+    stack.wait(lambda: stack.flows_body()["flows"][0]["totals"]["true_lag"] == 0, 90, "the mirror caught up again")
 
-    page.get_by_text("History", exact=True).click()  # this config points at an empty analytics folder
-    body = wait_for_text(page, stack, "No analytics yet", 30)
-    assert "monitor analyze" in body and "Traceback" not in body
+    # a scheduled Spark run that started well into the freeze has its breach in the history: the History view
+    # fills itself (on a busy machine one local[1] run takes minutes, hence the long wait)
+    def analysed_after_the_freeze():
+        status = stack.analytics_status()
+        assert status["state"] not in ("failed", "timeout"), status
+        return status["state"] == "ok" and status["started_ms"] > frozen_at * 1000 + 10_000 and status
+    status = stack.wait(analysed_after_the_freeze, 900, "a scheduled analytics run after the freeze")
+    assert status["runs"] >= 1 and status["failures"] == 0
+    incidents = pq.read_table(stack.base / "analytics" / "incidents").to_pylist()
+    assert incidents  # on the flow's topic, and on the canary and heartbeat topics it mirrors too
+    # the freeze is there: an incident starts within a few samples of it (time lag passes 3 s a few s later)
+    assert any(abs(i["start"].timestamp() - frozen_at) < 30 for i in incidents), incidents
+
+    page.set_viewport_size({"width": 1400, "height": 1300})
+    page.get_by_text("History", exact=True).click()
+    body = wait_for_text(page, stack, ["Daily p99 trend", "SLO compliance per topic", "partition incidents",
+                                       "Scheduled analytics every 40 s"], 60)
+    assert "Traceback" not in body
+    stack.wait(lambda: charts_drawn(page) >= 4, 90, "compliance, incidents and trend charts")
+    screenshot(page, "history.png")

@@ -1,11 +1,10 @@
-"""The page's pure parts: settings derivation, the traffic light's rules, the canary parser, the timeline and
-the start command (argv and bad input). No Streamlit run, no network."""
+"""The page's pure parts: settings derivation, the traffic light's rules, the canary parser, the frames drawn
+from the monitor's recent figures and partitions, and the start command (argv and bad input). No Streamlit run, no network."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from mirrorwatch.dashboards.cli import streamlit_argv
 from mirrorwatch.dashboards.health import AMBER, GREEN, GREY, RED, judge_flow
 from mirrorwatch.dashboards.settings import page_settings
 from mirrorwatch.dashboards.sources import CanaryReading, SourceError, fetch_flows, parse_canary_metrics, read_analytics
-from mirrorwatch.dashboards.timeline import Timeline
+from mirrorwatch.dashboards.frames import recent_frame, sorted_partitions, partition_frame, status_changes, topic_frame
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dashboard"
 BASE = {"clusters": {"east": {"bootstrap.servers": "a:1"}, "west": {"bootstrap.servers": "b:1"}},
@@ -121,15 +120,36 @@ def test_canary_nan_heartbeat_is_none():
     assert parse_canary_metrics(text)["f"].heartbeat_age_s is None
 
 
-def test_timeline_one_point_per_sample_and_latency_per_interval():
-    t = Timeline(max_points=3)
-    for ts in (1000, 1000, 2000, 3000, 4000):  # a repeated poll of the same sample adds nothing
-        t.add_flow({"flow": "f", "ts_ms": ts, "totals": {"committed_lag": ts, "read_lag": 1, "true_lag": 2}})
-    assert list(t.lag_frame("f")["committed_lag"]) == [2000, 3000, 4000]  # bounded
-    now = datetime.now(timezone.utc)
-    t.add_canary("f", CanaryReading(round_trip_sum_s=10, round_trip_count=10), now)
-    t.add_canary("f", CanaryReading(round_trip_sum_s=13, round_trip_count=11), now)
-    assert list(t.canary_frame("f")["round_trip_s"]) == [1.0, 3.0]  # the mean of the newest probe alone
+def test_recent_frame_keeps_the_last_minutes_in_time_order():
+    points = [{"ts_ms": NOW - k * 60_000, "true_lag": k, "rpo_seconds": k / 10} for k in range(30)]
+    frame = recent_frame(points, minutes=15)
+    assert len(frame) == 16 and frame.index.is_monotonic_increasing  # 15 min back from the newest, both ends in
+    assert list(frame["true_lag"])[-1] == 0 and frame["canary_round_trip_s"].isna().all()  # unknown stays unknown
+    assert recent_frame([]).empty
+
+
+def test_status_changes_newest_first_in_words():
+    changes = [{"ts_ms": 1_767_571_200_000, "from": None, "to": "OK"},
+               {"ts_ms": 1_767_571_260_000, "from": "OK", "to": "ERR", "reason": None},
+               {"ts_ms": 1_767_571_320_000, "from": "ERR", "to": "UNKNOWN", "reason": "cluster east unreachable"}]
+    assert status_changes(changes) == ["00:02:00 ERR → UNKNOWN (cluster east unreachable)", "00:01:00 OK → ERR",
+                                       "00:00:00 first seen OK"]
+    assert len(status_changes(changes, limit=2)) == 2
+
+
+def test_partitions_and_topics_sort_worst_rpo_first():
+    rows = [{"topic": "a", "partition": 0, "status": "OK", "time_lag_s": 0.0, "true_lag": 0, "committed_lag": 3},
+            {"topic": "a", "partition": 1, "status": "STOP", "time_lag_s": 30.0, "true_lag": 50, "committed_lag": 60},
+            {"topic": "b", "partition": 0, "status": "OK", "time_lag_s": None, "true_lag": None, "committed_lag": 1},
+            {"topic": "b", "partition": 1, "status": "WARN", "time_lag_s": 90.0, "true_lag": 5, "committed_lag": 5}]
+    frame = partition_frame(rows)
+    by_rpo = sorted_partitions(frame, "RPO (time lag) — worst first")
+    assert list(zip(by_rpo["topic"], by_rpo["partition"])) == [("b", 1), ("a", 1), ("a", 0), ("b", 0)]  # unknown last
+    by_status = sorted_partitions(frame, "status — worst first")
+    assert list(by_status["status"])[:2] == ["STOP", "WARN"]
+    topics = topic_frame(frame)
+    assert list(topics["topic"]) == ["b", "a"] and list(topics["status"]) == ["WARN", "STOP"]
+    assert list(topics["true_lag"]) == [5, 50] and list(topics["partitions"]) == [2, 2]
 
 
 def test_unreachable_monitor_is_a_source_error_naming_the_url():

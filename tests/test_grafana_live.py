@@ -19,7 +19,7 @@ from .support.prometheus_server import PromQLError, check_metrics, free_port, pr
 
 METRICS_MD = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 LABEL_VALUES = {"flow": "east-west", "source": "east", "target": "west", "topic": "orders", "partition": "0",
-                "group": "mirrorwatch-east-west", "cluster": "east", "retriable": "false", "role": "source"}
+                "group": "mirrorwatch-east-west", "cluster": "east", "retriable": "false", "role": "source", "mirror": "mirrorwatch"}
 # Values chosen so that exactly one metric-driven alert holds: true lag 20000 > 10000.
 GAUGE_VALUES = {"mirrorwatch_lag_records": {"committed": 500, "read": 100, "true": 20000},
                 "mirrorwatch_canary_status": 0, "mirrorwatch_group_status": 0, "mirrorwatch_partition_status": 0,

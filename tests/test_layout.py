@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "mirrorwatch"
-INDEPENDENT = ["mirror", "canary", "monitor", "dashboards"]
+INDEPENDENT = ["mirror", "canary", "monitor", "dashboards", "doctor"]
 
 
 def imported_packages(path: Path) -> set[str]:

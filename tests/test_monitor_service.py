@@ -10,11 +10,13 @@ import subprocess
 import sys
 import time
 
+import pyarrow.parquet as pq
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.records import lag_sample_arrow_schema
 from mirrorwatch.localkafka import LocalCluster
 from mirrorwatch.monitor.history import history_files, read_history
 from mirrorwatch.monitor.service import MonitorService
@@ -138,3 +140,49 @@ def test_monitor_run_sigterm_closes_history(source, target, topic_name, tmp_path
     assert files and not list((tmp_path / "h").rglob("*.inprogress"))
     table = read_history(tmp_path / "h")
     assert table.num_rows >= PARTS
+
+
+def test_a_hung_analytics_run_is_killed_and_reported_while_sampling_goes_on(source, target, topic_name, tmp_path):
+    """The scheduled Spark job is a child process with a timeout: a run that hangs (a stand-in that sleeps, in
+    place of ``python -m mirrorwatch.monitor.analytics.job``) never holds sampling, is killed after
+    ``timeout_s`` and shows as ``timeout`` on /v1/analytics; the recent figures keep coming meanwhile."""
+    mirror = StandInMirror(source, target, topic_name)
+    produce_numbered(source.bootstrap, topic_name, 12, PARTS)
+    mirror.state(committed=12, acked=12, read=12)
+    config = config_from_dict({
+        "clusters": {"east": source.config(), "west": target.config()},
+        "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
+        "canary": {"metrics_port": None},
+        "monitor": {"interval_s": 1, "window": 3, "http_port": 0, "metrics_port": None,
+                    "history_dir": str(tmp_path / "history"), "recent_minutes": 5,
+                    "analytics": {"every_s": 600, "first_delay_s": 5, "timeout_s": 4, "out": str(tmp_path / "a")}}})
+    # a closed file from an earlier run, so the first scheduled run does not wait for this run's first roll
+    earlier = tmp_path / "history" / "lag" / "date=2026-01-05"
+    earlier.mkdir(parents=True)
+    pq.write_table(lag_sample_arrow_schema().empty_table(), earlier / "part-000000000000-1.parquet")
+    service = MonitorService(config)
+    service.analytics.command = lambda settings, history, out, now: [sys.executable, "-c", "import time; time.sleep(300)"]
+    service.start()
+    api = service.api_server.port
+
+    def analytics() -> dict:
+        return requests.get(f"http://127.0.0.1:{api}/v1/analytics", timeout=5).json()["analytics"]
+
+    try:
+        wait_for(lambda: analytics()["state"] == "running", 60)
+        cycles = service.cycles
+        wait_for(lambda: service.cycles >= cycles + 2, 30)  # sampling goes on while the run hangs
+        status = wait_for(lambda: (a := analytics())["state"] == "timeout" and a, 60)
+        assert "timeout_s" in status["reason"] and status["failures"] == 1 and status["every_s"] == 600
+        assert status["duration_s"] >= 4
+        recent = requests.get(f"http://127.0.0.1:{api}/v1/flows/ew/recent", timeout=5).json()["recent"]
+        assert len(recent["points"]) >= 3 and recent["points"][-1]["true_lag"] == 0
+        assert recent["points"][-1]["canary_round_trip_s"] is None  # no canary configured
+        assert recent["status_changes"][0]["from"] is None
+        since = recent["points"][-1]["ts_ms"]
+        later = requests.get(f"http://127.0.0.1:{api}/v1/flows/ew/recent?since_ms={since}", timeout=5).json()
+        assert [p["ts_ms"] for p in later["recent"]["points"]][:1] == [since]
+        bad = requests.get(f"http://127.0.0.1:{api}/v1/flows/ew/recent?since_ms=yesterday", timeout=5)
+        assert bad.status_code == 400 and "since_ms" in bad.json()["message"]
+    finally:
+        service.stop()

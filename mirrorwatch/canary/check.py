@@ -90,7 +90,7 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
         reader.assign(assignment)
         warm_up(producer, topics, source_partitions[0], connect_s)
         tracker = Tracker(result.run_id, topics.source_alias, config.canary.warn_latency_s, timeout_s, own_only=False)
-        heartbeat = HeartbeatWatch(topics.source_alias, topics.target_alias)
+        heartbeat = HeartbeatWatch(topics.source_alias, topics.target_alias, topics.mm2)
         _produce(producer, topics, result, tracker, source_partitions)
         clock.mark("produce")
         _read(reader, producer, topics, tracker, heartbeat, starts, heartbeat_ends, timeout_s)
@@ -156,7 +156,7 @@ def _read(reader, producer, topics: FlowTopics, tracker: Tracker, heartbeat: Hea
                 if arrival is not None:
                     tracker.arrived(arrival)
             else:
-                heartbeat.offer(msg.value())
+                heartbeat.offer(msg.value(), msg.key())
                 if msg.offset() + 1 >= heartbeat_ends.get(msg.partition(), 0):
                     heartbeat_pending.discard(msg.partition())
         tracker.expire(now_ms())

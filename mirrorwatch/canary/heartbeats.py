@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from ..core.records import Heartbeat, RecordFormatError
+from ..core.mm2 import any_heartbeat
+from ..core.records import RecordFormatError
 
 HEARTBEAT_LOOKBACK = 200  # records read back per heartbeat partition at start: several flows may share it
 
 
 class HeartbeatWatch:
-    def __init__(self, source: str, target: str):
-        self.source, self.target = source, target
+    """``any_pair``: every beat in the topic counts (MirrorMaker 2's mirrored ``<source>.heartbeats`` holds the
+    beats its heartbeat connector wrote on the source, which name other pairs than this flow's)."""
+
+    def __init__(self, source: str, target: str, any_pair: bool = False):
+        self.source, self.target, self.any_pair = source, target, any_pair
         self.newest_ms: int | None = None
 
-    def offer(self, value: bytes | None) -> None:
+    def offer(self, value: bytes | None, key: bytes | None = None) -> None:
         try:
-            beat = Heartbeat.from_value(value)
+            beat = any_heartbeat(key, value)
         except RecordFormatError:
             return
-        if beat.source == self.source and beat.target == self.target and isinstance(beat.ts_ms, int):
+        if (self.any_pair or (beat.source == self.source and beat.target == self.target)) and isinstance(beat.ts_ms, int):
             if self.newest_ms is None or beat.ts_ms > self.newest_ms:
                 self.newest_ms = beat.ts_ms
 

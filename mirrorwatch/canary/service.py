@@ -40,7 +40,7 @@ class FlowCanary:
         self.labels = metrics, (self.topics.flow_name, self.topics.source_alias, self.topics.target_alias)
         self.tracker = Tracker(self.run_id, self.topics.source_alias, self.settings.warn_latency_s,
                                self.settings.crit_latency_s, own_only=True)
-        self.heartbeat = HeartbeatWatch(self.topics.source_alias, self.topics.target_alias)
+        self.heartbeat = HeartbeatWatch(self.topics.source_alias, self.topics.target_alias, self.topics.mm2)
         self.producer = make_producer(self.topics.source_cluster, f"mirrorwatch-canary-{self.run_id}",
                                       **{"acks": "all", "enable.idempotence": True, "linger.ms": 0,
                                          "message.timeout.ms": int(self.settings.crit_latency_s * 1000)})
@@ -156,7 +156,7 @@ class FlowCanary:
                     if arrival is not None:
                         self.tracker.arrived(arrival)
                 elif msg.topic() == self.topics.heartbeat_topic:
-                    self.heartbeat.offer(msg.value())
+                    self.heartbeat.offer(msg.value(), msg.key())
             self.tracker.expire(now_ms())
             self._judge()
 

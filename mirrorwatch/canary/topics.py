@@ -7,8 +7,10 @@ import logging
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
+from ..core.access import connection_problem, serve_callbacks
 from ..core.clients import make_admin
 from ..core.config import Config
+from ..core.mm2 import is_mm2, mm2_topics
 from ..core.redact import redact_text
 from ..core.topic_selection import policy_of
 
@@ -21,7 +23,9 @@ class ProbeUnknown(Exception):
 
 class ClusterUnreachable(ProbeUnknown):
     def __init__(self, role: str, alias: str, bootstrap: str, reason: str):
-        super().__init__(f"cannot reach {role} cluster '{alias}' at {bootstrap}: {redact_text(reason)}")
+        # a failed SASL or TLS handshake looks like a timeout to the request: say what it really was
+        problem = connection_problem(bootstrap, alias)
+        super().__init__(problem or f"cannot reach {role} cluster '{alias}' at {bootstrap}: {redact_text(reason)}")
         self.role, self.alias, self.bootstrap = role, alias, bootstrap
 
 
@@ -40,11 +44,15 @@ class FlowTopics:
         self.source_alias, self.target_alias = self.flow.source, self.flow.target
         self.source_cluster = config.clusters[self.flow.source]
         self.target_cluster = config.clusters[self.flow.target]
-        policy = policy_of(self.flow)
+        policy = policy_of(self.flow)  # MirrorMaker 2 flows: renamed by MM2's policy and aliases
+        self.mm2 = is_mm2(self.flow)
         self.source_topic = self.settings.topic
         self.target_topic = policy.target_topic(self.settings.topic)
-        self.heartbeat_topic = policy.target_topic(config.mirror.heartbeats_topic)
-        self.heartbeats_expected = config.mirror.heartbeats
+        if self.mm2:  # the source's heartbeats as MM2 mirrors them (written there by MM2's heartbeat connector)
+            self.heartbeat_topic, self.heartbeats_expected = mm2_topics(self.flow).mirrored_heartbeats, True
+        else:
+            self.heartbeat_topic = policy.target_topic(config.mirror.heartbeats_topic)
+            self.heartbeats_expected = config.mirror.heartbeats
         self.refresh_interval_s = config.mirror.refresh_interval_s
         self.created: list[str] = []  # "role topic" of the canary topics this instance created
         self._admins = {
@@ -64,6 +72,7 @@ class FlowTopics:
         try:
             md = self._admins[role].list_topics(topic, timeout=timeout_s)
         except KafkaException as exc:
+            serve_callbacks(self._admins[role])
             raise ClusterUnreachable(role, *self._where(role), _reason(exc)) from None
         if not md.brokers:
             raise ClusterUnreachable(role, *self._where(role), "no brokers in the metadata answer")
@@ -132,6 +141,7 @@ def warm_up(producer, topics: FlowTopics, partition: int, timeout_s: float) -> N
     try:
         producer.list_topics(topics.source_topic, timeout=timeout_s)
     except KafkaException as exc:
+        serve_callbacks(producer)
         raise ClusterUnreachable("source", topics.source_alias, topics.source_cluster.bootstrap_servers, _reason(exc)) from None
     failed: list = []
     producer.produce(topics.source_topic, value=b"", partition=partition, headers=[(WARM_UP_HEADER, b"1")],

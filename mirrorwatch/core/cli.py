@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -10,6 +11,7 @@ from typing import Any, Callable
 
 import click
 
+from .access import AccessProblem, any_connection_problem
 from .config import ConfigError
 from .redact import install_log_redaction, redact_text
 
@@ -60,6 +62,10 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
     """
 
     def main(argv: list[str] | None = None) -> None:
+        # A crash inside the client library (native code) would otherwise leave only "exit -11": with this,
+        # every thread's Python stack goes to stderr, i.e. into the service's log.
+        if not faulthandler.is_enabled():
+            faulthandler.enable()
         args = sys.argv[1:] if argv is None else argv
         as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
 
@@ -81,6 +87,8 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
             _fail(prog, str(exc), config_exit_code)
         except UserError as exc:
             _fail(prog, str(exc), exc.exit_code, exc.hard)
+        except AccessProblem as exc:
+            _fail(prog, str(exc), exc.exit_code if exc.exit_code is not None else internal_exit_code)
         except KeyboardInterrupt:
             sys.exit(130)
         except (SystemExit, GeneratorExit):
@@ -96,7 +104,9 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
 
 def _report(prog: str, message: str, code: int, as_json: bool = False, json_fields: dict[str, Any] | None = None,
             hard: bool = False) -> None:
-    line = redact_text(message)
+    # A failed SASL/TLS handshake makes requests time out; whatever the command concluded ("cannot reach",
+    # a timeout), the recorded handshake failure is the cause the user can fix.
+    line = redact_text(any_connection_problem() or message)
     if as_json:
         click.echo(json.dumps({**(json_fields or {}), "error": line, "exit_code": code}))
     click.echo(f"{prog}: {line}", err=True)

@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
+from .access import record_client_error
 from .config import ClusterConfig
 from .redact import redact_text
 
@@ -49,13 +50,19 @@ _TRANSIENT_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaEr
 log.addHandler(logging.NullHandler())
 
 
-def _error_cb(err: KafkaError) -> None:
-    # librdkafka reports broker errors here and retries them internally, so log, don't raise. A broker that is
-    # away is the caller's to report (once, by state change); anything else (authentication, TLS) is news.
-    if err.code() in _TRANSIENT_CODES:
-        client_log.debug("kafka client: %s", redact_text(str(err)))
-    else:
-        log.warning("kafka client: %s", redact_text(str(err)))
+def _error_callback(bootstrap: str):
+    def on_error(err) -> None:
+        # librdkafka reports broker errors here and retries them internally, so log, don't raise. A broker that
+        # is away is the caller's to report (once, by state change); anything else (authentication, TLS) is news.
+        # A failed SASL or TLS handshake comes only this way (the request then times out): remember it, so the
+        # command can say "authentication failed" rather than "cannot reach".
+        record_client_error(bootstrap, err)
+        if err.code() in _TRANSIENT_CODES:
+            client_log.debug("kafka client: %s", redact_text(str(err)))
+        else:
+            log.warning("kafka client: %s", redact_text(str(err)))
+
+    return on_error
 
 
 def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -63,7 +70,7 @@ def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[st
     props.update(cluster.properties)
     for key, value in (overrides or {}).items():
         props[key] = value
-    props.setdefault("error_cb", _error_cb)
+    props.setdefault("error_cb", _error_callback(cluster.bootstrap_servers))
     props.setdefault("logger", client_log)
     return props
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .access import register_cluster
 from .redact import MASK, is_secret_key, register_secret
 
 ENV_PREFIX = "MIRRORWATCH__"
@@ -101,6 +102,35 @@ class ClusterConfig(_Section):
         yield "properties", self.redacted()
 
 
+class MirrorMaker2Settings(_Section):
+    """The flow is mirrored by Apache MirrorMaker 2, not by mirrorwatch's engine: where MM2 keeps its records.
+
+    Every default is what MM2 4.x does when left unconfigured (checked against a real MM2 4.3.1, see
+    docs/mirrormaker2.md). Topic names left unset are derived from the MM2 aliases.
+    """
+
+    kind: Literal["mm2"] = Field(description="'mm2': Apache MirrorMaker 2 (dedicated mode or a Connect cluster)")
+    source_alias: str | None = Field(None, description="MM2's alias of the source cluster; default: the flow's source")
+    target_alias: str | None = Field(None, description="MM2's alias of the target cluster; default: the flow's target")
+    policy: Literal["default", "identity"] = Field(
+        "default", description="replication.policy.class: DefaultReplicationPolicy (<source><separator>topic) or "
+        "IdentityReplicationPolicy")
+    separator: str = Field(".", min_length=1, description="replication.policy.separator")
+    offset_syncs_topic: str | None = Field(None, description="default mm2-offset-syncs.<target_alias>.internal")
+    offset_syncs_topic_location: Literal["source", "target"] = Field(
+        "source", description="offset-syncs.topic.location: the cluster that holds the offset syncs")
+    checkpoints_topic: str | None = Field(None, description="on the target; default <source_alias>.checkpoints.internal")
+    heartbeats_topic: str = Field("heartbeats", description="MM2's heartbeats topic name (its heartbeat connector "
+                                  "writes it on the target; the source's, mirrored, is <source_alias>.heartbeats)")
+    connector: str = Field("MirrorSourceConnector", description="the source connector's name in the Connect offsets")
+    connect_offsets_topic: str | None = Field(
+        None, description="the source connector's Connect offsets topic, on the target; default (dedicated mode) "
+        "mm2-offsets.<source_alias>.internal")
+    offset_flush_interval_s: float = Field(
+        60.0, gt=0, description="offset.flush.interval.ms / 1000: how often MM2 commits its source positions")
+    emit_checkpoints_interval_s: float = Field(60.0, gt=0, description="emit.checkpoints.interval.seconds")
+
+
 class FlowConfig(_Section):
     """One replication direction: source alias → target alias, which topics, how they are named."""
 
@@ -116,6 +146,8 @@ class FlowConfig(_Section):
     internal_topics: bool = Field(
         True, description="this flow creates and mirrors the pair's heartbeats and canary topics; with several flows "
         "on one cluster pair set it false on all but one, or every heartbeat and canary event arrives twice")
+    mirror: MirrorMaker2Settings | None = Field(
+        None, description="set when the flow is mirrored by MirrorMaker 2 (then policy/separator/group come from here)")
 
     @field_validator("topics", "exclude", "checkpoint_groups")
     @classmethod
@@ -186,6 +218,19 @@ class WatchedGroup(_Section):
     group: str
 
 
+class AnalyticsSchedule(_Section):
+    """``monitor.analytics``: the monitor runs ``monitor analyze`` over its own history on a timer."""
+
+    every_s: float | None = Field(None, ge=10, description="run the Spark job this often (seconds); unset = never")
+    master: str = Field("local[2]", description="Spark master for the scheduled job, e.g. spark://host:7077")
+    out: str | None = Field(None, description="output folder; default dashboard.analytics_dir, else .cache/analytics")
+    timeout_s: float = Field(900.0, gt=0, description="a run still going after this long is killed (and reported)")
+    lookback_days: float = Field(7.0, gt=0, description="analyse the history of this many days back from now")
+    slo_lag: int = Field(10_000, ge=0, description="SLO: max true lag (records), as `monitor analyze --slo-lag`")
+    slo_time_s: float = Field(60.0, ge=0, description="SLO: max time lag (s), as `monitor analyze --slo-time`")
+    first_delay_s: float | None = Field(None, ge=0, description="first run this long after start; default every_s")
+
+
 class MonitorSettings(_Section):
     interval_s: float = Field(5.0, gt=0)
     window: int = Field(10, ge=2)
@@ -206,6 +251,8 @@ class MonitorSettings(_Section):
     history: bool = Field(True, description="write lag samples to Parquet under history_dir")
     history_roll_s: float = Field(3600.0, gt=0, le=3600, description="roll history files at least this often")
     webhook_retries: int = Field(3, ge=0, description="retries after a failed webhook POST")
+    recent_minutes: float = Field(60.0, gt=0, le=1440, description="per-flow figures kept in memory for /recent")
+    analytics: AnalyticsSchedule = Field(default_factory=AnalyticsSchedule, description="scheduled Spark analytics")
 
 
 class DashboardSettings(_Section):
@@ -217,7 +264,7 @@ class DashboardSettings(_Section):
     canary_url: str | None = Field(None, description="canary /metrics URL; default from canary.metrics_*; '' = none")
     analytics_dir: str | None = Field(None, description="`monitor analyze --out` folder; default .cache/analytics")
     refresh_s: float = Field(5.0, ge=1, description="default auto-refresh interval")
-    history_points: int = Field(720, ge=10, description="samples kept per flow for the in-session lag charts")
+    overview_minutes: float = Field(15.0, gt=0, description="the overview's charts show this many recent minutes")
     timeout_s: float = Field(3.0, gt=0, description="HTTP timeout towards the monitor and the canary")
 
 
@@ -327,7 +374,8 @@ def config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
         raise ConfigError(f"config error in {origin}: {exc.key}: {exc.problem}") from None
     except ValidationError as exc:
         raise ConfigError(f"config error in {origin}: {_describe(exc)}") from None
-    for cluster in config.clusters.values():
+    for alias, cluster in config.clusters.items():
+        register_cluster(alias, cluster.properties)  # so an authentication failure can name the cluster
         for key, value in cluster.properties.items():
             if is_secret_key(key):
                 register_secret(value)

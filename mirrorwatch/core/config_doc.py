@@ -10,8 +10,9 @@ from pydantic.fields import FieldInfo
 
 from . import config as c
 
-SECTIONS = [("flows.<name>", c.FlowConfig), ("mirror", c.MirrorSettings), ("canary", c.CanarySettings),
-            ("monitor", c.MonitorSettings)]
+SECTIONS = [("flows.<name>", c.FlowConfig), ("flows.<name>.mirror (MirrorMaker 2, docs/mirrormaker2.md)", c.MirrorMaker2Settings),
+            ("mirror", c.MirrorSettings), ("canary", c.CanarySettings),
+            ("monitor", c.MonitorSettings), ("monitor.analytics", c.AnalyticsSchedule)]
 
 
 def _default(field: FieldInfo) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
 
+from .access import is_denied
 from .clients import make_consumer
 from .config import ClusterConfig
 from .reading import end_offsets, read_to_end
@@ -34,9 +35,13 @@ class OffsetSyncReader:
         client_id: str = "mirrorwatch-syncs-reader",
         group_id: str | None = None,
         recheck_s: float = 10.0,
+        on_message: Callable[[Message], None] | None = None,
     ):
         self.topic = topic
         self.on_sync = on_sync
+        # other compacted topics read the same way (MirrorMaker 2's syncs, Connect offsets, heartbeats) take each
+        # record whole instead; it raises RecordFormatError for a record it cannot decode
+        self.on_message = on_message
         self.bad_records = 0
         self.recheck_s = recheck_s
         # partition EOF events mark a compacted tail as read (read_to_end); reconnect quickly after an outage
@@ -95,6 +100,8 @@ class OffsetSyncReader:
         except Exception as exc:  # a cluster away for a while: read what we have, try again later
             log.debug("offset syncs %s: listing partitions failed: %s", self.topic, exc)
             return bool(self._positions)
+        if md is not None and md.error is not None and is_denied(md.error):
+            raise KafkaException(md.error)  # not "no syncs yet": the principal may not see the topic
         count = len(md.partitions) if md is not None and md.error is None else 0
         new = [p for p in range(count) if (self.topic, p) not in self._positions]
         if new:
@@ -107,7 +114,10 @@ class OffsetSyncReader:
         if value is None:
             return  # a tombstone: compaction of a partition that is gone; keep what we have
         try:
-            self.on_sync(OffsetSync.from_value(value))
+            if self.on_message is not None:
+                self.on_message(msg)
+            else:
+                self.on_sync(OffsetSync.from_value(value))
         except RecordFormatError as exc:
             self.bad_records += 1
             log.warning("skipping a bad offset sync at %s[%d]@%d: %s", self.topic, msg.partition(), msg.offset(), exc)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import click
 
 from .cli import UserError
+from .access import AccessProblem, connection_problem, serve_callbacks
 from .clients import make_admin
 from .config import ClusterConfig
 
@@ -49,13 +50,17 @@ def require_clusters(clusters: list[tuple[str, ClusterConfig]], timeout_s: float
             if not admin.list_topics(timeout=wait_s).brokers:
                 return "no brokers in the metadata answer"
         except Exception as exc:  # KafkaException: timed out, transport failure, authentication
-            return _reason(exc)
+            serve_callbacks(admin)  # a failed handshake is recorded by the error callback (core.access), said instead
+            return connection_problem(cluster.bootstrap_servers, alias) or _reason(exc)
         return None
 
     unique = list(dict(clusters).items())
     with ThreadPoolExecutor(max_workers=max(1, len(unique))) as pool:
         for (alias, cluster), problem in zip(unique, pool.map(probe, unique)):
             if problem is not None:
+                recorded = connection_problem(cluster.bootstrap_servers, alias)
+                if recorded:
+                    raise AccessProblem(recorded, UNREACHABLE_EXIT)
                 what = f"{role[alias]} cluster" if role and alias in role else "cluster"
                 raise UserError(f"cannot reach {what} '{alias}' at {cluster.bootstrap_servers} within "
                                 f"{wait_s:g} s: {problem}", UNREACHABLE_EXIT)

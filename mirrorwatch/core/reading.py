@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 
 def end_offsets(consumer: Consumer, partitions: list[tuple[str, int]], timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
@@ -40,6 +40,8 @@ def read_to_end(consumer: Consumer, positions: dict[tuple[str, int], int], timeo
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF and key in positions:
                     positions[key] = max(positions[key], offset)
+                elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    raise KafkaException(err)  # no ACL to read: waiting out the timeout would only hide it
                 continue
             positions[key] = offset + 1
             yield msg

@@ -14,17 +14,23 @@ import re
 from collections.abc import Iterable
 
 from .config import Config, FlowConfig
+from .mm2 import flow_policy, is_mm2
 from .naming import ReplicationPolicy, is_internal
 
 
 def policy_of(flow: FlowConfig) -> ReplicationPolicy:
-    return ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
+    # an MM2 flow names its target topics by MM2's own policy and aliases (core.mm2)
+    return flow_policy(flow)
 
 
 def own_topics(config: Config, flow: FlowConfig) -> frozenset[str]:
     """mirrorwatch's own topics on a source cluster that ``flow`` mirrors whatever its include regexes say:
     the heartbeats and canary topics for the flow owning them (``internal_topics``), none for the others."""
     if not flow.internal_topics:
+        return frozenset()
+    if is_mm2(flow):
+        # MirrorMaker 2 mirrors what its own topic filter says (the flow's include regexes repeat it); its internal
+        # topics (offset syncs, checkpoints, Connect offsets: ``*.internal``) are left out by is_internal
         return frozenset()
     return frozenset({config.mirror.heartbeats_topic, config.canary.topic})
 

@@ -4,7 +4,8 @@ analytics output. It never talks to Kafka and imports only ``mirrorwatch.core`` 
 - ``settings``: where to read from (the ``dashboard:`` config section, defaults derived from the monitor/canary);
 - ``sources``: the readers (HTTP status API, canary Prometheus text, analytics Parquet/JSON), errors as values;
 - ``health``: the overview's traffic light and the words saying why it is not green;
-- ``timeline``: the rolling in-session history of successive polls (for the lag and latency charts);
+- ``frames``: API answers → the frames the page draws (recent figures, topics and partitions worst first);
+- ``charts``: the Altair charts;
 - ``views_live`` / ``views_history``: the page sections; ``app``: the page file ``streamlit run`` executes;
 - ``cli``: ``monitor dashboard --config FILE [--port P]``.
 """

@@ -19,7 +19,6 @@ from mirrorwatch.core.config import ConfigError
 from mirrorwatch.core.redact import redact_text
 from mirrorwatch.dashboards.live import poll
 from mirrorwatch.dashboards.settings import CONFIG_ENV, PageSettings, settings_from_path
-from mirrorwatch.dashboards.timeline import Timeline
 from mirrorwatch.dashboards.views_history import history
 from mirrorwatch.dashboards.views_live import flow_detail, legend, overview
 
@@ -67,17 +66,13 @@ def main() -> None:
     settings = load_settings()
     view, refresh, flow = sidebar(settings)
     st.title("mirrorwatch — mirror status")
-    if "timeline" not in st.session_state:
-        st.session_state.timeline = Timeline(settings.history_points)
-    timeline = st.session_state.timeline
-
     def live() -> None:
         with guarded("the live view"):
-            result = poll(settings, timeline)
+            result = poll(settings, only_flow=None if view == "Overview" else flow)
             if view == "Overview":
                 overview(settings, result)
             else:
-                flow_detail(settings, result, timeline, flow)
+                flow_detail(settings, result, flow)
             st.caption(f"Polled {result.polled_at:%Y-%m-%d %H:%M:%S} UTC"
                        + (f" · refreshing every {refresh} s" if refresh else " · auto-refresh off"))
 

@@ -1,4 +1,4 @@
-"""One poll of the live sources: the monitor's flows and the canary's readings, with problems as text."""
+"""One poll of the live sources: the monitor's flows and recent figures, the canary's readings; problems as text."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from datetime import datetime, timezone
 
 from .health import Verdict, judge_flow
 from .settings import PageSettings
-from .sources import CanaryReading, SourceError, fetch_canary, fetch_flows
-from .timeline import Timeline
+from .sources import CanaryReading, SourceError, fetch_canary, fetch_flows, fetch_recent
 
 
 @dataclass
@@ -19,13 +18,17 @@ class Poll:
     canary: dict[str, CanaryReading] = field(default_factory=dict)
     canary_problem: str | None = None
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+    # the monitor's last minutes per flow (``/v1/flows/<flow>/recent``): ``points``, ``status_changes``
+    recent: dict[str, dict] = field(default_factory=dict)
+    recent_problem: str | None = None
     polled_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
     def flow(self, name: str) -> dict | None:
         return next((f for f in self.flows if f.get("flow") == name), None)
 
 
-def poll(settings: PageSettings, timeline: Timeline) -> Poll:
+def poll(settings: PageSettings, only_flow: str | None = None) -> Poll:
+    """``only_flow``: fetch the recent figures of that flow alone (the detail view shows one)."""
     result = Poll()
     try:
         result.flows = fetch_flows(settings.monitor_url, settings.timeout_s)
@@ -39,12 +42,15 @@ def poll(settings: PageSettings, timeline: Timeline) -> Poll:
     now_ms = int(time.time() * 1000)
     for flow in result.flows:
         name = flow.get("flow", "?")
-        timeline.add_flow(flow)
         result.verdicts[name] = judge_flow(
             flow, result.canary.get(name), canary_configured=bool(settings.canary_url),
             canary_problem=result.canary_problem, heartbeat_max_age_s=settings.heartbeat_max_age_s,
             monitor_interval_s=settings.monitor_interval_s, now_ms=now_ms,
             warn_time_lag_s=settings.warn_time_lag_s, heartbeats_expected=settings.heartbeats_expected)
-    for name, reading in result.canary.items():
-        timeline.add_canary(name, reading, result.polled_at)
+        if only_flow is not None and name != only_flow:
+            continue
+        try:
+            result.recent[name] = fetch_recent(settings.monitor_url, name, settings.timeout_s)
+        except SourceError as exc:  # an older monitor without /recent: the page still shows "now"
+            result.recent_problem = str(exc)
     return result

@@ -29,7 +29,7 @@ class PageSettings:
     canary_url: str | None  # None: no canary configured (its light is then not part of the verdict)
     analytics_dir: str
     refresh_s: float
-    history_points: int
+    overview_minutes: float  # the overview's charts: the last minutes of the monitor's recent figures
     timeout_s: float
     heartbeat_max_age_s: float
     heartbeats_expected: bool  # mirror.heartbeats: with them off, a missing heartbeat is no news
@@ -55,8 +55,8 @@ def page_settings(config: Config) -> PageSettings:
         canary_url = None
     return PageSettings(
         monitor_url=monitor_url.rstrip("/"), canary_url=canary_url,
-        analytics_dir=dash.analytics_dir or DEFAULT_ANALYTICS_DIR, refresh_s=dash.refresh_s,
-        history_points=dash.history_points, timeout_s=dash.timeout_s,
+        analytics_dir=dash.analytics_dir or monitor.analytics.out or DEFAULT_ANALYTICS_DIR, refresh_s=dash.refresh_s,
+        overview_minutes=dash.overview_minutes, timeout_s=dash.timeout_s,
         heartbeat_max_age_s=canary.heartbeat_max_age_s, heartbeats_expected=config.mirror.heartbeats,
         warn_time_lag_s=canary.warn_latency_s, monitor_interval_s=monitor.interval_s, history_dir=monitor.history_dir,
         flows=tuple(FlowInfo(n, f.source, f.target) for n, f in config.flows.items()))

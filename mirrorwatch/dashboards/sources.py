@@ -50,6 +50,35 @@ def fetch_flows(monitor_url: str, timeout_s: float) -> list[dict]:
     return [_normalised(f) for f in flows if isinstance(f, dict)]
 
 
+def _get_json(url: str, timeout_s: float, key: str) -> dict:
+    response = _get(url, timeout_s)
+    try:
+        body = response.json()
+    except ValueError:
+        raise SourceError(f"{url} answered HTTP {response.status_code} without JSON") from None
+    if response.status_code != 200 or not isinstance(body, dict) or body.get("error") or not isinstance(body.get(key), dict):
+        message = body.get("message") if isinstance(body, dict) else None
+        raise SourceError(f"{url} answered HTTP {response.status_code}: {redact_text(str(message or 'error'))}")
+    return body[key]
+
+
+def fetch_recent(monitor_url: str, flow: str, timeout_s: float) -> dict:
+    """The monitor's last minutes of one flow (``/v1/flows/<flow>/recent``): ``points`` and ``status_changes``."""
+    from urllib.parse import quote
+
+    recent = _get_json(f"{monitor_url}/v1/flows/{quote(flow, safe='')}/recent", timeout_s, "recent")
+    points = recent.get("points")
+    changes = recent.get("status_changes")
+    return {"points": [p for p in points if isinstance(p, dict) and isinstance(p.get("ts_ms"), (int, float))]
+            if isinstance(points, list) else [],
+            "status_changes": [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []}
+
+
+def fetch_analytics_status(monitor_url: str, timeout_s: float) -> dict:
+    """The scheduled Spark job's last run (``/v1/analytics``): ``state``, ``reason``, times."""
+    return _get_json(f"{monitor_url}/v1/analytics", timeout_s, "analytics")
+
+
 def _normalised(flow: dict) -> dict:
     """The parts the page relies on, with the expected kinds (an unexpected answer degrades, never raises)."""
     flow = dict(flow)

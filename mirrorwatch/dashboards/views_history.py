@@ -1,11 +1,15 @@
-"""The history section: the Spark analytics output (SLO compliance per topic, incidents, daily p99 trend)."""
+"""The history section: the Spark analytics output (SLO compliance per topic, incidents, daily p99 trend) as
+charts, the tables behind expanders, and the state of the monitor's scheduled analytics run."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import streamlit as st
 
+from .charts import compliance_chart, incidents_chart, trend_chart
 from .settings import PageSettings
-from .sources import SourceError, analytics_stamp, read_analytics
+from .sources import SourceError, analytics_stamp, fetch_analytics_status, read_analytics
 
 KEY = ["flow", "topic"]
 
@@ -16,7 +20,41 @@ def _load(folder: str, stamp: float):
     return read_analytics(folder)
 
 
+def _when(ms) -> str:
+    if not isinstance(ms, (int, float)):
+        return "?"
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def run_status(settings: PageSettings) -> dict | None:
+    """The monitor's scheduled run, shown above the results (a failed run says why). None: not known."""
+    try:
+        status = fetch_analytics_status(settings.monitor_url, settings.timeout_s)
+    except SourceError:
+        return None  # the monitor is down or older than /v1/analytics: the live views say so already
+    state = status.get("state")
+    every = status.get("every_s")
+    schedule = f"every {every:g} s on `{status.get('master')}`" if isinstance(every, (int, float)) else ""
+    if state in ("failed", "timeout"):
+        st.error(f"**The last scheduled analytics run {'timed out' if state == 'timeout' else 'failed'}** "
+                 f"({_when(status.get('finished_ms'))}): {status.get('reason')}. Sampling is not affected; "
+                 f"the results below are from the last good run ({_when(status.get('last_ok_ms'))}).",
+                 icon=":material/error:")
+    elif state == "running":
+        st.info(f"The monitor is running the Spark job now (started {_when(status.get('started_ms'))}; {schedule}).",
+                icon=":material/hourglass_top:")
+    elif state == "waiting":
+        st.info(f"Scheduled analytics ({schedule}) are waiting: {status.get('reason')}.", icon=":material/schedule:")
+    elif state == "ok":
+        st.caption(f"Scheduled analytics {schedule}: last run {_when(status.get('finished_ms'))} "
+                   f"in {status.get('duration_s', 0):.0f} s.")
+    elif state == "never":
+        st.caption(f"Scheduled analytics {schedule}: the first run has not happened yet.")
+    return status
+
+
 def history(settings: PageSettings) -> None:
+    status = run_status(settings)
     folder = settings.analytics_dir
     try:
         analytics = _load(folder, analytics_stamp(folder))
@@ -24,8 +62,13 @@ def history(settings: PageSettings) -> None:
         st.error(f"Analytics unreadable: {exc}")
         return
     if analytics is None:
-        st.info(f"No analytics yet in `{folder}` — run `monitor analyze --history {settings.history_dir} "
-                f"--out {folder}` (the monitor writes the history; the Spark job summarises it).", icon=":material/inbox:")
+        scheduled = status is not None and status.get("state") not in (None, "off")
+        st.info(f"No analytics yet in `{folder}` — " + (
+            "the monitor runs the Spark job on its schedule; this view fills after its first run."
+            if scheduled else
+            f"run `monitor analyze --history {settings.history_dir} --out {folder}`, or let the monitor run it "
+            "(`monitor.analytics.every_s`)") + " (the monitor writes the history; the Spark job summarises it).",
+            icon=":material/inbox:")
         return
     summary = analytics.summary
     slo = summary.get("slo") or {}
@@ -53,15 +96,20 @@ def _compliance(analytics) -> None:
     if frame is None or frame.empty:
         st.info("No compliance rows.")
         return
-    shown = _naive_utc(frame)[["flow", "topic", "compliance", "compliance_lower_bound", "samples", "breach_ms", "first_sample",
+    frame = _naive_utc(frame)
+    st.altair_chart(compliance_chart(frame), width="stretch")
+    st.caption("Bar: share of observed time within the SLO; tick: the lower bound (unknown and unobserved time "
+               "counted as breached).")
+    shown = frame[["flow", "topic", "compliance", "compliance_lower_bound", "samples", "breach_ms", "first_sample",
                    "last_sample"]].copy()
     shown["compliance"] = shown["compliance"] * 100
     shown["compliance_lower_bound"] = shown["compliance_lower_bound"] * 100
     shown["breach_min"] = shown.pop("breach_ms") / 60_000
-    st.dataframe(shown.sort_values(KEY), hide_index=True, width="stretch", column_config={
-        "compliance": st.column_config.ProgressColumn("compliance %", format="%.2f", min_value=0, max_value=100),
-        "compliance_lower_bound": st.column_config.NumberColumn("lower bound %", format="%.2f"),
-        "breach_min": st.column_config.NumberColumn("breach (min)", format="%.1f")})
+    with st.expander("Compliance table"):
+        st.dataframe(shown.sort_values(KEY), hide_index=True, width="stretch", column_config={
+            "compliance": st.column_config.ProgressColumn("compliance %", format="%.2f", min_value=0, max_value=100),
+            "compliance_lower_bound": st.column_config.NumberColumn("lower bound %", format="%.2f"),
+            "breach_min": st.column_config.NumberColumn("breach (min)", format="%.1f")})
 
 
 def _incidents(analytics) -> None:
@@ -71,12 +119,15 @@ def _incidents(analytics) -> None:
     if frame is None or frame.empty:
         st.success("No incidents in the analysed period.")
         return
+    frame = _naive_utc(frame)
     st.caption(f"{counts.get('count', len(frame))} partition incidents, {counts.get('open', 0)} open; "
-               f"per partition, a run of samples breaching the SLO.")
+               f"per partition, a run of samples breaching the SLO (bar: start to recovery, colour: peak time lag).")
+    st.altair_chart(incidents_chart(frame), width="stretch")
     columns = ["flow", "topic", "partition", "start", "end", "recovered", "open", "duration_s", "peak_true_lag",
                "peak_time_lag_s", "catch_up_rate_per_s"]
-    st.dataframe(_naive_utc(frame)[[c for c in columns if c in frame.columns]].sort_values("start", ascending=False),
-                 hide_index=True, width="stretch")
+    with st.expander("Incidents table (newest first)"):
+        st.dataframe(frame[[c for c in columns if c in frame.columns]].sort_values("start", ascending=False),
+                     hide_index=True, width="stretch")
 
 
 def _trend(analytics) -> None:
@@ -85,9 +136,6 @@ def _trend(analytics) -> None:
     if frame is None or frame.empty:
         st.info("No daily trend rows.")
         return
-    frame = frame.assign(series=frame["flow"] + " / " + frame["topic"])
     left, right = st.columns(2)
-    left.caption("true lag p99 (records)")
-    left.line_chart(frame.pivot_table(index="day", columns="series", values="true_lag_p99"), height=240)
-    right.caption("time lag p99 (s)")
-    right.line_chart(frame.pivot_table(index="day", columns="series", values="time_lag_s_p99"), height=240)
+    left.altair_chart(trend_chart(frame, "true_lag_p99", "true lag p99 (records)"), width="stretch")
+    right.altair_chart(trend_chart(frame, "time_lag_s_p99", "time lag p99 (s)"), width="stretch")

@@ -1,17 +1,25 @@
-"""The live sections: overview (one row per flow) and flow detail (partitions, lag and canary charts)."""
+"""The live sections: the overview (one card per flow, made for someone just woken up) and the flow detail
+(topics and partitions worst first, charts of the monitor's recent figures, the canary)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from .charts import canary_chart, lag_chart
+from .charts import canary_chart, lag_chart, overview_chart, time_series
+from .frames import (KEY_PARTITION_COLUMNS, OTHER_PARTITION_COLUMNS, SORTS, partition_frame, recent_frame,
+                     sorted_partitions, status_changes, topic_frame)
 from .health import GREY, SYMBOL, WORD
 from .live import Poll
 from .settings import PageSettings
-from .timeline import Timeline
 
-PARTITION_COLUMNS = ["topic", "partition", "status", "committed_lag", "read_lag", "true_lag", "rpo_seconds",
-                     "records_lost", "forecast", "source_end", "committed", "read_position", "acked_next", "target_end"]
+COLUMN_LABELS = {
+    "time_lag_s": st.column_config.NumberColumn("RPO (s)", help="age of the oldest record not yet on the target",
+                                                format="%.1f"),
+    "true_lag": st.column_config.NumberColumn("true lag", help="records not yet acknowledged by the target"),
+    "committed_lag": st.column_config.NumberColumn("committed lag", help="what kafka-consumer-groups shows"),
+    "read_lag": st.column_config.NumberColumn("read lag", help="behind the engine's fetch position (under-reports)"),
+    "catch_up_s": st.column_config.NumberColumn("catch-up (s)", format="%.0f"),
+}
 
 
 def _number(value, unit: str = "") -> str:
@@ -23,8 +31,9 @@ def _number(value, unit: str = "") -> str:
 
 
 def _seconds(value) -> str:
-    # RPO is milliseconds on a healthy mirror: one decimal would show 0.0 s for the canary's 8 ms
-    return "–" if value is None else f"{value:,.3f} s" if value < 10 else f"{value:,.1f} s"
+    if value is None:
+        return "–"
+    return f"{value * 1000:,.0f} ms" if value < 1 else f"{value:,.1f} s"
 
 
 def monitor_banner(settings: PageSettings, poll: Poll) -> None:
@@ -42,32 +51,60 @@ def overview(settings: PageSettings, poll: Poll) -> None:
         st.info("The monitor reports no flows yet — it answers, but has not sampled a flow (first cycle pending, "
                 "or no `flows:` in its config).")
     for flow in poll.flows:
-        _flow_row(flow, poll)
+        _flow_card(settings, flow, poll)
     for info in settings.flows:
         if info.name not in reported and not poll.monitor_problem:
             st.markdown(f"#### {SYMBOL[GREY]} {info.name} &nbsp; `{info.source} → {info.target}`")
             st.caption("Status: UNKNOWN — the monitor does not report this flow (is it in the monitor's config?)")
 
 
-def _flow_row(flow: dict, poll: Poll) -> None:
+def _newest(frame, column: str):
+    """The newest point's value; None when it is unknown (an older known value would hide a stopped canary)."""
+    if column not in frame or not len(frame):
+        return None
+    value = frame[column].iloc[-1]
+    return None if value != value else float(value)  # NaN → None
+
+
+def _flow_card(settings: PageSettings, flow: dict, poll: Poll) -> None:
     name = flow.get("flow", "?")
     verdict = poll.verdicts[name]
     canary = poll.canary.get(name)
     totals = flow.get("totals") or {}
+    recent = poll.recent.get(name) or {}
+    frame = recent_frame(recent.get("points", []), settings.overview_minutes)
     with st.container(border=True):
         st.markdown(f"#### {verdict.symbol} {name} &nbsp; `{flow.get('source')} → {flow.get('target')}`")
         st.markdown(f"{verdict.badge} {verdict.why()}")
-        cols = st.columns(7)
-        cols[0].metric("Evaluator", flow.get("status", "UNKNOWN"))
-        cols[1].metric("Canary", (canary.status or "–") if canary else "–")
-        cols[2].metric("Heartbeat age", _number(canary.heartbeat_age_s, " s") if canary else "–")
-        cols[3].metric("True lag", _number(totals.get("true_lag")))
-        cols[4].metric("Committed lag", _number(totals.get("committed_lag")))
-        cols[5].metric("RPO", _seconds(totals.get("rpo_seconds", totals.get("max_time_lag_s"))))
-        cols[6].metric("Records lost", _number(totals.get("records_lost")))
+        rpo = totals.get("max_time_lag_s")
+        round_trip = _newest(frame, "canary_round_trip_s")
+        if not len(frame) and canary is not None:  # a monitor without recent figures: the mean since the start
+            round_trip = canary.mean_round_trip_s()
+        cols = st.columns(6)
+        cols[0].metric("RPO now", _number(rpo, " s"), help="age of the oldest source record not yet on the target")
+        cols[1].metric("True lag", _number(totals.get("true_lag")), help="records not yet on the target")
+        cols[2].metric("Canary round trip", _seconds(round_trip),
+                       help="mean of the probes seen in the last seconds; – when none came back")
+        cols[3].metric("Heartbeat age", _number(canary.heartbeat_age_s, " s") if canary else "–")
+        cols[4].metric("Evaluator", flow.get("status", "UNKNOWN"))
+        cols[5].metric("Canary", (canary.status or "–") if canary else "–")
+        if totals.get("records_lost"):
+            st.error(f"{_number(totals.get('records_lost'))} source records were removed before they were mirrored "
+                     "(retention or DeleteRecords): they are not on the target. See Flow detail.")
+        chart, changes = st.columns([3, 2])
+        with chart:
+            if len(frame) >= 2:
+                chart.caption(f"Last {settings.overview_minutes:g} min: RPO (s, area) and true lag (records, line)")
+                st.altair_chart(overview_chart(frame), width="stretch")
+            else:
+                chart.caption("The chart fills from the monitor's samples (a point per sample).")
+        with changes:
+            changes.caption("Status changes (UTC, newest first)")
+            lines = status_changes(recent.get("status_changes", []))
+            changes.markdown("\n".join(f"- {line}" for line in lines) if lines else "none in the monitor's memory")
 
 
-def flow_detail(settings: PageSettings, poll: Poll, timeline: Timeline, name: str | None) -> None:
+def flow_detail(settings: PageSettings, poll: Poll, name: str | None) -> None:
     if poll.monitor_problem:
         monitor_banner(settings, poll)
         return
@@ -79,29 +116,35 @@ def flow_detail(settings: PageSettings, poll: Poll, timeline: Timeline, name: st
         st.info(f"The monitor does not report flow `{name}` (yet).")
         return
     verdict = poll.verdicts[name]
+    mirror = "MirrorMaker 2 " if flow.get("mirror") == "mm2" else ""  # MM2's "group" is its source connector
     st.markdown(f"### {verdict.symbol} {name} &nbsp; `{flow.get('source')} → {flow.get('target')}` "
-                f"&nbsp; group `{flow.get('group')}`")
+                f"&nbsp; {mirror}{'connector' if mirror else 'group'} `{flow.get('group')}`")
     st.markdown(f"{verdict.badge} {verdict.why()}")
     if flow.get("reason"):
         st.warning(f"Monitor: {flow['reason']}")
-    _partition_table(flow)
-    _lag_chart(timeline, name)
-    _canary_section(settings, poll, timeline, name)
+    _partition_tables(flow)
+    frame = recent_frame((poll.recent.get(name) or {}).get("points", []))
+    _lag_charts(frame, poll)
+    _canary_section(settings, poll, frame, name)
 
 
-def _partition_table(flow: dict) -> None:
-    import pandas as pd
-
-    st.subheader("Partitions")
+def _partition_tables(flow: dict) -> None:
     rows = flow.get("partitions") or []
+    st.subheader(f"Topics and partitions ({len(rows):,} partitions)")
     if not rows:
         st.info("No partitions sampled yet.")
         return
-    frame = pd.DataFrame(rows)
-    if "rpo_seconds" not in frame.columns and "time_lag_s" in frame.columns:
-        frame["rpo_seconds"] = frame["time_lag_s"]  # a monitor from before RPO had its own name: same figure
-    frame = frame[[c for c in PARTITION_COLUMNS if c in frame.columns]]
-    st.dataframe(frame, hide_index=True, width="stretch")
+    frame = partition_frame(rows)
+    topics = topic_frame(frame)
+    st.dataframe(topics, hide_index=True, width="stretch", height=min(38 + 35 * len(topics), 250),
+                 column_config=COLUMN_LABELS)
+    sort = st.selectbox("Partitions sorted by", list(SORTS), key="partition_sort")
+    shown = sorted_partitions(frame, sort)
+    st.dataframe(shown[KEY_PARTITION_COLUMNS], hide_index=True, width="stretch", column_config=COLUMN_LABELS,
+                 height=min(38 + 35 * len(shown), 420))
+    with st.expander("All columns: read lag, catch-up forecast and the offsets behind the lags"):
+        st.dataframe(shown[["topic", "partition"] + OTHER_PARTITION_COLUMNS], hide_index=True, width="stretch",
+                     column_config=COLUMN_LABELS)
     forecasts = flow.get("catch_up_s") or {}
     if flow.get("not_catching_up"):
         # a caption, not a warning: a mirror keeping pace at a small steady lag is "not catching up" too
@@ -112,18 +155,22 @@ def _partition_table(flow: dict) -> None:
             f"{t}: {'caught up' if s == 0 else ('unknown' if s is None else f'~{s:.0f} s')}" for t, s in sorted(forecasts.items())))
 
 
-def _lag_chart(timeline: Timeline, name: str) -> None:
-    st.subheader("Lag over time (records, all partitions)")
-    frame = timeline.lag_frame(name)
+def _lag_charts(frame, poll: Poll) -> None:
+    st.subheader("Lag over time (all partitions)")
+    if poll.recent_problem:
+        st.caption(f"No recent figures from the monitor: {poll.recent_problem}")
     if len(frame) < 2:
-        st.caption("Collecting: the chart fills from successive polls while this page is open.")
+        st.caption("Collecting: the monitor adds a point per sample.")
     if len(frame):
-        st.altair_chart(lag_chart(frame), width="stretch")
+        left, right = st.columns(2)
+        left.altair_chart(lag_chart(frame), width="stretch")
+        right.altair_chart(time_series(frame, ["rpo_seconds"], "RPO (s)", {"rpo_seconds": "#f58518"}), width="stretch")
     st.caption("committed = what kafka-consumer-groups shows (saw-tooth with the commit interval); "
-               "read = the engine's fetch position (under-reports); true = not yet on the target (the one to alert on).")
+               "read = the engine's fetch position (under-reports); true = not yet on the target (the one to alert on); "
+               "RPO = age of the oldest record not yet on the target. Kept by the monitor, so a reload keeps them.")
 
 
-def _canary_section(settings: PageSettings, poll: Poll, timeline: Timeline, name: str) -> None:
+def _canary_section(settings: PageSettings, poll: Poll, frame, name: str) -> None:
     st.subheader("Canary")
     if not settings.canary_url:
         st.info("No canary configured (`canary.metrics_port` is off and `dashboard.canary_url` is unset).")
@@ -143,11 +190,10 @@ def _canary_section(settings: PageSettings, poll: Poll, timeline: Timeline, name
     cols[4].metric("Reordered", _number(reading.reordered))
     mean = reading.mean_round_trip_s()
     cols[5].metric("Mean round trip", "–" if mean is None else f"{mean * 1000:,.0f} ms")
-    frame = timeline.canary_frame(name)
-    if len(frame):
+    if len(frame) and frame[["canary_round_trip_s", "heartbeat_age_s"]].notna().any().any():
         st.altair_chart(canary_chart(frame), width="stretch")
-        st.caption("round_trip_s = mean canary round trip of the probes since the previous poll; "
-                   "heartbeat_age_s = age of the newest mirrored heartbeat.")
+        st.caption("canary_round_trip_s = mean canary round trip of the probes between the monitor's reads of the "
+                   "canary's metrics; heartbeat_age_s = age of the newest mirrored heartbeat.")
 
 
 def legend() -> str:

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 from .jars import KAFKA_VERSION, LauncherError, ensure_jars, require_tool
+from .tls import write_tls_files
 
 HEAP = os.environ.get("MIRRORWATCH_BROKER_HEAP", "-Xms256m -Xmx768m")
 STARTUP_TIMEOUT_S = float(os.environ.get("MIRRORWATCH_BROKER_STARTUP_TIMEOUT", "90"))
@@ -42,6 +43,16 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+def terminate(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL if the process has not exited within ``timeout_s`` (brokers and MirrorMaker 2)."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _die_with_parent() -> None:
     # If the Python process that started a broker dies (even by SIGKILL), the broker gets SIGTERM and shuts
     # down cleanly instead of lingering on its ports. PR_SET_PDEATHSIG = 1.
@@ -52,18 +63,55 @@ def _die_with_parent() -> None:
     os.setsid()  # own process group: a terminal's Ctrl-C reaches us, and we stop brokers in order
 
 
+SECURITY = ("plaintext", "sasl_ssl")
+SASL_MECHANISM = "SCRAM-SHA-512"
+ADMIN_USER = "admin"  # the super user of a SASL_SSL cluster (tests and the launcher's own readiness check)
+
+
 class LocalCluster:
-    def __init__(self, name: str, base_dir: str | os.PathLike, port: int | None = None, controller_port: int | None = None):
+    """One single-node KRaft cluster.
+
+    ``security="sasl_ssl"``: the client listener is SASL_SSL (SCRAM-SHA-512 over TLS, a CA and broker certificate
+    generated at first start, see ``tls.py``), with KRaft's StandardAuthorizer and no access without an ACL.
+    ``users`` (name → password) are created as SCRAM users when the storage is formatted; ``admin`` is the super
+    user and must be among them. The controller and inter-broker listeners stay PLAINTEXT on loopback ports
+    (their principal, User:ANONYMOUS, is a super user): nothing but this machine can reach them.
+    """
+
+    def __init__(self, name: str, base_dir: str | os.PathLike, port: int | None = None, controller_port: int | None = None,
+                 security: str = "plaintext", users: dict[str, str] | None = None):
+        if security not in SECURITY:
+            raise LauncherError(f"security must be one of {', '.join(SECURITY)} (got {security!r})")
+        if security == "sasl_ssl" and ADMIN_USER not in (users or {}):
+            raise LauncherError(f"a sasl_ssl cluster needs users={{'{ADMIN_USER}': <password>, ...}} (its super user)")
         self.name = name
+        self.security = security
+        self.users = dict(users or {})
         self.dir = Path(base_dir) / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self._ports_file = self.dir / "ports.json"
         saved = json.loads(self._ports_file.read_text()) if self._ports_file.exists() else {}
         self.port = port or saved.get("port") or free_port()
         self.controller_port = controller_port or saved.get("controller_port") or free_port()
-        self._ports_file.write_text(json.dumps({"port": self.port, "controller_port": self.controller_port}))
+        ports = {"port": self.port, "controller_port": self.controller_port}
+        if security == "sasl_ssl":
+            self.internal_port = saved.get("internal_port") or free_port()
+            while self.internal_port in (self.port, self.controller_port):  # a just-closed port can come back
+                self.internal_port = free_port()
+            ports["internal_port"] = self.internal_port
+        self._ports_file.write_text(json.dumps(ports))
         self.proc: subprocess.Popen | None = None
         self.startup_seconds: float | None = None
+        self.tls = write_tls_files(self.dir / "tls", name) if security == "sasl_ssl" else None
+
+    def client_config(self, user: str | None = ADMIN_USER, password: str | None = None) -> dict[str, str]:
+        """librdkafka properties for a client of this cluster (as ``user`` on a SASL_SSL one)."""
+        props = {"bootstrap.servers": self.bootstrap}
+        if self.security == "sasl_ssl":
+            props.update({"security.protocol": "SASL_SSL", "sasl.mechanism": SASL_MECHANISM,
+                          "sasl.username": user, "sasl.password": password if password is not None else self.users[user],
+                          "ssl.ca.location": str(self.tls.ca)})
+        return props
 
     # ------------------------------------------------------------ addresses and files
     @property
@@ -93,11 +141,6 @@ class LocalCluster:
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.dir / "data"),
             "num.partitions": "1",
             # one node: every internal topic must be satisfiable with a single replica
@@ -117,9 +160,40 @@ class LocalCluster:
             "num.network.threads": "2",
             "num.io.threads": "4",
         }
+        props.update(self._listener_properties())
         path = self.dir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         return path
+
+    def _listener_properties(self) -> dict[str, str]:
+        if self.security == "plaintext":
+            return {
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                "controller.listener.names": "CONTROLLER",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            }
+        return {
+            "listeners": (f"SASL_SSL://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},"
+                          f"CONTROLLER://127.0.0.1:{self.controller_port}"),
+            "advertised.listeners": f"SASL_SSL://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "INTERNAL",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": SASL_MECHANISM,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.tls.keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.tls.ca),
+            "ssl.client.auth": "none",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            # ANONYMOUS is the principal of the loopback PLAINTEXT controller and inter-broker listeners
+            "super.users": f"User:{ADMIN_USER};User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found": "false",
+        }
 
     # ------------------------------------------------------------ lifecycle
     def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> "LocalCluster":
@@ -135,7 +209,9 @@ class LocalCluster:
         if self.is_running():
             return
         java = require_tool("java", "install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)")
-        for port in (self.port, self.controller_port):
+        for port in (self.port, self.controller_port, getattr(self, "internal_port", None)):
+            if port is None:
+                continue
             if port_in_use(port):
                 raise LauncherError(f"cannot start Kafka cluster '{self.name}': port 127.0.0.1:{port} is already in use (stop what holds it, or remove {self._ports_file} to pick new ports)")
         jars = ensure_jars("broker")
@@ -147,7 +223,8 @@ class LocalCluster:
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             fmt = subprocess.run(
                 [java, "-cp", classpath, f"-Dlog4j2.configurationFile={_LOG4J2}", f"-Dkafka.logs.dir={self.dir / 'logs'}",
-                 "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props), "--ignore-formatted"],
+                 "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props), "--ignore-formatted",
+                 *self._scram_arguments()],
                 capture_output=True, text=True,
             )
             if fmt.returncode != 0:
@@ -162,6 +239,14 @@ class LocalCluster:
         out.close()
         _REGISTRY.add(self)
 
+    def _scram_arguments(self) -> list[str]:
+        if self.security != "sasl_ssl":
+            return []
+        out = []
+        for user, password in self.users.items():
+            out += ["--add-scram", f"{SASL_MECHANISM}=[name={user},password={password}]"]
+        return out
+
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
         try:
             self._wait_ready(self._spawned_at + timeout_s)
@@ -173,7 +258,10 @@ class LocalCluster:
     def _wait_ready(self, deadline: float) -> None:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.connection.setup.timeout.ms": 1000,
+        # a TLS and SCRAM handshake with a JVM still warming up can take seconds on a busy machine; the setup
+        # timeout covers it, so 1 s (plenty for PLAINTEXT) would fail every attempt there
+        setup_ms = 1000 if self.security == "plaintext" else 10000
+        admin = AdminClient({**self.client_config(), "socket.connection.setup.timeout.ms": setup_ms,
                              "reconnect.backoff.max.ms": 200, "log_level": 0})
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -189,14 +277,8 @@ class LocalCluster:
 
     def stop(self, timeout_s: float = 30) -> None:
         """Clean shutdown (SIGTERM: the broker flushes and writes its clean-shutdown marker)."""
-        if not self.is_running():
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.is_running():
+            terminate(self.proc, timeout_s)
 
     def kill(self) -> None:
         """SIGKILL: as a machine crash looks to the broker (unflushed page cache aside)."""
@@ -215,8 +297,8 @@ class LocalCluster:
 class LocalClusters:
     """N independent clusters under one folder; a context manager that stops them all on exit."""
 
-    def __init__(self, names: list[str], base_dir: str | os.PathLike):
-        self.clusters = {name: LocalCluster(name, base_dir) for name in names}
+    def __init__(self, names: list[str], base_dir: str | os.PathLike, **options):
+        self.clusters = {name: LocalCluster(name, base_dir, **options) for name in names}
 
     def start(self) -> "LocalClusters":
         # Spawn all from this thread (the brokers die with the spawning thread), then wait for each:

@@ -16,6 +16,7 @@ import time
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ..core.access import Denied, is_denied, raise_if_denied
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import ClusterConfig, Config, FlowConfig
 from ..core.naming import checkpoints_topic, mirror_group, offset_syncs_topic
@@ -122,10 +123,11 @@ class CheckpointEmitter(threading.Thread):
     ``owned`` (from the engine) gives the source partitions this worker mirrors now: with several workers in a
     flow, each checkpoints only its own partitions, so together they cover the flow once."""
 
-    def __init__(self, config: Config, flow_name: str, owned=None, all_up=None):
+    def __init__(self, config: Config, flow_name: str, owned=None, all_up=None, on_denied=None):
         super().__init__(name="checkpoints", daemon=True)
         self.owned = owned
         self.all_up = all_up or (lambda: True)  # the engine's cluster watch: while a cluster is away, retries are not news
+        self.on_denied = on_denied
         self.flow_name, self.flow = config.flow(flow_name)
         self.topic_filter = TopicFilter.of(config, self.flow)  # another flow of this pair shares the offset-syncs topic
         self.interval_s = config.mirror.checkpoint_interval_s
@@ -145,12 +147,25 @@ class CheckpointEmitter(threading.Thread):
         while not self._stop.wait(self.interval_s):
             try:
                 self.emit_once()
+            except Denied as denied:
+                if self.on_denied is None:
+                    raise
+                self.on_denied(denied)
+                return
             except Exception as exc:  # a cluster away: checkpoints resume when it returns
                 log.log(logging.WARNING if self.all_up() else logging.DEBUG, "checkpointing failed (will retry): %s", exc)
         self.producer.flush(5)
 
+    def _delivered(self, err, _msg) -> None:
+        if err is not None and is_denied(err) and self.on_denied is not None:
+            self.on_denied(Denied("WRITE", "topic", self.topic, "target"))
+
     def emit_once(self) -> int:
-        self.reader.catch_up()
+        try:
+            self.reader.catch_up()
+        except Exception as exc:
+            raise_if_denied(exc, "READ", "topic", self.reader.topic, "target")
+            raise
         store = self.store
         mirrored = {topic for topic, _ in store.partitions() if self.topic_filter.matches(topic)}
         now = int(time.time() * 1000)
@@ -162,7 +177,7 @@ class CheckpointEmitter(threading.Thread):
             translations = translate_group(store, committed)
             for t in translations:
                 cp = Checkpoint(group, t.topic, t.partition, t.upstream_committed, t.downstream_offset, now, t.duplicates)
-                self.producer.produce(self.topic, key=cp.key(), value=cp.to_value())
+                self.producer.produce(self.topic, key=cp.key(), value=cp.to_value(), on_delivery=self._delivered)
                 count += 1
             if self.flow.sync_group_offsets and translations and not group_is_active(self.target_admin, group):
                 apply_offsets(self.target_admin, group,

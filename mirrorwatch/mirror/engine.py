@@ -19,7 +19,7 @@ for each partition that had reports (``_finish_round``).
 Beside it: ``partition_state.py`` (one assignment's positions and report callback), ``acknowledgement.py``
 (where ``acked_next`` lands, what may be committed, and the failures the engine stops on; pure),
 ``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties),
-``lifecycle.py`` (start-up, outages), ``records_lost.py`` (records removed from the source before mirrored).
+``lifecycle.py`` (start-up, outages), ``access_guard.py`` (credentials and ACLs), ``records_lost.py`` (records removed from the source before mirrored).
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from ..core.access import AccessProblem, Denied
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.records import PROVENANCE_HEADER
 from ..core.topic_selection import TopicFilter, policy_of
+from .access_guard import EngineAccess
 from .acknowledgement import MirrorFailure, RecordFailure, RecordsLost, failure_message
 from .client_settings import consumer_properties, offset_sync_interval_s, producer_properties
 from .lifecycle import EngineLifecycle
@@ -52,7 +54,7 @@ log = logging.getLogger("mirrorwatch.mirror")
 IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle: commit and sync exactly
 
 
-class MirrorEngine(EngineLifecycle, RecordsLostDetection):
+class MirrorEngine(EngineLifecycle, RecordsLostDetection, EngineAccess):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
         self.config = config
@@ -68,7 +70,8 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         self.add_origin = self.flow.policy == "identity" if provenance is None else provenance
 
         self.partitions: dict[tuple[str, int], PartitionState] = {}
-        self.publisher = PositionPublisher(self.partitions, self.syncs_topic, self._retrying)  # commits and offset syncs
+        # commits and offset syncs; a refused commit or sync is an ACL missing (deny)
+        self.publisher = PositionPublisher(self.partitions, self.syncs_topic, self._retrying, self.group, self.deny)
         self.owned: frozenset[tuple[str, int]] = frozenset()  # the keys of partitions, for other threads to read
         self.touched: list[PartitionState] = []  # states with delivery reports not yet settled
         self.target_names: dict[str, str] = {}  # source topic → target topic
@@ -79,6 +82,7 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         self.failures: list[RecordFailure] = []
         self.lost: list[tuple[str, int, int, int]] = []  # topic, partition, [first, end) lost; the engine stops
         self.records_lost: dict[tuple[str, int], int] = {}  # counted under mirror.on_records_lost: continue
+        self.access_problem: AccessProblem | None = None  # an ACL or credential problem: stop, say it, exit 1
 
         self._stop = threading.Event()
         self._pending_subscription: list[str] | None = None
@@ -121,6 +125,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
                 self.refresh_topics(with_configs)
                 if with_configs:
                     last_config_sync = time.monotonic()
+            except Denied as denied:
+                self.deny(denied)
+                return
             except Exception as exc:  # a cluster away for a while: try again next round
                 self._retrying("topic refresh failed (will retry): %s", exc)
 
@@ -248,7 +255,11 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         reseeked: set[tuple[str, int]] = set()
         for msg in messages:
             if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
+                if msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                    self.deny(Denied("READ", "group", self.group, "source"))
+                elif msg.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    self.deny(Denied("READ", "topic", msg.topic() or ", ".join(self._subscribed), "source"))
+                elif msg.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consume error: %s", msg.error().str())
                 continue
             topic, partition = msg.topic(), msg.partition()
@@ -325,15 +336,10 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
 
     def failure_message(self) -> str | None:
         """One line naming the record that could not be written (the culprit, not its batch-mates)."""
-        return failure_message(self.failures, self.flow.target)
+        return self.denied_write_message(self.failures) or failure_message(self.failures, self.flow.target)
 
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
-        if not self.start_background():
-            self.watch.stop()
-            if self.gave_up:
-                raise ClustersUnreachable(self.gave_up)
-            return
         next_commit = time.monotonic() + self.settings.commit_interval_s
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
@@ -341,6 +347,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         sync_interval = offset_sync_interval_s(self.settings, self.flow.policy)
         next_sync = time.monotonic() + sync_interval
         try:
+            # inside the try: a start refused (credentials, ACLs) still closes the clients before the exit
+            if not self.start_background():
+                self._stop.set()  # stopped, or gave up on a cluster that stayed away, before the start-up steps
             while not self._stop.is_set():
                 self._apply_subscription()
                 if not self._subscribed:
@@ -383,6 +392,8 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
                     next_sync = now + sync_interval
         finally:
             self._shutdown()
+        if self.access_problem is not None:
+            raise self.access_problem
         if self.failures:
             raise MirrorFailure(self.failure_message())
         if self.lost:

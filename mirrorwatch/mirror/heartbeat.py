@@ -10,8 +10,10 @@ import logging
 import threading
 import time
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
+from ..core.access import Denied, is_denied, raise_if_denied
 from ..core.clients import make_admin, make_producer
 from ..core.config import ClusterConfig
 from ..core.records import Heartbeat
@@ -27,26 +29,40 @@ def ensure_heartbeats_topic(cluster: ClusterConfig, topic: str) -> None:
     try:
         futures[topic].result(30)
     except Exception as exc:  # created concurrently by another worker: fine
+        raise_if_denied(exc, "CREATE", "topic", topic, "source")
         if "TOPIC_ALREADY_EXISTS" not in str(exc):
             raise
 
 
 class HeartbeatProducer(threading.Thread):
-    def __init__(self, cluster: ClusterConfig, topic: str, source: str, target: str, interval_s: float, on_sent=None):
+    def __init__(self, cluster: ClusterConfig, topic: str, source: str, target: str, interval_s: float, on_sent=None,
+                 on_denied=None):
         super().__init__(name="heartbeats", daemon=True)
         self.topic, self.source, self.target, self.interval_s = topic, source, target, interval_s
         self._producer = make_producer(cluster, "mirrorwatch-heartbeat", **{"linger.ms": 0, "acks": "all"})
         self._stop = threading.Event()
         self._on_sent = on_sent or (lambda: None)
+        self._on_denied = on_denied or (lambda denied: None)
+
+    def _delivered(self, err, _msg) -> None:
+        if err is None:
+            self._on_sent()
+        elif is_denied(err):  # no retry makes an ACL appear: tell the engine, which stops with one line
+            self._on_denied(Denied("WRITE", "topic", self.topic, "source"))
 
     def run(self) -> None:
         while not self._stop.is_set():
             beat = Heartbeat(self.source, self.target, int(time.time() * 1000))
             try:
                 self._producer.produce(self.topic, key=beat.key(), value=beat.to_value(),
-                                       on_delivery=lambda err, _: self._on_sent() if err is None else None)
+                                       on_delivery=self._delivered)
             except BufferError:  # the source is down and the queue is full: skip this beat, it is only a signal
                 pass
+            except KafkaException as exc:  # refused at once once the client knows it may not write there
+                if is_denied(exc):
+                    self._on_denied(Denied("WRITE", "topic", self.topic, "source"))
+                    return
+                log.warning("heartbeat not sent: %s", exc)
             self._producer.poll(0)
             self._stop.wait(self.interval_s)
         self._producer.flush(2)

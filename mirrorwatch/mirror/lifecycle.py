@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from ..core.access import Denied, wait_for_connection
+
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .outage import ClusterWatch, start_when_reachable
 from .own_topics import ensure_own_topics, matched_topics, other_consumers, report_shared, warn_if_legacy_group
@@ -32,13 +34,25 @@ class EngineLifecycle:
             self.shared_with = report_shared(self.flow_name, self.flow, others, self.shared_with)
 
     def _prepare(self) -> None:
-        """The start-up steps that talk to the clusters; idempotent, so retried while a cluster is away."""
-        self.target_topics.ensure_internal()
-        if self.settings.heartbeats:
-            ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
-        ensure_own_topics(self.config, self.flow, self.policy, self.source_admin, self.target_admin)
-        warn_if_legacy_group(self.source_admin, self.flow_name, self.flow, self.group)
-        self.refresh_topics(with_configs=True)
+        """The start-up steps that talk to the clusters; idempotent, so retried while a cluster is away.
+        Credentials and ACLs are checked first: a refusal ends the run with one line (engine.deny), never a wait."""
+        try:
+            self._check_access()
+            self.target_topics.ensure_internal()
+            if self.settings.heartbeats:
+                ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)
+            ensure_own_topics(self.config, self.flow, self.policy, self.source_admin, self.target_admin)
+            warn_if_legacy_group(self.source_admin, self.flow_name, self.flow, self.group)
+            self.refresh_topics(with_configs=True)
+        except Denied as denied:
+            raise self._as_problem(denied) from None
+
+    def _check_credentials(self) -> None:
+        """From the start-up thread, on the engine's own admin clients: a recorded authentication or TLS failure
+        raises AccessProblem (one line, exit 1); otherwise nothing (an outage is the watch's to report)."""
+        for alias, cluster, admin in ((self.flow.source, self.source_cluster, self.source_admin),
+                                      (self.flow.target, self.target_cluster, self.target_admin)):
+            wait_for_connection(admin, cluster.bootstrap_servers, alias, 1.0)
 
     def _give_up(self, message: str) -> None:
         self.gave_up = message
@@ -46,18 +60,19 @@ class EngineLifecycle:
 
     def start_background(self) -> bool:
         self.watch.start()
-        if not start_when_reachable(self._prepare, self.watch, self._stop):
+        if not start_when_reachable(self._prepare, self.watch, self._stop, self._check_credentials):
             return False
         if self.settings.heartbeats:
             self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
-                                                self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent)
+                                                self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent,
+                                                on_denied=self.deny)
             self.heartbeats.start()
         threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
         if self.flow.checkpoint_groups:
             from .checkpoints import CheckpointEmitter
 
             self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned,
-                                                 all_up=self.watch.all_up)
+                                                 all_up=self.watch.all_up, on_denied=self.deny)
             self.checkpoints.start()
         return True
 

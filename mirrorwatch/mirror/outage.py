@@ -25,6 +25,7 @@ from confluent_kafka import KafkaError, KafkaException
 from ..core.clients import make_admin
 from ..core.config import ClusterConfig
 
+
 log = logging.getLogger("mirrorwatch.mirror")
 
 PROBE_INTERVAL_S = 2.0
@@ -149,9 +150,13 @@ class ClusterWatch:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            # a probe inside the client library while the interpreter exits can crash the process: wait it out
+            self._thread.join(self.timeout_s + 1)
 
 
-def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stopping: threading.Event) -> bool:
+def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stopping: threading.Event,
+                         credentials: Callable[[], None] | None = None) -> bool:
     """Run the engine's start-up steps (idempotent) once both clusters answer, retrying with backoff.
 
     The clusters are probed first (bounded, 5 s) so that a cluster that is away costs no 30 s admin timeouts
@@ -160,6 +165,8 @@ def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stoppin
     """
     attempt = 0
     while not stopping.is_set():
+        if credentials is not None:
+            credentials()  # a failed SASL/TLS handshake looks like an outage: said at once instead (AccessProblem)
         answered = [watch.probe(role) for role, _, _ in watch.clusters]  # probe both, every time
         for error in list(watch.last_error.values()):
             if not is_transient(error):  # e.g. authentication or TLS: waiting will not heal it

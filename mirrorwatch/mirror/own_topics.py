@@ -33,6 +33,12 @@ def _create(admin: AdminClient, topic: NewTopic) -> bool:
     except KafkaException as exc:
         if exc.args and exc.args[0].name() == "TOPIC_ALREADY_EXISTS":  # another worker or the canary was first
             return False
+        if exc.args and exc.args[0].name() in ("TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"):
+            # a least-privilege mirror need not create the canary topics: the canary creates them on its first
+            # probe (and says so); the mirror subscribes at its next topic refresh
+            log.warning("not authorised to CREATE topic %s (%s): the canary will create it; see docs/security.md",
+                        topic.topic, exc.args[0].str())
+            return False
         raise
 
 
@@ -58,7 +64,8 @@ def ensure_own_topics(config: Config, flow: FlowConfig, policy: ReplicationPolic
     partitions = len(found.partitions) if found is not None and found.error is None and found.partitions else canary.partitions
     if found is None and _create(source_admin, NewTopic(canary.topic, canary.partitions, canary.replication_factor)):
         log.info("created canary topic %s on %s (%d partitions)", canary.topic, flow.source, canary.partitions)
-    await_visible(source_admin, [canary.topic, config.mirror.heartbeats_topic] if config.mirror.heartbeats else [canary.topic])
+    wanted = [canary.topic] if canary.topic in source_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics else []
+    await_visible(source_admin, wanted + [config.mirror.heartbeats_topic] if config.mirror.heartbeats else wanted)
     target_name = policy.target_topic(canary.topic)
     if target_name in target_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
         return

@@ -7,9 +7,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from ..core.access import Denied, error_of, is_denied
 from ..core.records import OffsetSync
 from .partition_state import PartitionState
 
@@ -20,9 +22,13 @@ Key = tuple[str, int]
 
 class PositionPublisher:
     def __init__(self, partitions: dict[Key, PartitionState], syncs_topic: str,
-                 retrying: Callable[..., None] | None = None) -> None:
+                 retrying: Callable[..., None] | None = None, group: str = "",
+                 on_denied: Callable[[Denied], None] | None = None) -> None:
         self.partitions = partitions  # the engine's own dict: assignments come and go there
         self.syncs_topic = syncs_topic
+        self.group = group
+        # an ACL missing for a commit or an offset sync: the engine stops with one line (EngineAccess.deny)
+        self.on_denied: Callable[[Denied], None] = on_denied or (lambda denied: None)
         # how a failed commit is reported: the engine's lifecycle keeps retries quiet while a cluster is away
         self.retrying: Callable[..., None] = retrying or log.warning
         self.producer: Producer | None = None
@@ -57,6 +63,9 @@ class PositionPublisher:
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
+            error = error_of(exc)
+            if error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                self.on_denied(Denied("READ", "group", self.group, "source"))  # a refused topic is named by the fetch
             self.retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
             return
         for tp in offsets:
@@ -67,6 +76,10 @@ class PositionPublisher:
     def committed(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """The consumer's commit callback: record what the group coordinator confirmed."""
         if err is not None:
+            # A commit needs READ on the group and on each topic. A refused topic is not named here: the client
+            # marks every partition of the commit refused, so the fetch error (which names the topic) says it.
+            if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                self.on_denied(Denied("READ", "group", self.group, "source"))
             self.retrying("commit failed (will retry): %s", err.str())
             return
         for tp in partitions:
@@ -99,7 +112,16 @@ class PositionPublisher:
         assert self.producer is not None
         while True:
             try:
-                self.producer.produce(topic, key=key, value=value)
+                self.producer.produce(topic, key=key, value=value, on_delivery=self._delivered)
+                return
+            except KafkaException as exc:  # refused at once when the client already knows it may not write there
+                if not is_denied(exc):
+                    raise
+                self.on_denied(Denied("WRITE", "topic", topic, "target"))
                 return
             except BufferError:
                 self.producer.poll(0.1)  # reports served here are settled by the caller's round
+
+    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None and is_denied(err):
+            self.on_denied(Denied("WRITE", "topic", msg.topic(), "target"))

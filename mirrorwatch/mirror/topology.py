@@ -15,7 +15,8 @@ from ..core.oneshot import require_clusters, timeout_option, within
 from ..core.clients import make_consumer
 from ..core.config import load_config
 from ..core.reading import read_to_end
-from ..core.records import Heartbeat, RecordFormatError
+from ..core.mm2 import any_heartbeat
+from ..core.records import RecordFormatError
 
 TAIL = 200  # heartbeats read per partition (from the end): plenty for the newest of each upstream
 
@@ -41,7 +42,7 @@ def latest_heartbeats(cluster, topic_name: str) -> dict[tuple[str, str], tuple[i
         latest = {}
         for msg in read_to_end(consumer, positions, 15, ends):
             try:
-                beat = Heartbeat.from_value(msg.value())
+                beat = any_heartbeat(msg.key(), msg.value())  # ours (JSON) or MirrorMaker 2's
             except RecordFormatError:
                 continue
             key = (beat.source, beat.target)

@@ -4,7 +4,10 @@
 - ``/v3/kafka/{cluster}/consumer``: groups watched on that cluster (mirror groups and ``monitor.groups``);
 - ``/v3/kafka/{cluster}/consumer/{group}/status``: group status, only the partitions that are not OK (Burrow);
 - ``/v3/kafka/{cluster}/consumer/{group}/lag``: the same with every partition;
-- ``/v1/flows``, ``/v1/flows/{flow}``: per partition committed/read/true lag, time lag, status and forecast.
+- ``/v1/flows``, ``/v1/flows/{flow}``: per partition committed/read/true lag, time lag, status and forecast;
+- ``/v1/flows/{flow}/recent[?since_ms=T]``: the last ``monitor.recent_minutes`` of per-flow figures (three lags,
+  RPO seconds, canary round trip and heartbeat age when known, status) and status changes (``recent``);
+- ``/v1/analytics``: the scheduled Spark job's last run (state, reason when it failed, times; ``analytics_runs``).
 
 A name the monitor does not watch → 404 ``{"error": true, "message": ...}``. A watched group with no
 committed offsets answers 200 with status NOTFOUND; an unreachable cluster answers 200 with status UNKNOWN
@@ -15,12 +18,14 @@ from __future__ import annotations
 
 import math
 from typing import Callable
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 from ..core.redact import redact_text
 from ..core.status import PARTITION_STATUS, PartitionStatus
 from .httpserver import Response, json_response
+from .analytics_runs import RunStatus
 from .model import GroupView, Snapshot
+from .recent import RecentStore
 
 
 def _request(path: str) -> dict:
@@ -72,7 +77,7 @@ def group_status_body(v: GroupView, all_partitions: bool) -> dict:
     if v.error:
         body["reason"] = redact_text(v.error)
     if v.kind == "mirror":
-        body["flow"], body["target"] = v.flow, v.target
+        body["flow"], body["target"], body["mirror"] = v.flow, v.target, v.engine
     return body
 
 
@@ -90,14 +95,18 @@ def flow_body(v: GroupView) -> dict:
             "ts_ms": v.ts_ms, "last_ok_ms": v.last_ok_ms, "complete": v.complete, "totals": totals,
             "catch_up_s": {t: _finite(s) for t, s in v.topic_catch_up_s.items()},
             "not_catching_up": sorted(t for t, s in v.topic_catch_up_s.items() if math.isinf(s)),
-            "partitions": rows}
+            "partitions": rows, "mirror": v.engine, "coverage": v.coverage}
+    if v.engine == "mm2":
+        body["heartbeat_age_s"] = None if v.heartbeat_age_s is None else round(v.heartbeat_age_s, 3)
     if v.error:
         body["reason"] = redact_text(v.error)
     return body
 
 
-def make_router(snapshot: Callable[[], Snapshot], clusters: list[str]) -> Callable[[str], Response]:
+def make_router(snapshot: Callable[[], Snapshot], clusters: list[str], recent: RecentStore | None = None,
+                analytics: Callable[[], RunStatus] | None = None) -> Callable[[str], Response]:
     def route(path: str) -> Response:
+        path, _, query = path.partition("?")
         parts = [unquote(p) for p in path.strip("/").split("/") if p]
         snap = snapshot()
         if parts == ["v3", "kafka"]:
@@ -132,6 +141,20 @@ def make_router(snapshot: Callable[[], Snapshot], clusters: list[str]) -> Callab
                     if v.flow == parts[2]:
                         return _ok(path, "flow returned", flow=flow_body(v))
                 return _not_found(path, f"flow '{parts[2]}' not found")
+            if len(parts) == 4 and parts[3] == "recent" and recent is not None:
+                since = parse_qs(query).get("since_ms", [None])[0]
+                if since is not None and not since.lstrip("-").isdigit():
+                    return json_response(400, {"error": True, "message": "since_ms: expected epoch milliseconds",
+                                               "request": _request(path)})
+                body = recent.body(parts[2], int(since) if since is not None else None)
+                if body is None:
+                    return _not_found(path, f"flow '{parts[2]}' not found (or not sampled yet)")
+                return _ok(path, "recent figures returned", recent=body)
+        if parts == ["v1", "analytics"]:
+            if analytics is None:
+                return _ok(path, "analytics are not scheduled", analytics={"state": "off", "reason": (
+                    "monitor.analytics.every_s is not set: the monitor does not run the Spark job")})
+            return _ok(path, "analytics status returned", analytics=analytics().body())
         if parts == ["healthz"]:
             return _ok(path, "ok", seq=snap.seq, ts_ms=snap.ts_ms)
         return _not_found(path, f"no such path: {path}")

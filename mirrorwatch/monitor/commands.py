@@ -139,8 +139,12 @@ def print_tables(snap: Snapshot) -> None:
 
     console = Console(soft_wrap=False, width=max(160, Console().width))
     for v in snap.views:
-        title = (f"flow {v.flow}: {v.cluster} → {v.target}, group {v.group}" if v.kind == "mirror"
-                 else f"group {v.group} on {v.cluster}")
+        if v.kind == "mirror" and v.engine == "mm2":
+            title = f"flow {v.flow}: {v.cluster} → {v.target}, MirrorMaker 2 ({v.group})"
+        elif v.kind == "mirror":
+            title = f"flow {v.flow}: {v.cluster} → {v.target}, group {v.group}"
+        else:
+            title = f"group {v.group} on {v.cluster}"
         table = Table(title=f"{title} — {v.status_name}", title_justify="left")
         mirror = v.kind == "mirror"
         headers = ["TOPIC", "PARTITION", "SOURCE-END", "COMMITTED", "COMMITTED-LAG"]
@@ -162,6 +166,10 @@ def print_tables(snap: Snapshot) -> None:
             continue  # nothing to draw: the reason follows in one line
         console.print(table)
         console.print(_totals_line(v, rows))
+        if v.coverage and v.coverage["groups"]:
+            c = v.coverage
+            console.print(f"translation coverage {c['translated']}/{c['groups']} groups"
+                          + "".join(f"\n  {u['group']}: {u['reason']}" for u in c["untranslated"]))
         if v.error:
             console.print(f"  reason: {v.error}")
 
@@ -181,6 +189,8 @@ def _totals_line(v: GroupView, rows: list[dict]) -> str:
     lost = total("records_lost")
     if lost:
         parts.append(f"records lost {lost}")
+    if v.engine == "mm2":
+        parts.append(f"heartbeat {_t(v.heartbeat_age_s)}")
     parts.append(f"status {v.status_name}")
     if v.group_status != GroupStatus.UNKNOWN:
         parts.append(f"window complete {v.complete:.0%}")

@@ -59,11 +59,26 @@ class SnapshotCollector:
                                 labels=["flow", "source", "target"])
         up = GaugeMetricFamily("mirrorwatch_cluster_up", "1 when the last sample reached the cluster",
                                labels=["cluster"])
+        info = GaugeMetricFamily("mirrorwatch_flow_info", _FAMILIES["mirrorwatch_flow_info"], labels=_INFO_LABELS)
+        beat = GaugeMetricFamily("mirrorwatch_heartbeat_age_seconds", _FAMILIES["mirrorwatch_heartbeat_age_seconds"],
+                                 labels=["flow", "source", "target"])
+        cov = GaugeMetricFamily("mirrorwatch_translation_coverage_ratio",
+                                _FAMILIES["mirrorwatch_translation_coverage_ratio"], labels=["flow", "source", "target"])
+        cp_age = GaugeMetricFamily("mirrorwatch_checkpoint_age_seconds", _FAMILIES["mirrorwatch_checkpoint_age_seconds"],
+                                   labels=GROUP_LABELS)
         now = self._clock()
         ages: dict[tuple[str, str, str], float] = {}
         for v in snap.views:
             glabels = [v.flow, v.cluster, v.target, v.group]
             g_status.add_metric(glabels, v.group_status)
+            if v.kind == "mirror":
+                info.add_metric([v.flow, v.cluster, v.target, v.engine], 1)
+                if v.heartbeat_age_s is not None:
+                    beat.add_metric([v.flow, v.cluster, v.target], v.heartbeat_age_s)
+                if v.coverage and v.coverage["ratio"] is not None:
+                    cov.add_metric([v.flow, v.cluster, v.target], v.coverage["ratio"])
+                for group, seconds in sorted(((v.coverage or {}).get("checkpoint_age_s") or {}).items()):
+                    cp_age.add_metric([v.flow, v.cluster, v.target, group], seconds)
             key = (v.flow, v.cluster, v.target)
             a = now - v.last_ok_ms / 1000.0 if v.last_ok_ms else math.inf
             ages[key] = max(ages.get(key, 0.0), a)  # plain groups share ("", cluster, ""): the stalest speaks
@@ -101,7 +116,8 @@ class SnapshotCollector:
             age.add_metric([flow, source, target], a)
         for cluster, is_up in sorted(snap.cluster_up.items()):
             up.add_metric([cluster], 1 if is_up else 0)
-        return [lag, time_lag, rpo, flow_rpo, lost, catch_up, p_status, g_status, complete, age, up]
+        return [lag, time_lag, rpo, flow_rpo, lost, catch_up, p_status, g_status, complete, age, up, info, beat, cov,
+                cp_age]
 
 
 def _flow_rpo(v) -> float | None:
@@ -152,6 +168,18 @@ class TextRenderer:
         for v in snap.views:
             g = f'flow="{_esc(v.flow)}",source="{_esc(v.cluster)}",target="{_esc(v.target)}",group="{_esc(v.group)}"'
             families["mirrorwatch_group_status"].append(f"mirrorwatch_group_status{{{g}}} {v.group_status}")
+            if v.kind == "mirror":
+                f = f'flow="{_esc(v.flow)}",source="{_esc(v.cluster)}",target="{_esc(v.target)}"'
+                families["mirrorwatch_flow_info"].append(f'mirrorwatch_flow_info{{{f},mirror="{_esc(v.engine)}"}} 1')
+                if v.heartbeat_age_s is not None:
+                    families["mirrorwatch_heartbeat_age_seconds"].append(
+                        f"mirrorwatch_heartbeat_age_seconds{{{f}}} {_num(float(v.heartbeat_age_s))}")
+                if v.coverage and v.coverage["ratio"] is not None:
+                    families["mirrorwatch_translation_coverage_ratio"].append(
+                        f"mirrorwatch_translation_coverage_ratio{{{f}}} {_num(float(v.coverage['ratio']))}")
+                for group, seconds in sorted(((v.coverage or {}).get("checkpoint_age_s") or {}).items()):
+                    families["mirrorwatch_checkpoint_age_seconds"].append(
+                        f'mirrorwatch_checkpoint_age_seconds{{{f},group="{_esc(group)}"}} {_num(float(seconds))}')
             key = (v.flow, v.cluster, v.target)
             a = now - v.last_ok_ms / 1000.0 if v.last_ok_ms else math.inf
             ages[key] = max(ages.get(key, 0.0), a)
@@ -219,7 +247,12 @@ _FAMILIES = {
     "mirrorwatch_window_complete_ratio": "Share of partitions with a full evaluator window",
     "mirrorwatch_sample_age_seconds": "Seconds since the last successful sample",
     "mirrorwatch_cluster_up": "1 when the last sample reached the cluster",
+    "mirrorwatch_flow_info": "1 per flow; mirror says what mirrors it: mirrorwatch (our engine) or mm2 (MirrorMaker 2)",
+    "mirrorwatch_heartbeat_age_seconds": "Age of the newest heartbeat that crossed the mirror (MirrorMaker 2 flows)",
+    "mirrorwatch_translation_coverage_ratio": "Share of the source groups on mirrored topics with a usable checkpoint",
+    "mirrorwatch_checkpoint_age_seconds": "Age of a source group's newest checkpoint on the target",
 }
+_INFO_LABELS = ["flow", "source", "target", "mirror"]
 
 
 class MetricsCache:

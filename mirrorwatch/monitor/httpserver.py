@@ -24,7 +24,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         try:
-            status, ctype, body = self.route(self.path.split("?", 1)[0])
+            status, ctype, body = self.route(self.path)  # the query too: routes that take none ignore it
         except Exception as exc:  # a bug in one handler must not kill the server thread
             log.exception("HTTP %s failed", self.path)
             status, ctype, body = json_response(500, {"error": True, "message": f"internal error: {type(exc).__name__}"})

@@ -10,6 +10,7 @@ from typing import Iterable
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
+from ..core.access import connection_problem, serve_callbacks
 from ..core.clients import make_admin
 from ..core.config import ClusterConfig
 from ..core.redact import redact_text
@@ -39,7 +40,9 @@ class ClusterReader:
         # one succeeds at once (seen with librdkafka 2.16 and a restarted single-broker cluster). So after
         # any failure the next cycle starts with a fresh client.
         self._stale = True
-        return ClusterUnreachable(f"cluster '{self.alias}': {what}: {redact_text(str(exc))}")
+        serve_callbacks(self.admin)  # a failed SASL/TLS handshake is only reported to the error callback
+        problem = connection_problem(self._cluster.bootstrap_servers, self.alias)
+        return ClusterUnreachable(problem or f"cluster '{self.alias}': {what}: {redact_text(str(exc))}")
 
     def topics(self) -> dict[str, int]:
         """{topic: partition count} of every topic the cluster lists. Called first in every cycle."""

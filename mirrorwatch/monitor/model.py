@@ -50,6 +50,9 @@ class GroupView:
     totallag: int = 0
     maxlag_row: int | None = None
     topic_catch_up_s: dict[str, float] = field(default_factory=dict)
+    engine: str = "mirrorwatch"  # what mirrors the flow: "mirrorwatch" (our engine) or "mm2" (MirrorMaker 2)
+    heartbeat_age_s: float | None = None  # MM2 flows: newest heartbeat that crossed the mirror
+    coverage: dict | None = None  # translation coverage and checkpoint age per group (monitor/coverage.py)
 
     @property
     def source(self) -> str:

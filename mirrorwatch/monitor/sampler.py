@@ -19,7 +19,7 @@ import math
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,7 +31,10 @@ from ..core.status import GroupStatus, PartitionStatus
 from ..core.topic_selection import mirrored_topics, policy_of
 from .evaluator import WindowSet, summarize
 from .kafka_io import ClusterReader, ClusterUnreachable
-from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, records_lost, target_behind, target_side_acked_next
+from .coverage import CoverageWatch
+from .lag import (catch_up_seconds, mirror_lags, plain_lag, rate, records_lost, target_behind,
+                  target_side_acked_next)
+from .mm2 import mm2_trackers, sample_mm2_flow
 from .model import GroupView, Snapshot
 from .syncs import UNUSED_GROUP, OffsetSyncTracker
 from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound, time_lag_interpolated
@@ -63,7 +66,11 @@ class Sampler:
         self.timeout_s = timeout_s if timeout_s is not None else max(1.0, min(10.0, settings.interval_s))
         self.readers = {alias: ClusterReader(alias, c, self.timeout_s) for alias, c in config.clusters.items()}
         self.trackers: dict[tuple[str, str], OffsetSyncTracker] = {}
+        self.mm2 = mm2_trackers(config)
+        self.coverage = {name: CoverageWatch(config, name, flow) for name, flow in config.flows.items()}
         for flow in config.flows.values():
+            if flow.mirror is not None:
+                continue  # MirrorMaker 2 keeps its own records (monitor/mm2.py)
             key = (flow.source, flow.target)
             if key not in self.trackers:
                 self.trackers[key] = OffsetSyncTracker(config.clusters[flow.target], offset_syncs_topic(flow.source),
@@ -80,10 +87,19 @@ class Sampler:
         for tracker in self.trackers.values():
             if tracker._thread is None:
                 tracker.start()
+        for trackers in self.mm2.values():
+            trackers.start()
+        for watch in self.coverage.values():
+            if watch.tracker._thread is None:
+                watch.tracker.start()
 
     def close(self) -> None:
         for tracker in self.trackers.values():
             tracker.close()
+        for trackers in self.mm2.values():
+            trackers.close()
+        for watch in self.coverage.values():
+            watch.tracker.close()
         for reader in self.ts_readers.values():
             reader.close()
         # AdminClient has no close(): dropping the references lets librdkafka destroy the handles now
@@ -104,8 +120,9 @@ class Sampler:
                     topics[alias] = exc
             views = []
             for name, flow in self.config.flows.items():
+                group = flow.mirror.connector if flow.mirror else mirror_group(flow.source, flow.target, flow.group, name)
                 views.append(self._guarded(("mirror", name, flow.source), flow.source, flow.target,
-                                           mirror_group(flow.source, flow.target, flow.group, name), name, topics, ts))
+                                           group, name, topics, ts))
             for watched in self.config.monitor.groups:
                 if any(v.cluster == watched.cluster and v.group == watched.group for v in views):
                     continue  # already watched as a flow's mirror group
@@ -137,8 +154,9 @@ class Sampler:
 
     def _unknown(self, flow, cluster, target, group, state: _GroupState, ts, error) -> GroupView:
         n = len(state.keys)
+        mm2 = bool(flow) and self.config.flows[flow].mirror is not None
         return GroupView(kind="mirror" if flow else "group", flow=flow, cluster=cluster, target=target, group=group,
-                         ts_ms=ts, group_status=GroupStatus.UNKNOWN, error=error, last_ok_ms=state.last_ok_ms,
+                         ts_ms=ts, group_status=GroupStatus.UNKNOWN, engine="mm2" if mm2 else "mirrorwatch", error=error, last_ok_ms=state.last_ok_ms,
                          topics=[k[0] for k in state.keys], partitions=[k[1] for k in state.keys],
                          status=np.full(n, PartitionStatus.UNKNOWN, np.int8))
 
@@ -162,6 +180,10 @@ class Sampler:
         src, dst = self.readers[flow.source], self.readers[flow.target]
         source_topics = topics[flow.source]
         keys = [(t, p) for t in mirrored_topics(self.config, flow, source_topics) for p in range(source_topics[t])]
+        if name in self.mm2:
+            view = sample_mm2_flow(self, name, state, topics, keys)
+            last_sync = {k: s.upstream_offset for k, s in self.mm2[name].syncs.latest().items()}
+            return replace(view, coverage=self.coverage[name].refresh(src, set(keys), last_sync, view.ts_ms))
         policy = policy_of(flow)
 
         members, committed_map = src.group(group)
@@ -207,13 +229,15 @@ class Sampler:
         # not older than the time since an earlier sample found the record not yet on the source
         bound = arrival_age_bound([(h[0], h[1]) for h in state.history], lags.acked_next, ts_target)
         time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
+        coverage = self.coverage[name].refresh(src, set(keys), {k: s.upstream_offset for k, s in syncs.items()}, ts)
         catch_up, topic_catch_up = self._forecast(state, keys, ts, source_end, lags.acked_next, lags.true_lag)
         return self._view("mirror", name, flow.source, flow.target, group, ts, summary, windows, keys,
                           statuses, source_end=source_end, committed=committed, read_position=lags.read_position,
                           acked_next=lags.acked_next, target_end=target_end, committed_lag=lags.committed_lag,
                           read_lag=lags.read_lag, true_lag=lags.true_lag, time_lag_s=time_lag,
                           target_behind=target_behind(target_end, sync_down), catch_up_s=catch_up,
-                          topic_catch_up_s=topic_catch_up, last_ok_ms=ts, log_start=log_start, records_lost=lost)
+                          topic_catch_up_s=topic_catch_up, last_ok_ms=ts, log_start=log_start, records_lost=lost,
+                          coverage=coverage)
 
     def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts, ts_target) -> np.ndarray:
         """Seconds per partition: the age of the oldest source record not on the target (RPO seconds).

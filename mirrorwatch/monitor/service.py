@@ -15,11 +15,14 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from ..core.cli import UserError, listen_error
 from ..core.config import Config
+from .analytics_runs import AnalyticsRunner
 from .api import make_router
+from .canary_scrape import CanaryScraper
 from .exporter import MetricsCache
 from .history import HistoryWriter, snapshot_table
 from .httpserver import Server
 from .model import EMPTY, Snapshot
+from .recent import RecentStore
 from .sampler import Sampler
 from .webhooks import Notifier
 
@@ -34,6 +37,12 @@ class MonitorService:
         self.history = HistoryWriter(s.history_dir, s.history_roll_s) if s.history else None
         self.notifier = Notifier(s.webhooks, s.webhook_timeout_s, s.webhook_retries)
         self.metrics = MetricsCache(self.snapshot)
+        self.recent = RecentStore(s.recent_minutes)
+        self.canary = _canary_scraper(config)
+        self.analytics = None
+        if s.analytics.every_s is not None:
+            out = s.analytics.out or config.dashboard.analytics_dir
+            self.analytics = AnalyticsRunner(s.analytics, s.history_dir, out)
         self._snapshot: Snapshot = EMPTY
         self._cycle_lock = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")
@@ -49,7 +58,8 @@ class MonitorService:
             if s.metrics_port is not None:
                 self.metrics_server = Server(s.host, s.metrics_port, self._metrics_route, "metrics").start()
             if s.http_port is not None:
-                router = make_router(self.snapshot, list(self.config.clusters))
+                router = make_router(self.snapshot, list(self.config.clusters), recent=self.recent,
+                                     analytics=self.analytics.status if self.analytics else None)
                 self.api_server = Server(s.host, s.http_port, router, "status-api").start()
         except OSError as exc:  # name the port and the setting that chose it
             setting, port = ("monitor.http_port", s.http_port) if self.metrics_server or s.metrics_port is None else ("monitor.metrics_port", s.metrics_port)
@@ -62,6 +72,15 @@ class MonitorService:
             tracker.caught_up.wait(min(5.0, s.interval_s))
         self.scheduler.add_job(self.cycle, "interval", seconds=s.interval_s, id="sample", max_instances=1,
                                coalesce=True, next_run_time=_now_dt())
+        if self.canary is not None:
+            self.scheduler.add_job(self.canary.scrape, "interval", seconds=s.interval_s, id="canary-scrape",
+                                   max_instances=1, coalesce=True, next_run_time=_now_dt())
+        if self.analytics is not None:
+            # its own thread from APScheduler's pool, its work in a child process: sampling never waits for it
+            a = s.analytics
+            first = a.every_s if a.first_delay_s is None else a.first_delay_s
+            self.scheduler.add_job(self._run_analytics, "interval", seconds=a.every_s, id="analytics",
+                                   max_instances=1, coalesce=True, next_run_time=_now_dt(first))
         # a cycle slowed by an unreachable cluster makes APScheduler skip the next run (coalesced, by design)
         # and warn each time; the cluster's own warning already says what is wrong
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
@@ -81,6 +100,11 @@ class MonitorService:
             self._snapshot = snap
             self.cycles += 1
             try:
+                canary = self.canary.latest if self.canary is not None else None
+                self.recent.record(snap, canary, canary_fresh_ms=int(3000 * self.config.monitor.interval_s) + 2000)
+            except Exception:
+                log.exception("recent figures: cannot record the sample")
+            try:
                 if self.history is not None:
                     self.history.append(snapshot_table(snap))
             except Exception:
@@ -91,12 +115,22 @@ class MonitorService:
                 log.exception("webhooks: cannot queue notifications")
             return snap
 
+    def _run_analytics(self) -> None:
+        status = self.analytics.run()
+        if status.state == "waiting":
+            # no closed history file yet: look again within a minute rather than a whole interval later
+            retry = min(self.config.monitor.analytics.every_s, 60.0)
+            self.scheduler.add_job(self.analytics.run, "date", run_date=_now_dt(retry), id="analytics-retry",
+                                   replace_existing=True)
+
     def _metrics_route(self, path: str):
-        if path in ("/metrics", "/"):
+        if path.split("?", 1)[0] in ("/metrics", "/"):
             return 200, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render()
         return 404, "text/plain", b"not found\n"
 
     def stop(self) -> None:
+        if self.analytics is not None:
+            self.analytics.stop()  # a Spark run in progress must not hold the shutdown
         try:
             self.scheduler.shutdown(wait=True)
         except Exception:  # not started
@@ -112,10 +146,20 @@ class MonitorService:
         log.info("monitor: stopped")
 
 
-def _now_dt():
-    from datetime import datetime, timezone
+def _now_dt(delay_s: float = 0.0):
+    from datetime import datetime, timedelta, timezone
 
-    return datetime.now(timezone.utc)
+    return datetime.now(timezone.utc) + timedelta(seconds=delay_s)
+
+
+def _canary_scraper(config: Config) -> CanaryScraper | None:
+    """The canary's metrics address from the same config (the canary publishes there), or None without one."""
+    c = config.canary
+    if not c.metrics_port or not config.flows:
+        return None
+    host = "127.0.0.1" if c.metrics_host in ("0.0.0.0", "", "::") else c.metrics_host
+    return CanaryScraper(f"http://{host}:{c.metrics_port}/metrics", hold_s=2 * c.interval_s + config.monitor.interval_s,
+                         timeout_s=min(2.0, config.monitor.interval_s))
 
 
 def run_until_signalled(service: MonitorService, stop: threading.Event) -> None:

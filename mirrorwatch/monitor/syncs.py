@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
+
+from confluent_kafka import Message
 
 from ..core.config import ClusterConfig
 from ..core.offset_syncs import OffsetSyncReader
@@ -17,11 +20,21 @@ log = logging.getLogger("mirrorwatch.monitor.syncs")
 UNUSED_GROUP = "mirrorwatch-monitor-assign-only"
 
 
+def _our_sync(msg):
+    sync = OffsetSync.from_value(msg.value())
+    return (sync.topic, sync.partition), sync
+
+
 class OffsetSyncTracker:
-    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str = "mirrorwatch-monitor-syncs"):
+    """The newest record per key of a compacted topic. ``decode(msg)`` gives (key, value), None to skip a record,
+    or raises RecordFormatError; by default the records are mirrorwatch's OffsetSyncs keyed by source partition
+    (MirrorMaker 2's syncs, Connect offsets and heartbeats use the same tracker with their own decoder)."""
+
+    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str = "mirrorwatch-monitor-syncs", decode=None):
         self.topic = topic
+        self._decode = decode or _our_sync
         self._cluster, self._client_id = cluster, client_id
-        self._latest: dict[tuple[str, int], OffsetSync] = {}
+        self._latest: dict[tuple[str, int], Any] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -37,7 +50,7 @@ class OffsetSyncTracker:
         self._thread.start()
         return self
 
-    def latest(self) -> dict[tuple[str, int], OffsetSync]:
+    def latest(self) -> dict[tuple[str, int], Any]:
         with self._lock:
             return dict(self._latest)
 
@@ -47,7 +60,9 @@ class OffsetSyncTracker:
             self._thread.join(10)
 
     def _run(self) -> None:
-        reader = self._reader = OffsetSyncReader(self._cluster, self.topic, self._keep, self._client_id, UNUSED_GROUP)
+        reader = self._reader = OffsetSyncReader(
+            self._cluster, self.topic, lambda _sync: None, self._client_id, UNUSED_GROUP, on_message=self._keep
+        )
         try:
             while not self._stop.is_set() and not self.caught_up.is_set():
                 if reader.catch_up(5.0):
@@ -61,6 +76,9 @@ class OffsetSyncTracker:
         finally:
             reader.close()
 
-    def _keep(self, sync: OffsetSync) -> None:
+    def _keep(self, msg: Message) -> None:
+        decoded = self._decode(msg)
+        if decoded is None:
+            return
         with self._lock:
-            self._latest[(sync.topic, sync.partition)] = sync  # log order: the later record is the newer
+            self._latest[decoded[0]] = decoded[1]  # log order: the later record is the newer

@@ -8,18 +8,20 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+# ``auth``: extra client properties (SASL_SSL credentials for the tests/support/sasl.py clusters); none for PLAINTEXT.
+
+def admin(bootstrap: str, auth: dict | None = None) -> AdminClient:
+    return AdminClient({**(auth or {}), "bootstrap.servers": bootstrap})
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 6, config: dict | None = None) -> None:
-    client = admin(bootstrap)  # keep a reference: a collected client fails its pending futures
+def create_topic(bootstrap: str, name: str, partitions: int = 6, config: dict | None = None, auth: dict | None = None) -> None:
+    client = admin(bootstrap, auth)  # keep a reference: a collected client fails its pending futures
     client.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
-    wait_for_topic(bootstrap, name, partitions)
+    wait_for_topic(bootstrap, name, partitions, auth=auth)
 
 
-def wait_for_topic(bootstrap: str, name: str, partitions: int | None = None, timeout_s: float = 60) -> int:
-    a = admin(bootstrap)
+def wait_for_topic(bootstrap: str, name: str, partitions: int | None = None, timeout_s: float = 60, auth: dict | None = None) -> int:
+    a = admin(bootstrap, auth)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         md = a.list_topics(name, timeout=5).topics.get(name)
@@ -51,8 +53,9 @@ def produce_numbered(bootstrap: str, topic: str, count: int, partitions: int = 6
     assert remaining == 0 and not errors, f"produce failed: {errors[:3]} ({remaining} unflushed)"
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-never-committed", "enable.auto.commit": False})
+def end_offsets(bootstrap: str, topic: str, auth: dict | None = None) -> dict[int, int]:
+    consumer = Consumer({**(auth or {}), "bootstrap.servers": bootstrap, "group.id": "unused-never-committed",
+                         "enable.auto.commit": False})
     try:
         for attempt in range(40):  # a just-created topic's partitions may not have a leader yet
             try:
@@ -68,15 +71,15 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def read_all(bootstrap: str, topic: str, timeout_s: float = 60, expect: int | None = None) -> list:
+def read_all(bootstrap: str, topic: str, timeout_s: float = 60, expect: int | None = None, auth: dict | None = None) -> list:
     """Every record of the topic (all partitions, from the start up to the end offsets seen now)."""
-    ends = end_offsets(bootstrap, topic)
+    ends = end_offsets(bootstrap, topic, auth)
     if expect is not None:
         deadline = time.monotonic() + timeout_s
         while sum(ends.values()) < expect and time.monotonic() < deadline:
             time.sleep(0.5)
-            ends = end_offsets(bootstrap, topic)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-never-committed",
+            ends = end_offsets(bootstrap, topic, auth)
+    consumer = Consumer({**(auth or {}), "bootstrap.servers": bootstrap, "group.id": "unused-never-committed",
                          "enable.auto.commit": False, "enable.partition.eof": False})
     consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
     records, seen = [], {p: 0 for p in ends}

@@ -17,11 +17,11 @@ def die_with_test() -> None:
 class Service:
     """A child process (argv) with its output in ``logs/<name>.log``; dies with the test process."""
 
-    def __init__(self, name: str, argv: list[str], logs: Path):
+    def __init__(self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None):
         self.name, self.log_path = name, logs / f"{name}.log"
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=die_with_test)
+                                     preexec_fn=die_with_test, env=env)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

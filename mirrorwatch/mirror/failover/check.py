@@ -14,11 +14,14 @@ from rich.table import Table
 from ...core.clients import make_admin, make_consumer
 from ...core.cli import UserError
 from ...core.config import ConfigError, load_config
+from ...core.mm2 import is_mm2
+from ...core.mm2_lag import checkpoint_redelivery, translation_coverage
 from ...core.naming import mirror_group, offset_syncs_topic
 from ...core.oneshot import require_clusters, timeout_option, within
 from ...core.status import CanaryStatus
 from ...core.topic_selection import TopicFilter, policy_of
 from ..checkpoints import all_checkpoints, committed_offsets, group_is_active, read_offset_syncs, source_groups
+from ..mm2_records import read_mm2_state, target_end_offsets
 from ..topology import latest_heartbeats
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
@@ -107,11 +110,19 @@ def _check(config_path, flow, groups, as_json):
     require_reachable(target, f.target)
     policy = policy_of(f)
     source_admin, target_admin = make_admin(source, "mirrorwatch-failover-check"), make_admin(target, "mirrorwatch-failover-check")
-    store = read_offset_syncs(target, offset_syncs_topic(f.source))
-    mirror_commits = committed_offsets(source_admin, mirror_group(f.source, f.target, f.group, flow_name))
-    # a commit implies an acknowledgement: the newer of the two is what the target surely has
-    mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
-    acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items() if mine.matches(k[0])}
+    mm2 = read_mm2_state(config, f) if is_mm2(f) else None
+    if mm2 is not None:
+        # MirrorMaker 2: MM2's committed position and offset syncs, the target's end offsets (core.mm2_lag)
+        acked = mm2.acked_next(target_end_offsets(config, f, sorted(set(mm2.latest_sync) | set(mm2.positions))),
+                               one_to_one=policy.kind == "prefix")
+        own_group = None
+    else:
+        store = read_offset_syncs(target, offset_syncs_topic(f.source))
+        own_group = mirror_group(f.source, f.target, f.group, flow_name)
+        mirror_commits = committed_offsets(source_admin, own_group)
+        # a commit implies an acknowledgement: the newer of the two is what the target surely has
+        mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
+        acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items() if mine.matches(k[0])}
     true_lag, age, lost = source_positions(source, sorted(acked), acked)
     topics = {}
     for (topic, partition), lag in true_lag.items():
@@ -120,27 +131,52 @@ def _check(config_path, flow, groups, as_json):
         t["true_lag"] += lag
         t["records_lost"] += lost.get((topic, partition), 0)
         t["time_lag_s"] = round(max(t["time_lag_s"], age.get((topic, partition), 0.0)), 1)
-    beats = latest_heartbeats(target, config.mirror.heartbeats_topic)
-    beat = beats.get((f.source, f.target))
-    heartbeat_age = None if beat is None else max(0.0, time.time() - beat[0] / 1000)
-    checkpoints = all_checkpoints(target, f.source)
-    names = list(groups) or source_groups(source_admin, f, {mirror_group(f.source, f.target, f.group, flow_name)})
-    max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
+    if mm2 is not None:
+        heartbeat_age = mm2.heartbeat_age_s()
+        checkpoints = mm2.checkpoints
+        max_age = max(3 * f.mirror.emit_checkpoints_interval_s, 30.0)
+    else:
+        beats = latest_heartbeats(target, config.mirror.heartbeats_topic)
+        beat = beats.get((f.source, f.target))
+        heartbeat_age = None if beat is None else max(0.0, time.time() - beat[0] / 1000)
+        checkpoints = all_checkpoints(target, f.source)
+        max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
+    names = list(groups) or source_groups(source_admin, f, {own_group} if own_group else set())
     verdicts, now = [], time.time() * 1000
+    commits_by_group, redelivery = {}, {}
     for group in names:
         committed = {k: v for k, v in committed_offsets(source_admin, group).items() if k in true_lag}
+        commits_by_group[group] = committed
         cps = checkpoints.get(group, {})
-        facts = [PartitionFacts(t, p, c,
-                                cps[(t, p)].upstream_offset if (t, p) in cps else None,
-                                cps[(t, p)].downstream_offset if (t, p) in cps else None,
-                                cps[(t, p)].max_duplicates if (t, p) in cps else None,
-                                (now - cps[(t, p)].ts_ms) / 1000 if (t, p) in cps else None,
-                                true_lag[(t, p)])
-                 for (t, p), c in sorted(committed.items())]
+        facts = []
+        for (t, p), c in sorted(committed.items()):
+            cp = cps.get((t, p))
+            duplicates = cp.max_duplicates if cp is not None else None
+            approximate = None
+            if cp is not None and mm2 is not None:
+                # MM2 translates to the newest sync it kept (+1): the re-delivery that adds, from the sync history
+                duplicates = checkpoint_redelivery(mm2.syncs.get((t, p), []), cp.upstream_offset, cp.downstream_offset)
+                redelivery[(group, t, p)] = duplicates
+                last = mm2.latest_sync.get((t, p))
+                if last is not None and c > last[0] + 1:
+                    approximate = (f"{t}[{p}]: commit {c} is beyond MM2's last offset sync ({last[0]}): "
+                                   f"translated approximately")
+                elif duplicates:
+                    approximate = (f"{t}[{p}]: MM2 translated the checkpoint through an older offset sync: "
+                                   f"approximate, {duplicates} records re-delivered")
+            cp_age = (now - cp.ts_ms) / 1000 if cp else None
+            if mm2 is not None and cp is not None and cp.upstream_offset == c:
+                cp_age = None  # MM2 writes a checkpoint only when the group's offset moves: one at the commit is current
+            facts.append(PartitionFacts(t, p, c, cp.upstream_offset if cp else None, cp.downstream_offset if cp else None,
+                                        duplicates, cp_age, true_lag[(t, p)], approximate))
         verdicts.append(judge_group(group, facts, group_is_active(target_admin, group), max_age,
                                     heartbeat_age, config.canary.heartbeat_max_age_s))
+    last_sync = {k: v[0] for k, v in mm2.latest_sync.items()} if mm2 is not None else {
+        k: s.upstream_offset for k, s in store.latest.items()}
+    coverage = translation_coverage(commits_by_group, checkpoints, last_sync, int(now), max_age, redelivery)
     report = {
-        "flow": flow_name, "source": f.source, "target": f.target,
+        "flow": flow_name, "source": f.source, "target": f.target, "mirror": "mm2" if mm2 is not None else "mirrorwatch",
+        "coverage": coverage,
         "heartbeat_age_s": None if heartbeat_age is None else round(heartbeat_age, 1),
         "canary": canary_status(config.canary.metrics_host, config.canary.metrics_port, flow_name),
         "topics": sorted(topics.values(), key=lambda t: t["topic"]),
@@ -181,4 +217,8 @@ def _check(config_path, flow, groups, as_json):
     console.print(group_table)
     if not report["groups"]:
         console.print("no consumer groups to judge (none given, none match checkpoint_groups)")
+    else:
+        console.print(f"translation coverage: {coverage['translated']}/{coverage['groups']} groups have a usable checkpoint"
+                      + "".join(f"\n  {u['group']}: {u['reason']}" for u in coverage["untranslated"])
+                      + "".join(f"\n  {u['group']} (approximate): {u['reason']}" for u in coverage["approximate"]))
     return code

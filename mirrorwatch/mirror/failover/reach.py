@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from ...core.access import AccessProblem, wait_for_connection
 from ...core.cli import UserError
 from ...core.clients import make_admin
 
 REACH_TIMEOUT_S = 5
+EXIT_UNREACHABLE = 3
 
 
 def reachable(cluster, alias: str) -> bool:
+    """True when metadata comes; AccessProblem (exit 3) when authentication or TLS fails."""
+    admin = make_admin(cluster, "mirrorwatch-failover", **{"socket.timeout.ms": 3000})
     try:
-        make_admin(cluster, "mirrorwatch-failover", **{"socket.timeout.ms": 3000}).list_topics(timeout=REACH_TIMEOUT_S)
-        return True
-    except Exception:
-        return False
+        return wait_for_connection(admin, cluster.bootstrap_servers, alias, REACH_TIMEOUT_S)
+    except AccessProblem as exc:
+        raise AccessProblem(str(exc), EXIT_UNREACHABLE) from None
 
 
 def require_reachable(cluster, alias: str) -> None:
     if not reachable(cluster, alias):
-        raise UserError(f"cannot reach cluster '{alias}' at {cluster.bootstrap_servers}", 3)
+        raise UserError(f"cannot reach cluster '{alias}' at {cluster.bootstrap_servers}", EXIT_UNREACHABLE)

@@ -28,6 +28,7 @@ class PartitionFacts:
     checkpoint_duplicates: int | None  # re-delivery already in the checkpoint's translation
     checkpoint_age_s: float | None
     true_lag: int  # records of this partition not yet on the target
+    approximate: str | None = None  # why the checkpoint is only an approximate translation (stated, not judged)
 
 
 @dataclass
@@ -45,7 +46,7 @@ class GroupVerdict:
 def judge_group(group: str, facts: list[PartitionFacts], active_on_target: bool, checkpoint_max_age_s: float,
                 heartbeat_age_s: float | None, heartbeat_max_age_s: float) -> GroupVerdict:
     v = GroupVerdict(group, READY, partitions=len(facts))
-    blocking, costly = [], []
+    blocking, costly, notes = [], [], []
     for f in facts:
         if f.checkpoint_upstream is None:
             v.missing_checkpoints += 1
@@ -57,6 +58,8 @@ def judge_group(group: str, facts: list[PartitionFacts], active_on_target: bool,
         # the group has consumed (committed − checkpoint) more since the checkpoint: those re-deliver too
         v.duplicates += (f.committed - f.checkpoint_upstream) + (f.checkpoint_duplicates or 0)
         v.lost += f.true_lag
+        if f.approximate:
+            notes.append(f.approximate)  # re-delivery is a stated cost, never a failure
         if f.checkpoint_age_s is not None:
             v.oldest_checkpoint_s = max(v.oldest_checkpoint_s or 0.0, f.checkpoint_age_s)
     if not facts:
@@ -73,7 +76,7 @@ def judge_group(group: str, facts: list[PartitionFacts], active_on_target: bool,
         costly.append("no recent heartbeat: the mirror may not be running" if heartbeat_age_s is None
                       else f"last heartbeat {heartbeat_age_s:.0f} s ago (limit {heartbeat_max_age_s:.0f} s)")
     v.verdict = NOT_READY if blocking else DEGRADED if costly else READY
-    v.reasons = blocking + costly
+    v.reasons = blocking + costly + notes
     return v
 
 

@@ -59,7 +59,8 @@ def spark_session(master: str | None = None, app_name: str = "mirrorwatch-analyt
     — then its settings (master, driver memory …) stand, and the caller must not stop it.
 
     ``master`` None means ``local[*]``, except under ``spark-submit``, whose ``--master`` and ``--conf`` then
-    stand: only the UTC session time zone (which the hour/day buckets rely on) is imposed there.
+    stand: only the UTC session time zone (which the hour/day buckets rely on) and millisecond Parquet timestamps
+    (the output format) are imposed there.
     """
     from pyspark.sql import SparkSession
 
@@ -68,7 +69,11 @@ def spark_session(master: str | None = None, app_name: str = "mirrorwatch-analyt
         return active, False
     builder = SparkSession.builder.appName(app_name)
     if launched_by_spark_submit():
-        settings = {"spark.sql.session.timeZone": "UTC", **(conf or {})}
+        # the output's format is part of the contract whoever launches the job: UTC buckets, and timestamps written
+        # as Parquet TIMESTAMP_MILLIS (UTC-adjusted) rather than Spark's default INT96, which readers such as
+        # pyarrow and the status page take as naive times (tests/test_analytics_cluster.py found the difference)
+        settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
+                    **(conf or {})}
     else:
         java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config_path()}"
         settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_opts, **(conf or {})}

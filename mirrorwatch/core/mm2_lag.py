@@ -1,0 +1,99 @@
+"""True lag of a MirrorMaker 2 flow from the target side (pure, numpy; -1 = unknown).
+
+MM2 publishes no acknowledged position, and its offset syncs are sparse (one per ``offset.lag.max`` records, and
+at every gap in the source offsets). So the position is read off the target: the newest sync says source offset
+``u`` is at target offset ``d``; every record the target holds after ``d`` is one more source record, so
+
+    acked_next ≈ u + (target_end − d)
+
+capped by the source end, and never below MM2's committed position (it commits only acknowledged records).
+
+Bounds (docs/mirrormaker2.md):
+- The target end is read *before* the source end, so the estimate describes an earlier moment: true lag is never
+  under-reported; it is over-reported by at most the records mirrored between the two reads.
+- Source gaps after the newest sync (a transaction's commit marker at the tail, compacted offsets) have no target
+  record: each over-reports by one offset until MM2's next sync (MM2 writes a sync at every gap it mirrors past).
+- Under the identity policy records written to the target topic by anything but MM2 would count as mirrored, so
+  there only MM2's committed position is used (over-reports by up to one offset flush). With the default
+  (prefix) policy only MM2 writes the target topic, and the estimate is never above the truth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def target_side_acked_next(source_end, committed_next, sync_upstream, sync_downstream, target_end,
+                           one_to_one=True) -> np.ndarray:
+    """The monitor uses the same rule through ``monitor.lag.target_side_acked_next`` (issue 13's estimator);
+    this copy serves ``mirror failover check``, which may import only core. ``one_to_one`` False (identity
+    policy: other writers share the target partition): the target end proves nothing, MM2's commit counts."""
+    end, com = np.asarray(source_end, np.int64), np.asarray(committed_next, np.int64)
+    up, down, tend = (np.asarray(x, np.int64) for x in (sync_upstream, sync_downstream, target_end))
+    known = bool(one_to_one) & (up >= 0) & (down >= 0) & (tend > down)
+    est = np.where(known, up + (tend - down), -1)
+    est = np.where((end >= 0) & (est >= 0), np.minimum(est, end), est)
+    acked = np.maximum(est, com)  # -1 loses to any known value
+    return np.where((end >= 0) & (acked >= 0), np.minimum(acked, end), acked)
+
+
+# ----------------------------------------------------------------------------- checkpoints and translation
+
+
+def downstream_of(syncs: list[tuple[int, int]], upstream: int) -> int | None:
+    """Where source offset ``upstream`` sits on the target, from (upstream, downstream) syncs sorted by upstream:
+    the newest sync at or below it plus the distance (exact when the source has no gap in between); None below
+    the oldest sync."""
+    best = None
+    for u, d in syncs:
+        if u > upstream:
+            break
+        best = (u, d)
+    return None if best is None else best[1] + (upstream - best[0])
+
+
+def checkpoint_redelivery(syncs: list[tuple[int, int]], cp_upstream: int, cp_downstream: int) -> int | None:
+    """Records a consumer resuming at a checkpoint's downstream offset reads again before reaching the record
+    the group had not consumed yet (MM2 translates to the newest sync it kept, plus one)."""
+    exact = downstream_of(syncs, cp_upstream)
+    return None if exact is None else max(0, exact - cp_downstream)
+
+
+def translation_coverage(commits: dict[str, dict[tuple[str, int], int]], checkpoints: dict[str, dict],
+                         last_sync_upstream: dict[tuple[str, int], int], now_ms: int, max_age_s: float,
+                         redelivery: dict[tuple[str, str, int], int] | None = None) -> dict:
+    """Of the groups with commits on mirrored partitions, which have a usable checkpoint for every one of them.
+
+    ``checkpoints[group][(topic, partition)]`` has ``upstream_offset`` and ``ts_ms`` (source topic names).
+    Untranslated, with the first reason found per group: no checkpoint; checkpoint older than ``max_age_s`` and
+    behind the commit; commit beyond the last sync (MM2 can then only translate it to the last sync + 1).
+    Translated but approximate: ``redelivery[(group, topic, partition)] > 0`` records are read again on resuming
+    (MM2 translated the commit through an older sync than the commit's own position).
+    """
+    untranslated, approximate = [], []
+    redelivery = redelivery or {}
+    for group in sorted(commits):
+        reason, again = None, 0
+        for (topic, partition), committed in sorted(commits[group].items()):
+            cp = checkpoints.get(group, {}).get((topic, partition))
+            where = f"{topic}[{partition}]"
+            if cp is None:
+                reason = f"no checkpoint for {where}"
+            elif cp.upstream_offset != committed and (now_ms - cp.ts_ms) / 1000 > max_age_s:
+                reason = (f"checkpoint for {where} is {(now_ms - cp.ts_ms) / 1000:.0f} s old (limit {max_age_s:.0f} s) "
+                          f"and behind the commit")
+            elif committed > last_sync_upstream.get((topic, partition), committed) + 1:
+                reason = (f"commit {committed} on {where} is beyond the last offset sync "
+                          f"({last_sync_upstream[(topic, partition)]}): translated approximately")
+            if reason:
+                break
+            again += redelivery.get((group, topic, partition)) or 0
+        if reason:
+            untranslated.append({"group": group, "reason": reason})
+        elif again > 0:
+            approximate.append({"group": group, "redelivered": again,
+                                "reason": f"translated through an older offset sync: resuming re-delivers {again} records"})
+    count = len(commits)
+    translated = count - len(untranslated)
+    return {"groups": count, "translated": translated, "ratio": None if count == 0 else round(translated / count, 4),
+            "untranslated": untranslated, "approximate": approximate}

@@ -1,0 +1,165 @@
+"""Harmless probes of one cluster as the configured principal: can it connect, and may it do what a need says?
+
+Nothing here writes to a topic, joins a group or changes a config: creation, config changes and partition
+growth are asked with ``validate_only``; reading is a fetch from the end of a partition by an assign()-only
+consumer. WRITE on a topic and READ on a group cannot be probed without writing or joining, so they are
+"unverified" unless DESCRIBE is already refused (then they are certainly missing).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic)
+
+from ..core.access import AccessProblem, error_of, serve_callbacks, wait_for_connection
+from ..core.acls import LITERAL, PREFIXED, AclNeed
+from ..core.clients import make_admin, make_consumer, make_producer
+from ..core.config import ClusterConfig
+
+OK, MISSING, UNVERIFIED = "ok", "missing", "unverified"
+PROBE_NAME = "mirrorwatch-doctor-probe"  # a topic name no one uses: probes on prefixes ask for prefix + this
+TIMEOUT_S = 10.0
+WARM_UP_HEADER = "mw.canary.warmup"  # the canary's warm-up marker: every canary reader skips such a record
+DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+          KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+
+
+class ClusterProbe:
+    def __init__(self, alias: str, cluster: ClusterConfig, connect_timeout_s: float = 5.0):
+        self.alias, self.cluster = alias, cluster
+        self.admin = make_admin(cluster, "mirrorwatch-doctor", **{"socket.timeout.ms": 5000})
+        self.connect_timeout_s = connect_timeout_s
+        self.topics: dict[str, int] = {}
+        self._visible: dict[str, bool] = {}
+
+    def connect(self) -> tuple[bool, str]:
+        """(reachable and authenticated, what to say)."""
+        try:
+            if not wait_for_connection(self.admin, self.cluster.bootstrap_servers, self.alias, self.connect_timeout_s):
+                return False, f"cannot reach cluster '{self.alias}' at {self.cluster.bootstrap_servers} within {self.connect_timeout_s:g} s"
+        except AccessProblem as exc:
+            return False, str(exc)
+        md = self.admin.list_topics(timeout=TIMEOUT_S)
+        self.topics = {n: len(t.partitions) for n, t in md.topics.items() if t.error is None}
+        return True, f"{len(md.brokers)} broker(s), {len(self.topics)} topic(s) visible"
+
+    # ------------------------------------------------------------------ one need
+    def check(self, need: AclNeed) -> tuple[str, str]:
+        """(OK / MISSING / UNVERIFIED, detail)."""
+        names = self._names(need)
+        if not names:
+            return UNVERIFIED, f"no existing topic matches {need.name}"
+        for name in names:
+            status, detail = self._check_one(need, name)
+            if status != OK:
+                return status, detail
+        return OK, ""
+
+    def _names(self, need: AclNeed) -> list[str]:
+        if need.pattern == LITERAL:
+            return [need.name]
+        if need.pattern == PREFIXED:
+            return [need.name + PROBE_NAME]
+        pattern = re.compile(need.name)  # MATCHING: probe the existing topics or groups it matches (a few)
+        if need.resource_type == "topic":
+            return sorted(t for t in self.topics if pattern.fullmatch(t) and not t.startswith("__"))[:10]
+        return []
+
+    def _check_one(self, need: AclNeed, name: str) -> tuple[str, str]:
+        kind, op = need.resource_type, need.operation
+        if kind == "topic":
+            if op in ("READ", "DESCRIBE") and not self._describable(name):
+                return MISSING, "refused"
+            if op == "READ":
+                return self._fetch(name) if name in self.topics else (UNVERIFIED, f"{name} does not exist yet")
+            if op == "DESCRIBE":
+                return OK, ""
+            if op == "CREATE":
+                return self._admin_call(lambda: self.admin.create_topics([NewTopic(name, 1, -1)], validate_only=True,
+                                                                         request_timeout=TIMEOUT_S)[name])
+            if op == "DESCRIBE_CONFIGS":
+                resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+                return self._admin_call(lambda: self.admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource])
+            if op == "ALTER_CONFIGS":
+                entry = ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)
+                resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[entry])
+                return self._admin_call(lambda: self.admin.incremental_alter_configs(
+                    [resource], validate_only=True, request_timeout=TIMEOUT_S)[resource])
+            if op == "ALTER":
+                count = self.topics.get(name, 1) + 1
+                return self._admin_call(lambda: self.admin.create_partitions(
+                    [NewPartitions(name, count)], validate_only=True, request_timeout=TIMEOUT_S)[name])
+            if op == "WRITE":
+                if not self._describable(name):
+                    return MISSING, "refused (not even DESCRIBE)"
+                return UNVERIFIED, "cannot be probed without writing"
+        if kind == "group":
+            status, detail = self._admin_call(
+                lambda: self.admin.describe_consumer_groups([name], request_timeout=TIMEOUT_S)[name])
+            if status == OK and op == "READ":
+                return UNVERIFIED, "cannot be probed without joining the group"
+            return status, detail
+        return UNVERIFIED, "not probed"
+
+    def _describable(self, name: str) -> bool:
+        if name in self.topics:
+            return True
+        if name not in self._visible:
+            md = self.admin.list_topics(name, timeout=TIMEOUT_S).topics.get(name)
+            self._visible[name] = not (md is not None and md.error is not None
+                                       and md.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        return self._visible[name]
+
+    def _admin_call(self, future_of) -> tuple[str, str]:
+        try:
+            future_of().result(TIMEOUT_S + 1)
+            return OK, ""
+        except Exception as exc:
+            err = error_of(exc)
+            if err is not None and err.code() in DENIED:
+                return MISSING, "refused"
+            if err is not None and err.code() in (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                                  KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_CONFIG,
+                                                  KafkaError.POLICY_VIOLATION, KafkaError.INVALID_REPLICATION_FACTOR):
+                return OK, ""  # authorised: the broker got as far as judging the request itself
+            return UNVERIFIED, f"no answer: {exc}"
+
+    def _fetch(self, topic: str) -> tuple[str, str]:
+        consumer = make_consumer(self.cluster, "mirrorwatch-doctor")
+        try:
+            consumer.assign([TopicPartition(topic, p, -1) for p in range(self.topics[topic])])  # -1: the end
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.3)
+                if msg is not None and msg.error() is not None and msg.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    return MISSING, "refused"
+            return OK, ""
+        finally:
+            consumer.close()
+
+    # ------------------------------------------------------------------ clock
+    def clock_offset(self, topic: str) -> tuple[float, float] | None:
+        """(broker clock − local clock, ± error) in seconds from one warm-up record's LogAppendTime, or None
+        when the topic does not stamp append times (or cannot be written)."""
+        producer = make_producer(self.cluster, "mirrorwatch-doctor", **{"acks": "all", "linger.ms": 0})
+        got: list = []
+        producer.list_topics(topic, timeout=TIMEOUT_S)
+        sent = time.time()
+        try:
+            producer.produce(topic, value=b"", headers=[(WARM_UP_HEADER, b"1")],
+                             on_delivery=lambda err, msg: got.append((err, msg, time.time())))
+        except KafkaException:
+            return None
+        producer.flush(TIMEOUT_S)
+        serve_callbacks(producer)
+        if not got or got[0][0] is not None:
+            return None
+        _, msg, acked = got[0]
+        ts_type, ts = msg.timestamp()
+        if ts_type != 2:  # TIMESTAMP_LOG_APPEND_TIME
+            return None
+        midpoint = (sent + acked) / 2
+        return ts / 1000.0 - midpoint, (acked - sent) / 2 + 0.001  # the broker stamps in whole ms

@@ -1,0 +1,113 @@
+"""One-shot reads of a MirrorMaker 2 flow's own records, for ``mirror failover check`` (assign()-only, no group).
+
+Names and formats come from ``core.mm2``; the target-side position estimate from ``core.mm2_lag``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import TopicPartition
+
+from ..core.clients import make_consumer
+from ..core.config import Config, FlowConfig
+from ..core.mm2 import aliases, any_heartbeat, decode_checkpoint, decode_connect_offset, decode_offset_sync, flow_policy, mm2_topics
+from ..core.mm2_lag import target_side_acked_next
+from ..core.reading import end_offsets, read_to_end
+from ..core.records import Checkpoint, RecordFormatError
+
+
+def read_topic(cluster, topic: str, timeout_s: float = 20.0) -> list:
+    """Every record of ``topic`` now (empty if it does not exist)."""
+    consumer = make_consumer(cluster, "mirrorwatch-mm2-reader", **{"enable.partition.eof": True})
+    try:
+        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None or not md.partitions:
+            return []
+        positions = {(topic, p): 0 for p in md.partitions}
+        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
+        return list(read_to_end(consumer, positions, timeout_s))
+    finally:
+        consumer.close()
+
+
+@dataclass
+class Mm2State:
+    syncs: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)  # sorted by upstream
+    latest_sync: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)  # MM2's committed next source offset
+    checkpoints: dict[str, dict[tuple[str, int], Checkpoint]] = field(default_factory=dict)  # source topic names
+    heartbeat_ms: int | None = None  # newest heartbeat that crossed the mirror (else MM2's own)
+
+    def acked_next(self, target_ends: dict[tuple[str, int], int], one_to_one: bool = True) -> dict[tuple[str, int], int]:
+        """Target-side estimate of the next source offset not yet on the target (uncapped: the caller has the ends)."""
+        out = {}
+        for key in set(self.latest_sync) | set(self.positions):
+            u, d = self.latest_sync.get(key, (-1, -1))
+            value = int(target_side_acked_next([-1], [self.positions.get(key, -1)], [u], [d],
+                                               [target_ends.get(key, -1)], one_to_one)[0])
+            if value >= 0:
+                out[key] = value
+        return out
+
+    def heartbeat_age_s(self) -> float | None:
+        return None if self.heartbeat_ms is None else max(0.0, time.time() - self.heartbeat_ms / 1000)
+
+
+def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
+    topics, policy = mm2_topics(flow), flow_policy(flow)
+    source_alias, target_alias = aliases(flow)
+    target = config.clusters[flow.target]
+    state = Mm2State()
+    for msg in read_topic(config.clusters[topics.offset_syncs_cluster], topics.offset_syncs):
+        try:
+            s = decode_offset_sync(msg.key(), msg.value())
+        except RecordFormatError:
+            continue
+        state.syncs.setdefault((s.topic, s.partition), []).append((s.upstream_offset, s.downstream_offset))
+        state.latest_sync[(s.topic, s.partition)] = (s.upstream_offset, s.downstream_offset)
+    for history in state.syncs.values():
+        history.sort()
+    for msg in read_topic(target, topics.connect_offsets):
+        try:
+            pos = decode_connect_offset(msg.key(), msg.value())
+        except RecordFormatError:
+            continue
+        if pos is not None and pos.connector == flow.mirror.connector and pos.cluster == source_alias:
+            state.positions[(pos.topic, pos.partition)] = pos.next_offset
+    for msg in read_topic(target, topics.checkpoints):
+        try:
+            cp = decode_checkpoint(msg.key(), msg.value(), msg.timestamp()[1])
+        except RecordFormatError:
+            continue
+        source_topic = policy.source_topic(cp.topic)  # MM2 names the target topic in its checkpoints
+        if source_topic is not None:
+            state.checkpoints.setdefault(cp.group, {})[(source_topic, cp.partition)] = Checkpoint(
+                cp.group, source_topic, cp.partition, cp.upstream_offset, cp.downstream_offset, cp.ts_ms)
+    own, crossed = None, None
+    for topic, mine in ((topics.heartbeats, True), (topics.mirrored_heartbeats, False)):
+        for msg in read_topic(target, topic, 10):
+            try:
+                beat = any_heartbeat(msg.key(), msg.value())
+            except RecordFormatError:
+                continue
+            if mine and (beat.source, beat.target) == (source_alias, target_alias):
+                own = max(own or 0, beat.ts_ms)
+            elif not mine:
+                crossed = max(crossed or 0, beat.ts_ms)
+    state.heartbeat_ms = crossed if crossed is not None else own
+    return state
+
+
+def target_end_offsets(config: Config, flow: FlowConfig, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Target end offsets keyed by *source* (topic, partition)."""
+    policy = flow_policy(flow)
+    consumer = make_consumer(config.clusters[flow.target], "mirrorwatch-mm2-reader")
+    try:
+        existing = consumer.list_topics(timeout=10).topics
+        wanted = [(t, p) for t, p in partitions if policy.target_topic(t) in existing]
+        ends = end_offsets(consumer, [(policy.target_topic(t), p) for t, p in wanted])
+        return {(t, p): ends[(policy.target_topic(t), p)] for t, p in wanted}
+    finally:
+        consumer.close()

@@ -1,0 +1,108 @@
+"""The last ``monitor.recent_minutes`` of per-flow figures, in memory, for ``/v1/flows/<flow>/recent``.
+
+One point per sampling cycle and flow: the three lags (sums over the flow's partitions), the flow's RPO in
+seconds, the canary's round trip and heartbeat age when the canary's metrics can be read, and the status; plus
+the flow's status changes. The status page draws its charts from this, so a reload keeps the picture (it
+used to build them in the browser session). A restart of the monitor starts it empty: the Parquet history
+is the long-term record.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import GroupView, Snapshot
+
+LAGS = ("committed_lag", "read_lag", "true_lag")
+MAX_CHANGES = 50  # status changes kept per flow, besides the time limit
+
+
+def rpo_seconds(view: GroupView) -> float | None:
+    """The flow's RPO now, in seconds: the age of the oldest source record not yet on the target, over all its
+    partitions (the max time lag). One place to switch when the evaluator publishes its own per-flow figure."""
+    if view.time_lag_s is None or not len(view.time_lag_s):
+        return None
+    known = view.time_lag_s[~np.isnan(view.time_lag_s)]
+    return float(known.max()) if len(known) else None
+
+
+def _total(arr) -> int | None:
+    if arr is None:
+        return None
+    known = arr[arr >= 0]
+    return int(known.sum()) if len(known) else None
+
+
+@dataclass(frozen=True)
+class CanaryFigures:
+    """What the monitor read from the canary's metrics for one flow at one time."""
+
+    ts_ms: int
+    round_trip_s: float | None  # mean of the probes since the previous reading
+    heartbeat_age_s: float | None
+    status: str | None
+
+
+class RecentStore:
+    def __init__(self, minutes: float):
+        self.span_ms = int(minutes * 60_000)
+        self._points: dict[str, deque] = {}
+        self._changes: dict[str, deque] = {}
+        self._last_status: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def record(self, snap: Snapshot, canary: dict[str, CanaryFigures] | None = None,
+               canary_fresh_ms: int = 0) -> None:
+        """Add one point per flow view of ``snap``; canary figures older than ``canary_fresh_ms`` are left out."""
+        canary = canary or {}
+        with self._lock:
+            for view in snap.flow_views():
+                point = {"ts_ms": int(view.ts_ms), "status": view.status_name, "rpo_seconds": rpo_seconds(view)}
+                for name in LAGS:
+                    point[name] = _total(getattr(view, name))
+                figures = canary.get(view.flow)
+                fresh = figures is not None and view.ts_ms - figures.ts_ms <= canary_fresh_ms
+                point["canary_round_trip_s"] = figures.round_trip_s if fresh else None
+                point["heartbeat_age_s"] = figures.heartbeat_age_s if fresh else None
+                points = self._points.setdefault(view.flow, deque())
+                if points and points[-1]["ts_ms"] >= point["ts_ms"]:
+                    continue
+                points.append(point)
+                before = self._last_status.get(view.flow)
+                if before != view.status_name:
+                    changes = self._changes.setdefault(view.flow, deque(maxlen=MAX_CHANGES))
+                    changes.append({"ts_ms": point["ts_ms"], "from": before, "to": view.status_name,
+                                    "reason": view.error})
+                    self._last_status[view.flow] = view.status_name
+                self._prune(view.flow, point["ts_ms"])
+
+    def _prune(self, flow: str, now_ms: int) -> None:
+        oldest = now_ms - self.span_ms
+        points = self._points.get(flow)
+        while points and points[0]["ts_ms"] < oldest:
+            points.popleft()
+        changes = self._changes.get(flow)
+        while changes and changes[0]["ts_ms"] < oldest:
+            changes.popleft()
+
+    def flows(self) -> list[str]:
+        return sorted(self._points)
+
+    def body(self, flow: str, since_ms: int | None = None) -> dict | None:
+        """The API answer for one flow (None: the flow was never sampled)."""
+        with self._lock:
+            if flow not in self._points:
+                return None
+            points = [p for p in self._points[flow] if since_ms is None or p["ts_ms"] >= since_ms]
+            changes = list(self._changes.get(flow, ()))
+        return {"flow": flow, "span_s": self.span_ms / 1000, "points": [_clean(p) for p in points],
+                "status_changes": changes}
+
+
+def _clean(point: dict) -> dict:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in point.items()}

@@ -1,0 +1,333 @@
+"""mirrorwatch watching the real Apache MirrorMaker 2 (connect-mirror 4.3.1, dedicated mode) on the real clusters.
+
+One MM2 process for the module (start-up costs ~30-80 s on 2 cores), configured for fast tests: topics and groups
+refreshed every second, checkpoints emitted every second, Connect offsets flushed every second, one task.
+MM2's aliases are the config's (east, west), so every MM2 topic name below is MM2's own default.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+
+from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
+from mirrorwatch.monitor.sampler import Sampler
+
+from .support.helpers import admin, create_topic, end_offsets, produce_numbered
+from .support.mirror_harness import wait_until
+from .test_canary_check import run_check
+from .test_mirror_failover import consume_and_commit, run_cli
+
+RUN = uuid.uuid4().hex[:6]
+LAG_TOPIC, FO_TOPIC, CANARY_TOPIC = f"mm2t-{RUN}-lag", f"mm2t-{RUN}-fo", f"mm2t-{RUN}-canary"
+FAST = {"refresh.topics.interval.seconds": "1", "refresh.groups.interval.seconds": "1",
+        "emit.checkpoints.interval.seconds": "1", "tasks.max": "1", "sync.topic.configs.enabled": "false",
+        "groups": f"mm2g-{RUN}-.*",
+        # the Connect worker of the east->west herder runs against the target: worker settings take its prefix
+        "west.offset.flush.interval.ms": "1000"}
+
+
+class Env:
+    def __init__(self, source, target, mm2, config_path, config_dict):
+        self.source, self.target, self.mm2 = source, target, mm2
+        self.config_path, self.config_dict = config_path, config_dict
+
+    def config(self):
+        return config_from_dict(self.config_dict)
+
+
+@pytest.fixture(scope="module")
+def mm2_env(source, target, tmp_path_factory):
+    for topic, partitions in ((FO_TOPIC, 2), (CANARY_TOPIC, 3)):
+        create_topic(source.bootstrap, topic, partitions)
+    # LogAppendTime: record timestamps are arrival times on the source, so RPO's ground truth needs no producer clock
+    create_topic(source.bootstrap, LAG_TOPIC, 3, {"message.timestamp.type": "LogAppendTime"})
+    workdir = tmp_path_factory.mktemp("mm2")
+    props = mm2_properties({"east": source.bootstrap, "west": target.bootstrap}, "east", "west", f"mm2t-{RUN}-.*", **FAST)
+    mm2 = LocalMirrorMaker2(workdir, props).start()
+    body = {"clusters": {"east": source.config(), "west": target.config()},
+            "flows": {"ew": {"source": "east", "target": "west", "topics": [f"mm2t-{RUN}-(lag|fo)"],
+                             "checkpoint_groups": [f"mm2g-{RUN}-.*"],
+                             "mirror": {"kind": "mm2", "offset_flush_interval_s": 1, "emit_checkpoints_interval_s": 1}}},
+            "canary": {"topic": CANARY_TOPIC, "metrics_port": None, "heartbeat_max_age_s": 10, "crit_latency_s": 10,
+                       "warn_latency_s": 5},
+            "monitor": {"interval_s": 1, "history": False, "http_port": None, "metrics_port": None}}
+    path = workdir / "mirrorwatch.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(body))
+    try:
+        # MM2 is up when it has mirrored a first record of each topic
+        produce_numbered(source.bootstrap, FO_TOPIC, 2, partitions=2)
+        wait_until(lambda: _exists(target.bootstrap, f"east.{FO_TOPIC}") and sum(end_offsets(target.bootstrap, f"east.{FO_TOPIC}").values()) >= 2,
+                   240, 1, "MM2 mirroring a first record", alive=mm2)
+        yield Env(source, target, mm2, path, body)
+    finally:
+        mm2.kill()
+
+
+def _exists(bootstrap, topic):
+    return topic in admin(bootstrap).list_topics(timeout=5).topics
+
+
+def _connect_offsets(bootstrap) -> dict[tuple[str, int], int]:
+    """An independent read of MM2's Connect offsets (raw JSON): the next source offset per partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-never-committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    topic = "mm2-offsets.east.internal"
+    parts = admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    out, eof, deadline = {}, set(), time.monotonic() + 15
+    while len(eof) < len(parts) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            eof.add(msg.partition())
+            continue
+        name, where = json.loads(msg.key())
+        if name == "MirrorSourceConnector" and msg.value() is not None and where["cluster"] == "east":
+            out[(where["topic"], where["partition"])] = json.loads(msg.value())["offset"] + 1
+    consumer.close()
+    return out
+
+
+def test_mm2_creates_its_topics_where_the_defaults_say(mm2_env):
+    east = set(admin(mm2_env.source.bootstrap).list_topics(timeout=10).topics)
+    west = set(admin(mm2_env.target.bootstrap).list_topics(timeout=10).topics)
+    assert {"mm2-offset-syncs.west.internal", "heartbeats"} <= east  # offset syncs on the SOURCE by default
+    assert {"east.checkpoints.internal", "mm2-offsets.east.internal", "heartbeats", "east.heartbeats",
+            f"east.{FO_TOPIC}"} <= west
+
+
+def test_true_lag_rpo_and_committed_lag_under_steady_traffic(mm2_env):
+    env = mm2_env
+    sampler = Sampler(env.config(), timeout_s=5)
+    produced: dict[tuple[int, int], int] = {}  # (partition, offset) → CreateTime ms
+    stop = threading.Event()
+
+    def produce():
+        producer = Producer({"bootstrap.servers": env.source.bootstrap, "linger.ms": 5, "acks": "all"})
+        i = 0
+        while not stop.is_set():
+            for _ in range(30):
+                producer.produce(LAG_TOPIC, b"x" * 100, None, i % 3, on_delivery=lambda err, m: err is None and produced.__setitem__((m.partition(), m.offset()), m.timestamp()[1]))
+                i += 1
+            producer.poll(0)
+            time.sleep(0.05)  # ~600 records/s
+        producer.flush(30)
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    checked, errors, rpo_errors, earlier = 0, [], [], {}
+    try:
+        wait_until(lambda: all(t.caught_up.is_set() for t in sampler.mm2["ew"].all[:2]), 60, 0.5, "trackers caught up")
+        time.sleep(3)
+        for _ in range(12):
+            before = end_offsets(env.target.bootstrap, f"east.{LAG_TOPIC}")
+            committed_before = _connect_offsets(env.target.bootstrap)
+            started_ms = time.time() * 1000  # RPO is measured at some moment between this and view.ts_ms
+            view = next(v for v in sampler.sample().flow_views() if v.flow == "ew")
+            after = end_offsets(env.target.bootstrap, f"east.{LAG_TOPIC}")
+            committed_after = _connect_offsets(env.target.bootstrap)
+            assert view.engine == "mm2" and view.error is None, view.error
+            for i, (topic, p) in enumerate(zip(view.topics, view.partitions)):
+                if topic != LAG_TOPIC:
+                    continue
+                end, true_lag = int(view.source_end[i]), int(view.true_lag[i])
+                # the topic started empty and MM2 from offset 0: target offsets equal source offsets
+                assert end - after[p] <= true_lag <= end - before[p], (p, end, before[p], after[p], true_lag)
+                errors.append(true_lag - (end - after[p]))
+                # MM2's committed position as the monitor's tracker has it: never ahead of the Connect offsets topic,
+                # and at most one flush (1 s here) plus the tracker's fetch behind it
+                assert earlier.get((topic, p), -1) <= int(view.committed[i]) <= committed_after[(topic, p)]
+                # RPO: the oldest source record not on the target is one of the records at before..after
+                rpo_ms = view.time_lag_s[i] * 1000
+                oldest = produced.get((p, before[p]))
+                newest = produced.get((p, after[p]))
+                if true_lag > 0 and oldest is not None:
+                    low = 0 if newest is None else started_ms - newest
+                    assert low - 5 <= rpo_ms <= view.ts_ms - oldest + 5, (p, low, rpo_ms, view.ts_ms - oldest)
+                    rpo_errors.append(rpo_ms - low)
+                checked += 1
+            earlier = committed_before
+            time.sleep(0.7)
+    finally:
+        stop.set()
+        writer.join()
+        if checked < 30:
+            sampler.close()
+    assert checked >= 30
+    print(f"true-lag above the lower truth bound: max {max(errors)} records; RPO above its lower bound: max {max(rpo_errors):.0f} ms")
+    # idle: every figure is exact, committed lag from MM2's Connect offsets included
+    ends = end_offsets(env.source.bootstrap, LAG_TOPIC)
+    wait_until(lambda: end_offsets(env.target.bootstrap, f"east.{LAG_TOPIC}") == ends, 60, 0.5, "MM2 caught up")
+    wait_until(lambda: all(_connect_offsets(env.target.bootstrap).get((LAG_TOPIC, p)) == e for p, e in ends.items()), 30, 0.5,
+               "MM2 committed everything")
+    time.sleep(1.5)
+    view = next(v for v in sampler.sample().flow_views() if v.flow == "ew")
+    rows = [r for r in view.rows() if r["topic"] == LAG_TOPIC]
+    assert [(r["committed"], r["committed_lag"], r["true_lag"], r["time_lag_s"]) for r in rows] == [(ends[p], 0, 0, 0.0) for p in range(3)]
+    assert view.heartbeat_age_s is not None and view.heartbeat_age_s < 5
+    sampler.close()
+
+
+def _commit(bootstrap, group, offsets: dict[int, int]):
+    for p, o in offsets.items():
+        consume_and_commit(bootstrap, FO_TOPIC, group, p, o)
+
+
+def _resume_and_count(env, group, cps: dict[int, int], committed: dict[int, int]) -> int:
+    """A real translate-and-resume: apply MM2's checkpoints for the group on the target, resume a consumer there and
+    count the records it reads again (source offset below the group's commit; value v{i} is record i, partition
+    i % 2, source offset i // 2)."""
+    target_topic = f"east.{FO_TOPIC}"
+    a = admin(env.target.bootstrap)
+    a.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(target_topic, p, o) for p, o in cps.items()])])[group].result(30)
+    consumer = Consumer({"bootstrap.servers": env.target.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([target_topic])
+    ends = end_offsets(env.target.bootstrap, target_topic)
+    again, reached, deadline = 0, {p for p in committed if cps[p] >= ends[p]}, time.monotonic() + 30
+    while len(reached) < len(committed) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None or msg.error():
+            continue
+        source_offset = int(msg.value().decode()[1:].rstrip(".")) // 2
+        if source_offset < committed[msg.partition()]:
+            again += 1
+        else:
+            reached.add(msg.partition())
+    consumer.close()
+    assert len(reached) == len(committed)
+    return again
+
+
+def _mm2_checkpoints(env, group) -> dict[int, tuple[int, int]]:
+    from mirrorwatch.mirror.mm2_records import read_mm2_state
+
+    state = read_mm2_state(env.config(), env.config().flows["ew"])
+    return {p: (cp.upstream_offset, cp.downstream_offset) for (t, p), cp in state.checkpoints.get(group, {}).items() if t == FO_TOPIC}
+
+
+def test_failover_check_predicts_the_redelivery_of_a_real_resume(mm2_env):
+    env = mm2_env
+    produce_numbered(env.source.bootstrap, FO_TOPIC, 2000, partitions=2, start=2)  # v2.. (v0, v1 came first)
+    ends = end_offsets(env.source.bootstrap, FO_TOPIC)
+    wait_until(lambda: end_offsets(env.target.bootstrap, f"east.{FO_TOPIC}") == ends, 90, 0.5, "MM2 caught up")
+    groups = {f"mm2g-{RUN}-a": {0: 300, 1: 650}, f"mm2g-{RUN}-b": {0: 5, 1: 777}, f"mm2g-{RUN}-end": dict(ends)}
+    for group, offsets in groups.items():
+        _commit(env.source.bootstrap, group, offsets)
+    for group, offsets in groups.items():
+        wait_until(lambda: {p: u for p, (u, _) in _mm2_checkpoints(env, group).items()} == offsets, 60, 1,
+                   f"MM2 checkpoints of {group}")
+    result = run_cli("failover", "check", "--config", str(env.config_path), "--json", timeout=120)
+    assert result.returncode in (0, 1, 2) and result.stdout, result.stderr
+    report = json.loads(result.stdout)
+    assert report["mirror"] == "mm2"
+    by_group = {g["group"]: g for g in report["groups"]}
+    approximate = set()
+    for group, offsets in groups.items():
+        cps = {p: d for p, (_, d) in _mm2_checkpoints(env, group).items()}
+        measured = _resume_and_count(env, group, cps, offsets)
+        print(f"{group}: commits {offsets}, MM2 checkpoints {cps}, re-delivered {measured}, predicted {by_group[group]['duplicates']}")
+        assert by_group[group]["duplicates"] == measured, (group, by_group[group], measured, cps)
+        assert by_group[group]["verdict"] == "READY", by_group[group]
+        if any(cps[p] != offsets[p] for p in offsets):  # aligned offsets: an exact translation is the commit itself
+            approximate.add(group)
+            assert any("older offset sync" in r for r in by_group[group]["reasons"]), by_group[group]
+    coverage = report["coverage"]
+    assert (coverage["groups"], coverage["translated"], coverage["untranslated"]) == (3, 3, [])
+    sampler = Sampler(env.config(), timeout_s=5)  # the monitor's figures: coverage and checkpoint age per group
+    try:
+        wait_until(lambda: sampler.coverage["ew"].tracker.caught_up.is_set(), 30, 0.5, "the monitor read the checkpoints")
+        monitored = next(v for v in sampler.sample().flow_views() if v.flow == "ew").coverage
+        assert (monitored["groups"], monitored["translated"], monitored["untranslated"]) == (3, 3, [])
+        assert set(monitored["checkpoint_age_s"]) == set(groups)
+    finally:
+        sampler.close()
+    assert {a["group"] for a in coverage["approximate"]} == approximate
+    assert f"mm2g-{RUN}-end" not in approximate  # MM2 syncs the last record it mirrors at each offset flush
+
+
+def test_commit_beyond_the_last_sync_is_reported(mm2_env):
+    """A group whose commit lies past MM2's newest offset sync (syncs come every offset.lag.max records, and at
+    MM2's offset flush): the failover check and the coverage say why the translation is approximate."""
+    from mirrorwatch.core.mm2_lag import translation_coverage
+    from mirrorwatch.core.records import Checkpoint
+
+    # the same rule the failover check applies, on the real MM2's newest syncs
+    from mirrorwatch.mirror.mm2_records import read_mm2_state
+
+    state = read_mm2_state(mm2_env.config(), mm2_env.config().flows["ew"])
+    last = state.latest_sync[(FO_TOPIC, 0)][0]
+    commit = last + 40
+    cp = Checkpoint("g", FO_TOPIC, 0, commit, state.latest_sync[(FO_TOPIC, 0)][1] + 1, int(time.time() * 1000))
+    out = translation_coverage({"g": {(FO_TOPIC, 0): commit}}, {"g": {(FO_TOPIC, 0): cp}},
+                               {k: v[0] for k, v in state.latest_sync.items()}, int(time.time() * 1000), 30)
+    assert out["untranslated"] == [{"group": "g", "reason": f"commit {commit} on {FO_TOPIC}[0] is beyond the last "
+                                    f"offset sync ({last}): translated approximately"}]
+
+
+def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
+    """MM2 killed under traffic: the evaluator goes to ERR (partitions STOP), heartbeats go stale, the canary goes
+    CRITICAL, and the shipped alerts fire on a real Prometheus scraping the real `monitor run` and `canary run`
+    (every ``for:`` 5 s, thresholds lowered as in test_grafana_real_exporters). Restarted: all recover."""
+    import yaml
+
+    from .support.prometheus_server import free_port, prometheus_server, write_rules_copy
+    from .support.services import Service
+    from .test_grafana_real_exporters import BIN, Traffic
+
+    env = mm2_env
+    # MM2 has a committed position for every partition of the flow before it dies
+    produce_numbered(env.source.bootstrap, LAG_TOPIC, 30, partitions=3)
+    ends = end_offsets(env.source.bootstrap, LAG_TOPIC)
+    wait_until(lambda: all(_connect_offsets(env.target.bootstrap).get((LAG_TOPIC, p)) == e for p, e in ends.items()), 60, 0.5,
+               "MM2 committed the first records")
+    ports = {"monitor": free_port(), "canary": free_port()}
+    body = json.loads(json.dumps(env.config_dict))
+    body["monitor"].update({"metrics_port": ports["monitor"], "window": 5})
+    body["canary"].update({"metrics_port": ports["canary"], "interval_s": 1})
+    path = tmp_path / "services.yaml"
+    path.write_text(yaml.safe_dump(body))
+    rules = write_rules_copy(tmp_path / "rules.yml", "5s", {"MirrorwatchTrueLagHigh": 100, "MirrorwatchHeartbeatStale": 5})
+    services = [Service(n, [str(BIN / n), "run", "--config", str(path)], tmp_path) for n in ports]
+    traffic = Traffic(env.source.bootstrap, LAG_TOPIC).start()
+    alerts = {"MirrorwatchEvaluatorError", "MirrorwatchCanaryCritical", "MirrorwatchTrueLagHigh", "MirrorwatchHeartbeatStale"}
+    try:
+        with prometheus_server({f"mirrorwatch-{n}": [f"127.0.0.1:{p}"] for n, p in ports.items()}, [rules],
+                               workdir=tmp_path / "prometheus") as prom:
+            def flow_value(expr):
+                return {r["metric"].get("flow"): float(r["value"][1]) for r in prom.query(expr)}.get("ew")
+
+            def firing():
+                assert all(s.alive() for s in services), [s.log_tail() for s in services]
+                return {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"}
+
+            def healthy():
+                return (flow_value("flow_group:mirrorwatch_group_status:max") == 0 and flow_value("mirrorwatch_canary_status") == 0
+                        and flow_value('mirrorwatch_flow_info{mirror="mm2"}') == 1 and not alerts & firing())
+
+            prom.wait_for(healthy, 180, "the MM2 flow healthy in Prometheus")
+            assert run_check(path, timeout_s=30).rc == 0
+            env.mm2.kill()
+            prom.wait_for(lambda: alerts <= firing(), 180, f"{sorted(alerts)} firing after MM2 was killed")
+            assert flow_value("flow_group:mirrorwatch_group_status:max") == 2  # ERR: the partitions are STOP
+            assert flow_value("mirrorwatch_heartbeat_age_seconds") > 5
+            dead = run_check(path, timeout_s=5)
+            assert dead.rc == 2 and dead.body["status"] == "CRITICAL", dead.stdout
+            env.mm2.start()
+            prom.wait_for(lambda: env.mm2.is_running() and healthy(), 300, "the MM2 flow recovered after a restart")
+            assert flow_value("mirrorwatch_heartbeat_age_seconds") < 5
+            assert run_check(path, timeout_s=30).rc == 0
+    finally:
+        traffic.stop()
+        for service in services:
+            service.stop()
