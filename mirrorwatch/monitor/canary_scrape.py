@@ -11,10 +11,11 @@ import time
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..core.status import CanaryStatus
 from .recent import CanaryFigures
 
 log = logging.getLogger("mirrorwatch.monitor.canary_scrape")
-CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
+CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
 
 
 def parse(text: str) -> dict[str, dict[str, float]]:
