@@ -39,8 +39,10 @@ def main() -> None:
     args = parser.parse_args()
     for n in (10_000, 100_000):
         cycle, memory = bench(n, args.window)
-        print(f"{n:>7} partitions: cycle {cycle * 1000:7.2f} ms = {cycle / args.interval * 100:.3f} % of a "
-              f"{args.interval:g} s interval; {memory / n:.0f} bytes/partition (window {args.window})")
+        print(
+            f"{n:>7} partitions: cycle {cycle * 1000:7.2f} ms = {cycle / args.interval * 100:.3f} % of a "
+            f"{args.interval:g} s interval; {memory / n:.0f} bytes/partition (window {args.window})"
+        )
 
 
 if __name__ == "__main__":

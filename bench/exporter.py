@@ -23,11 +23,24 @@ def snapshot(partitions: int, seq: int) -> Snapshot:
     parts = [i % 100 for i in range(partitions)]
     lag = lambda: rng.integers(0, 1000, partitions)  # noqa: E731
     view = GroupView(
-        kind="mirror", flow="ew", cluster="east", target="west", group="mirrorwatch-east-west",
-        ts_ms=int(time.time() * 1000), group_status=0, last_ok_ms=int(time.time() * 1000), topics=topics,
-        partitions=parts, committed_lag=lag(), read_lag=lag(), true_lag=lag(),
-        time_lag_s=rng.random(partitions) * 10, status=rng.integers(0, 2, partitions).astype(np.int8),
-        complete=1.0, topic_catch_up_s={t: math.inf for t in set(topics)})
+        kind="mirror",
+        flow="ew",
+        cluster="east",
+        target="west",
+        group="mirrorwatch-east-west",
+        ts_ms=int(time.time() * 1000),
+        group_status=0,
+        last_ok_ms=int(time.time() * 1000),
+        topics=topics,
+        partitions=parts,
+        committed_lag=lag(),
+        read_lag=lag(),
+        true_lag=lag(),
+        time_lag_s=rng.random(partitions) * 10,
+        status=rng.integers(0, 2, partitions).astype(np.int8),
+        complete=1.0,
+        topic_catch_up_s={t: math.inf for t in set(topics)},
+    )
     return Snapshot(view.ts_ms, [view], {"east": True, "west": True}, seq)
 
 
@@ -47,8 +60,10 @@ def main() -> None:
     for _ in range(100):
         cache.render()
     cached = (time.perf_counter() - start) / 100
-    print(f"{args.partitions} partitions: first scrape after a cycle {np.median(fresh) * 1000:.0f} ms, "
-          f"cached scrape {cached * 1e6:.0f} µs, body {len(body) / 1e6:.1f} MB")
+    print(
+        f"{args.partitions} partitions: first scrape after a cycle {np.median(fresh) * 1000:.0f} ms, "
+        f"cached scrape {cached * 1e6:.0f} µs, body {len(body) / 1e6:.1f} MB"
+    )
 
 
 if __name__ == "__main__":

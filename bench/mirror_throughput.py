@@ -39,7 +39,9 @@ def main() -> None:
                 create_topic(east, topic, PARTITIONS)
                 produced = produce_rate(east, topic, count, size, PARTITIONS)
                 consumed = consume_rate(east, topic, count, PARTITIONS)
-                floor = client_floor_rate(east, west, topic, count, PARTITIONS, settings.get("producer", {}).get("linger.ms", 5))
+                floor = client_floor_rate(
+                    east, west, topic, count, PARTITIONS, settings.get("producer", {}).get("linger.ms", 5)
+                )
                 broker_cpu = cpu_seconds(target_broker)
                 proc = start_ours(east, west, topic, Path(tempfile.mkdtemp(prefix="mw-bench-mirror-")), **settings)
                 try:
@@ -50,12 +52,15 @@ def main() -> None:
                 broker_per_million = (cpu_seconds(target_broker) - broker_cpu) * 1e6 / count
                 ceiling = min(produced, consumed)
                 mb = size / 1e6
-                print(f"{size:>5} B x {count}, {variant}: produce-only {produced:,.0f}/s ({produced * mb:.1f} MB/s), "
-                      f"consume-only {consumed:,.0f}/s ({consumed * mb:.1f} MB/s), "
-                      f"client floor {floor:,.0f}/s, mirror {mirrored:,.0f}/s ({mirrored * mb:.1f} MB/s); "
-                      f"mirror / min(produce, consume) = {mirrored / ceiling:.2f}, floor / min(produce, consume) = "
-                      f"{floor / ceiling:.2f}, mirror / floor = {mirrored / floor:.2f}; CPU s per million records: "
-                      f"mirror {cpu_per_million:.1f}, target broker {broker_per_million:.1f}", flush=True)
+                print(
+                    f"{size:>5} B x {count}, {variant}: produce-only {produced:,.0f}/s ({produced * mb:.1f} MB/s), "
+                    f"consume-only {consumed:,.0f}/s ({consumed * mb:.1f} MB/s), "
+                    f"client floor {floor:,.0f}/s, mirror {mirrored:,.0f}/s ({mirrored * mb:.1f} MB/s); "
+                    f"mirror / min(produce, consume) = {mirrored / ceiling:.2f}, floor / min(produce, consume) = "
+                    f"{floor / ceiling:.2f}, mirror / floor = {mirrored / floor:.2f}; CPU s per million records: "
+                    f"mirror {cpu_per_million:.1f}, target broker {broker_per_million:.1f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -38,24 +38,45 @@ def cpu_seconds(pid: int) -> float:
 
 def start_ours(east: str, west: str, topics: str, workdir: Path, **mirror) -> subprocess.Popen:
     """`mirror run` on its defaults (plus ``mirror`` settings), metrics and heartbeats off, topics refreshed every 2 s."""
-    config = {"clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
-              "flows": {"ew": {"source": "east", "target": "west", "topics": [topics], "group": f"ours-{topics}"}},
-              "mirror": {"metrics_port": None, "heartbeats": False, "checkpoint_interval_s": 3600, "refresh_interval_s": 2,
-                         **mirror}}
+    config = {
+        "clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
+        "flows": {"ew": {"source": "east", "target": "west", "topics": [topics], "group": f"ours-{topics}"}},
+        "mirror": {
+            "metrics_port": None,
+            "heartbeats": False,
+            "checkpoint_interval_s": 3600,
+            "refresh_interval_s": 2,
+            **mirror,
+        },
+    }
     path = workdir / "ours.yaml"
     path.write_text(yaml.safe_dump(config))
-    return subprocess.Popen([str(Path(sys.executable).parent / "mirror"), "run", "--config", str(path)],
-                            stdout=subprocess.DEVNULL, stderr=open(workdir / "ours.log", "w"))
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "mirror"), "run", "--config", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "ours.log", "w"),
+    )
 
 
 def start_mm2(east: str, west: str, topics: str, workdir: Path) -> subprocess.Popen:
-    props = mm2_properties({"east": east, "west": west}, "east", "west", topics, **{
-        "refresh.topics.interval.seconds": "2", "tasks.max": "2", "emit.heartbeats.enabled": "false",
-        "emit.checkpoints.enabled": "false"})
+    props = mm2_properties(
+        {"east": east, "west": west},
+        "east",
+        "west",
+        topics,
+        **{
+            "refresh.topics.interval.seconds": "2",
+            "tasks.max": "2",
+            "emit.heartbeats.enabled": "false",
+            "emit.checkpoints.enabled": "false",
+        },
+    )
     return LocalMirrorMaker2(workdir / f"mm2-{topics}", props, heap="-Xms512m -Xmx1g").start(die_with_parent=False).proc
 
 
-def throughput(west: str, proc: subprocess.Popen, target: str, count: int, timeout_s: float = 600) -> tuple[float, float]:
+def throughput(
+    west: str, proc: subprocess.Popen, target: str, count: int, timeout_s: float = 600
+) -> tuple[float, float]:
     """Records/s on the target from its first record until all ``count`` are there, and the engine's CPU seconds
     per million records over the same span (end offsets asked every 50 ms through one long-lived client)."""
     watcher = Consumer({"bootstrap.servers": west, "group.id": "bench-watch"})
@@ -73,18 +94,31 @@ def throughput(west: str, proc: subprocess.Popen, target: str, count: int, timeo
             if done and first is None:
                 first, first_count, cpu_first = now, done, cpu_seconds(proc.pid)
             if done >= count:
-                return (count - first_count) / (now - first), (cpu_seconds(proc.pid) - cpu_first) * 1e6 / max(1, count - first_count)
+                return (count - first_count) / (now - first), (cpu_seconds(proc.pid) - cpu_first) * 1e6 / max(
+                    1, count - first_count
+                )
             time.sleep(0.05)
     finally:
         watcher.close()
     raise RuntimeError("timed out")
 
 
-def latency(east: str, west: str, source_topic: str, target_topic: str, rate: int, seconds: float) -> tuple[float, float]:
+def latency(
+    east: str, west: str, source_topic: str, target_topic: str, rate: int, seconds: float
+) -> tuple[float, float]:
     """p50/p99 seconds from source timestamp to arrival on the target, at a fixed produce rate."""
-    consumer = Consumer({"bootstrap.servers": west, "group.id": "bench-latency", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(target_topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": west,
+            "group.id": "bench-latency",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 5,
+            "fetch.min.bytes": 1,
+        }
+    )
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(target_topic, p), timeout=10)[1] for p in range(PARTITIONS)
+    }
     consumer.assign([TopicPartition(target_topic, p, o) for p, o in ends.items()])
     samples: list[float] = []
     stop = threading.Event()
@@ -164,11 +198,16 @@ def main() -> None:
                 finally:
                     proc.terminate()
                     proc.wait(60)
-            (ours, ours_cpu), (mm2, mm2_cpu) = (tuple(sum(x) / len(x) for x in zip(*results[e])) for e in ("ours", "mm2"))
+            (ours, ours_cpu), (mm2, mm2_cpu) = (
+                tuple(sum(x) / len(x) for x in zip(*results[e])) for e in ("ours", "mm2")
+            )
             runs = ", ".join(f"{e} {r:,.0f}" for e, (r, _) in per_run)
-            print(f"{size:>5} B x {count}: ours {ours:,.0f}/s ({ours * size / 1e6:.1f} MB/s, {ours_cpu:.1f} CPU s/M), "
-                  f"MM2 {mm2:,.0f}/s ({mm2 * size / 1e6:.1f} MB/s, {mm2_cpu:.1f} CPU s/M); ours / MM2 = {ours / mm2:.2f} "
-                  f"(runs: {runs})", flush=True)
+            print(
+                f"{size:>5} B x {count}: ours {ours:,.0f}/s ({ours * size / 1e6:.1f} MB/s, {ours_cpu:.1f} CPU s/M), "
+                f"MM2 {mm2:,.0f}/s ({mm2 * size / 1e6:.1f} MB/s, {mm2_cpu:.1f} CPU s/M); ours / MM2 = {ours / mm2:.2f} "
+                f"(runs: {runs})",
+                flush=True,
+            )
         latencies: dict[str, list[tuple[float, float]]] = {"ours": [], "mm2": []}
         for i, engine in enumerate(order):
             topic = f"{engine}-lat-{i}"
@@ -179,14 +218,19 @@ def main() -> None:
                 latency(east, west, topic, f"east.{topic}", args.rate, 3)  # settle: first fetches, JIT, batches
                 latencies[engine].append(latency(east, west, topic, f"east.{topic}", args.rate, args.latency_seconds))
                 p50, p99 = latencies[engine][-1]
-                print(f"latency at {args.rate}/s, {engine} (run {i + 1} of {len(order)}): p50 {p50 * 1000:.1f} ms, "
-                      f"p99 {p99 * 1000:.1f} ms", flush=True)
+                print(
+                    f"latency at {args.rate}/s, {engine} (run {i + 1} of {len(order)}): p50 {p50 * 1000:.1f} ms, "
+                    f"p99 {p99 * 1000:.1f} ms",
+                    flush=True,
+                )
             finally:
                 proc.terminate()
                 proc.wait(60)
         (o50, o99), (m50, m99) = (tuple(sum(x) / len(x) for x in zip(*latencies[e])) for e in ("ours", "mm2"))
-        print(f"latency at {args.rate}/s, mean of two runs each: ours p50 {o50 * 1000:.1f} ms, p99 {o99 * 1000:.1f} ms; "
-              f"MM2 p50 {m50 * 1000:.1f} ms, p99 {m99 * 1000:.1f} ms; ours / MM2 = {o50 / m50:.2f} (p50), {o99 / m99:.2f} (p99)")
+        print(
+            f"latency at {args.rate}/s, mean of two runs each: ours p50 {o50 * 1000:.1f} ms, p99 {o99 * 1000:.1f} ms; "
+            f"MM2 p50 {m50 * 1000:.1f} ms, p99 {m99 * 1000:.1f} ms; ours / MM2 = {o50 / m50:.2f} (p50), {o99 / m99:.2f} (p99)"
+        )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,25 @@ def main() -> None:
         produce_rate(east, "profile", args.records, 100, 6)
         engine = start_ours(east, west, "profile", workdir)
         raw = workdir / "profile.txt"
-        recorder = subprocess.Popen([spy, "record", "-p", str(engine.pid), "-o", str(raw), "-f", "raw", "-r", "200",
-                                     "-d", str(args.seconds), "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        recorder = subprocess.Popen(
+            [
+                spy,
+                "record",
+                "-p",
+                str(engine.pid),
+                "-o",
+                str(raw),
+                "-f",
+                "raw",
+                "-r",
+                "200",
+                "-d",
+                str(args.seconds),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             rate, cpu = throughput(west, engine, "east.profile", args.records)
             print(f"mirror {rate:,.0f} records/s, {cpu:.1f} CPU s per million")

@@ -21,25 +21,37 @@ BIN = Path(sys.executable).parent
 
 # Bad inputs and their exact answers (merged into docs/errors.md by the other half of issue 15).
 BAD_INPUTS = [
-    {"input": "mirrorwatch doctor: config file that does not exist",
-     "message": r"mirrorwatch: cannot read config file \S+: No such file or directory", "exit": 3},
-    {"input": "mirrorwatch doctor --flow with a flow the config does not define",
-     "message": r"mirrorwatch: flow 'nope' is not defined \(defined: east-west\)", "exit": 3},
+    {
+        "input": "mirrorwatch doctor: config file that does not exist",
+        "message": r"mirrorwatch: cannot read config file \S+: No such file or directory",
+        "exit": 3,
+    },
+    {
+        "input": "mirrorwatch doctor --flow with a flow the config does not define",
+        "message": r"mirrorwatch: flow 'nope' is not defined \(defined: east-west\)",
+        "exit": 3,
+    },
     # the doctor's answers are table rows: "check | status | detail | fix" (as in --json "checks")
-    {"input": "mirrorwatch doctor: a cluster's SASL password is wrong",
-     "message": r"connect and authenticate \| MISSING \| authentication failed on cluster '\S+' at 127\.0\.0\.1:\d+ as user "
-                r"'mirror': .* \| set the principal's sasl\.username / sasl\.password \(and sasl\.mechanism\) for this cluster",
-     "exit": 2},
-    {"input": "mirrorwatch doctor: the principal lacks an ACL a component needs",
-     "message": r"ACL READ topic \S+ \(mirror, monitor\) \| MISSING \| refused: .* \| kafka-acls\.sh --bootstrap-server "
-                r"127\.0\.0\.1:\d+ --command-config <admin\.properties> --add --allow-principal User:mirror --operation Read "
-                r"--topic '\S+'", "exit": 2},
+    {
+        "input": "mirrorwatch doctor: a cluster's SASL password is wrong",
+        "message": r"connect and authenticate \| MISSING \| authentication failed on cluster '\S+' at 127\.0\.0\.1:\d+ as user "
+        r"'mirror': .* \| set the principal's sasl\.username / sasl\.password \(and sasl\.mechanism\) for this cluster",
+        "exit": 2,
+    },
+    {
+        "input": "mirrorwatch doctor: the principal lacks an ACL a component needs",
+        "message": r"ACL READ topic \S+ \(mirror, monitor\) \| MISSING \| refused: .* \| kafka-acls\.sh --bootstrap-server "
+        r"127\.0\.0\.1:\d+ --command-config <admin\.properties> --add --allow-principal User:mirror --operation Read "
+        r"--topic '\S+'",
+        "exit": 2,
+    },
 ]
 
 
 def doctor(path: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "mirrorwatch"), "doctor", "--config", str(path), *extra],
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [str(BIN / "mirrorwatch"), "doctor", "--config", str(path), *extra], capture_output=True, text=True, timeout=180
+    )
 
 
 def rows_of(proc) -> list[dict]:
@@ -53,13 +65,19 @@ def row_line(row: dict) -> str:
 def test_bad_input_is_one_line_and_exit_3(tmp_path, write_config):
     missing = doctor(tmp_path / "nope.yaml")
     assert missing.returncode == 3 and re.fullmatch(BAD_INPUTS[0]["message"], missing.stderr.strip()), missing.stderr
-    path = write_config({"clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": "127.0.0.1:2"}},
-                         "flows": {"east-west": {"source": "east", "target": "west"}}})
+    path = write_config(
+        {
+            "clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": "127.0.0.1:2"}},
+            "flows": {"east-west": {"source": "east", "target": "west"}},
+        }
+    )
     bad_flow = doctor(path, "--flow", "nope")
     assert bad_flow.returncode == 3 and re.fullmatch(BAD_INPUTS[1]["message"], bad_flow.stderr.strip()), bad_flow.stderr
 
 
-def test_plaintext_pair_partition_mismatch_is_a_warning_and_skew_is_measured(source, target, mirror_config, write_config):
+def test_plaintext_pair_partition_mismatch_is_a_warning_and_skew_is_measured(
+    source, target, mirror_config, write_config
+):
     tag = uuid.uuid4().hex[:6]
     topic, canary = f"doc-{tag}", f"canary-{tag}"
     create_topic(source.bootstrap, topic, 3)

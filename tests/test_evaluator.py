@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from mirrorwatch.monitor.evaluator import Commit, WindowSet, partition_status, summarize
 from mirrorwatch.core.status import GroupStatus, PartitionStatus, group_status_of
+from mirrorwatch.monitor.evaluator import Commit, WindowSet, partition_status, summarize
 
 W = 5  # window size used by the table
 
@@ -23,45 +23,167 @@ CASES = [
     ("empty window is OK", [], None, 10, 0, None, PartitionStatus.OK),
     ("rule 1: current lag 0", win((10, 1, 5), (10, 2, 5), (10, 3, 5)), 0, 100, 0, None, PartitionStatus.OK),
     ("rule 1: lag within allowed", win((10, 1, 5), (10, 2, 5), (10, 3, 5)), 3, 100, 3, None, PartitionStatus.OK),
-    ("rule 1: unknown current lag falls back to newest stored lag",
-     win((10, 1, 5), (12, 2, 5), (14, 3, 0)), None, 100, 0, None, PartitionStatus.OK),
-    ("rule 2: stopped (silent longer than window span)",
-     win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 6, 0, None, PartitionStatus.STOP),
-    ("rule 2: exactly the span is not yet stopped (strict >)",
-     win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 5, 0, None, PartitionStatus.WARN),
+    (
+        "rule 1: unknown current lag falls back to newest stored lag",
+        win((10, 1, 5), (12, 2, 5), (14, 3, 0)),
+        None,
+        100,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 2: stopped (silent longer than window span)",
+        win((10, 1, 5), (20, 2, 6), (30, 3, 7)),
+        8,
+        6,
+        0,
+        None,
+        PartitionStatus.STOP,
+    ),
+    (
+        "rule 2: exactly the span is not yet stopped (strict >)",
+        win((10, 1, 5), (20, 2, 6), (30, 3, 7)),
+        8,
+        5,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
     ("rule 2: single sample, later now → STOP", win((10, 1, 5)), 5, 2, 0, None, PartitionStatus.STOP),
-    ("rule 2: single sample, now == its time → not STOP (and one sample cannot STALL)",
-     win((10, 1, 5)), 5, 1, 0, None, PartitionStatus.OK),
-    ("rule 2: quiet topic, caught up recently → not STOP",
-     win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 6, 0, 5, PartitionStatus.WARN),
-    ("rule 2: caught up long ago → STOP",
-     win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 10, 0, 4, PartitionStatus.STOP),
+    (
+        "rule 2: single sample, now == its time → not STOP (and one sample cannot STALL)",
+        win((10, 1, 5)),
+        5,
+        1,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 2: quiet topic, caught up recently → not STOP",
+        win((10, 1, 5), (20, 2, 6), (30, 3, 7)),
+        8,
+        6,
+        0,
+        5,
+        PartitionStatus.WARN,
+    ),
+    ("rule 2: caught up long ago → STOP", win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 10, 0, 4, PartitionStatus.STOP),
     ("rule 2 beats rewind", win((30, 1, 5), (10, 2, 6), (20, 3, 7)), 8, 9, 0, None, PartitionStatus.STOP),
-    ("rule 3: rewind in the middle, not recovered",
-     win((10, 1, 5), (20, 2, 6), (5, 3, 9), (8, 4, 8), (9, 5, 8)), 8, 5, 0, None, PartitionStatus.REWIND),
-    ("rule 3: rewind in the middle, recovered",
-     win((10, 1, 5), (20, 2, 6), (5, 3, 9), (20, 4, 8), (25, 5, 7)), 8, 5, 0, None, PartitionStatus.OK),
-    ("rule 3: recovered to exactly the pre-rewind offset is forgiven",
-     win((10, 1, 9), (20, 2, 9), (5, 3, 9), (20, 4, 9), (20, 5, 9)), 9, 5, 0, None, PartitionStatus.WARN),
-    ("rule 3: rewind at the newest sample", win((10, 1, 5), (20, 2, 6), (30, 3, 7), (40, 4, 9), (35, 5, 9)),
-     9, 5, 0, None, PartitionStatus.REWIND),
+    (
+        "rule 3: rewind in the middle, not recovered",
+        win((10, 1, 5), (20, 2, 6), (5, 3, 9), (8, 4, 8), (9, 5, 8)),
+        8,
+        5,
+        0,
+        None,
+        PartitionStatus.REWIND,
+    ),
+    (
+        "rule 3: rewind in the middle, recovered",
+        win((10, 1, 5), (20, 2, 6), (5, 3, 9), (20, 4, 8), (25, 5, 7)),
+        8,
+        5,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 3: recovered to exactly the pre-rewind offset is forgiven",
+        win((10, 1, 9), (20, 2, 9), (5, 3, 9), (20, 4, 9), (20, 5, 9)),
+        9,
+        5,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
+    (
+        "rule 3: rewind at the newest sample",
+        win((10, 1, 5), (20, 2, 6), (30, 3, 7), (40, 4, 9), (35, 5, 9)),
+        9,
+        5,
+        0,
+        None,
+        PartitionStatus.REWIND,
+    ),
     ("rule 3 beats lag-zero-in-window", win((10, 1, 0), (20, 2, 6), (5, 3, 9)), 9, 3, 0, None, PartitionStatus.REWIND),
-    ("rule 4: lag zero at the oldest sample", win((10, 1, 0), (10, 2, 5), (10, 3, 9)), 9, 3, 0, None, PartitionStatus.OK),
+    (
+        "rule 4: lag zero at the oldest sample",
+        win((10, 1, 0), (10, 2, 5), (10, 3, 9)),
+        9,
+        3,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
     ("rule 4: lag zero in the middle", win((10, 1, 5), (12, 2, 0), (12, 3, 9)), 9, 3, 0, None, PartitionStatus.OK),
-    ("rule 4: lag within allowed somewhere", win((10, 1, 5), (10, 2, 2), (10, 3, 9)), 9, 3, 2, None, PartitionStatus.OK),
-    ("rule 5: stalled (same offset throughout)", win((10, 1, 5), (10, 2, 6), (10, 3, 7)), 7, 3, 0, None, PartitionStatus.STALL),
+    (
+        "rule 4: lag within allowed somewhere",
+        win((10, 1, 5), (10, 2, 2), (10, 3, 9)),
+        9,
+        3,
+        2,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 5: stalled (same offset throughout)",
+        win((10, 1, 5), (10, 2, 6), (10, 3, 7)),
+        7,
+        3,
+        0,
+        None,
+        PartitionStatus.STALL,
+    ),
     ("rule 5: full window stalled", win(*[(10, t, 5) for t in range(1, W + 1)]), 5, W, 0, None, PartitionStatus.STALL),
     ("rule 6: lag growing → WARN", win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 3, 0, None, PartitionStatus.WARN),
-    ("rule 6: flat lag counts as not decreasing (tie)",
-     win((10, 1, 5), (20, 2, 5), (30, 3, 5)), 5, 3, 0, None, PartitionStatus.WARN),
+    (
+        "rule 6: flat lag counts as not decreasing (tie)",
+        win((10, 1, 5), (20, 2, 5), (30, 3, 5)),
+        5,
+        3,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
     ("rule 6: one decrease → OK", win((10, 1, 5), (20, 2, 4), (30, 3, 7)), 8, 3, 0, None, PartitionStatus.OK),
-    ("rule 6: unknown lags are skipped (5, ?, 3 decreases)",
-     win((10, 1, 5), (20, 2, None), (30, 3, 3)), 3, 3, 0, None, PartitionStatus.OK),
-    ("rule 6: unknown lags are skipped (5, ?, 6 does not)",
-     win((10, 1, 5), (20, 2, None), (30, 3, 6)), 6, 3, 0, None, PartitionStatus.WARN),
-    ("rule 6: no known lag at all is vacuously not decreasing",
-     win((10, 1, None), (20, 2, None)), None, 2, 0, None, PartitionStatus.WARN),
-    ("rule 7: lag decreasing, offsets moving", win((10, 1, 9), (20, 2, 7), (30, 3, 4)), 4, 3, 0, None, PartitionStatus.OK),
+    (
+        "rule 6: unknown lags are skipped (5, ?, 3 decreases)",
+        win((10, 1, 5), (20, 2, None), (30, 3, 3)),
+        3,
+        3,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 6: unknown lags are skipped (5, ?, 6 does not)",
+        win((10, 1, 5), (20, 2, None), (30, 3, 6)),
+        6,
+        3,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
+    (
+        "rule 6: no known lag at all is vacuously not decreasing",
+        win((10, 1, None), (20, 2, None)),
+        None,
+        2,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
+    (
+        "rule 7: lag decreasing, offsets moving",
+        win((10, 1, 9), (20, 2, 7), (30, 3, 4)),
+        4,
+        3,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
     ("window not yet full, moving and lag growing", win((10, 1, 1), (11, 2, 3)), 4, 2, 0, None, PartitionStatus.WARN),
     ("ties in commit times: span 0, now equal", win((10, 1, 5), (20, 1, 6)), 6, 1, 0, None, PartitionStatus.WARN),
     ("ties in commit times: span 0, now later", win((10, 1, 5), (20, 1, 6)), 6, 1.01, 0, None, PartitionStatus.STOP),
@@ -78,8 +200,11 @@ def _load(case_windows):
             ws.offsets[col, row], ws.times[col, row] = c.offset, c.ts_ms
             ws.lags[col, row] = -1 if c.lag is None else c.lag
         ws.count[row] = n
-        ws.current_lag[row] = (-1 if window[-1].lag is None else window[-1].lag) if current is None and n else (
-            -1 if current is None else current)
+        ws.current_lag[row] = (
+            (-1 if window[-1].lag is None else window[-1].lag)
+            if current is None and n
+            else (-1 if current is None else current)
+        )
         if caught is not None:
             ws.caught_up[row] = int(caught * 1000)
     return ws
@@ -207,10 +332,18 @@ def test_remap_keeps_state_of_surviving_rows():
 # ------------------------------------------------------------------------- group
 
 
-@pytest.mark.parametrize("codes,expected", [
-    ([], GroupStatus.OK), ([PartitionStatus.OK, PartitionStatus.OK], GroupStatus.OK), ([PartitionStatus.OK, PartitionStatus.WARN], GroupStatus.WARN), ([PartitionStatus.WARN, PartitionStatus.STOP], GroupStatus.ERR),
-    ([PartitionStatus.STALL], GroupStatus.ERR), ([PartitionStatus.REWIND, PartitionStatus.OK], GroupStatus.ERR), ([PartitionStatus.OK, PartitionStatus.UNKNOWN], GroupStatus.UNKNOWN),
-])
+@pytest.mark.parametrize(
+    "codes,expected",
+    [
+        ([], GroupStatus.OK),
+        ([PartitionStatus.OK, PartitionStatus.OK], GroupStatus.OK),
+        ([PartitionStatus.OK, PartitionStatus.WARN], GroupStatus.WARN),
+        ([PartitionStatus.WARN, PartitionStatus.STOP], GroupStatus.ERR),
+        ([PartitionStatus.STALL], GroupStatus.ERR),
+        ([PartitionStatus.REWIND, PartitionStatus.OK], GroupStatus.ERR),
+        ([PartitionStatus.OK, PartitionStatus.UNKNOWN], GroupStatus.UNKNOWN),
+    ],
+)
 def test_group_status_worst_of(codes, expected):
     assert group_status_of(codes) == expected
 
@@ -224,4 +357,7 @@ def test_summary_complete_totallag_maxlag_ties():
     assert summary.maxlag_row == 0 and summary.maxlag == 4  # tie between rows 0 and 1: the first wins
     assert summary.complete == pytest.approx(1 / 3)
     # rows 0 and 2 hold one sample each (not alive, no new offset) and time moved on: STOP → group ERR
-    assert list(ws.status) == [PartitionStatus.STOP, PartitionStatus.WARN, PartitionStatus.STOP] and summary.status == GroupStatus.ERR
+    assert (
+        list(ws.status) == [PartitionStatus.STOP, PartitionStatus.WARN, PartitionStatus.STOP]
+        and summary.status == GroupStatus.ERR
+    )

@@ -32,26 +32,39 @@ BIN = Path(sys.executable).parent
 
 # Bad inputs and their exact answers (merged into docs/errors.md by the other half of issue 15).
 # {alias}/{port} stand for the cluster's name and port; "message" is a regex of the whole stderr/stdout line.
-_AUTH = (r"authentication failed on cluster 'east' at 127\.0\.0\.1:\d+ as user '(mirror|ghost)': SASL authentication "
-         r"error: Authentication failed during authentication due to invalid credentials with SASL mechanism "
-         r"SCRAM-SHA-512; check sasl\.username, sasl\.password and sasl\.mechanism \(see docs/security\.md\)")
-_TLS = (r"TLS handshake with cluster 'east' at 127\.0\.0\.1:\d+ failed: SSL handshake failed: error:0A000086:SSL "
-        r"routines::certificate verify failed: broker certificate could not be verified, verify that ssl\.ca\.location "
-        r"is correctly configured or root CA certificates are installed \(install ca-certificates package\); check "
-        r"ssl\.ca\.location \(the CA that signed the broker's certificate\) \(see docs/security\.md\)")
-_DENIED = (r"mirror: not authorised to (READ|WRITE|CREATE|DESCRIBE_CONFIGS) (topic|group) \S+ on cluster '\S+' "
-           r"\(principal User:mirror\): grant it \(see docs/security\.md\)")
+_AUTH = (
+    r"authentication failed on cluster 'east' at 127\.0\.0\.1:\d+ as user '(mirror|ghost)': SASL authentication "
+    r"error: Authentication failed during authentication due to invalid credentials with SASL mechanism "
+    r"SCRAM-SHA-512; check sasl\.username, sasl\.password and sasl\.mechanism \(see docs/security\.md\)"
+)
+_TLS = (
+    r"TLS handshake with cluster 'east' at 127\.0\.0\.1:\d+ failed: SSL handshake failed: error:0A000086:SSL "
+    r"routines::certificate verify failed: broker certificate could not be verified, verify that ssl\.ca\.location "
+    r"is correctly configured or root CA certificates are installed \(install ca-certificates package\); check "
+    r"ssl\.ca\.location \(the CA that signed the broker's certificate\) \(see docs/security\.md\)"
+)
+_DENIED = (
+    r"mirror: not authorised to (READ|WRITE|CREATE|DESCRIBE_CONFIGS) (topic|group) \S+ on cluster '\S+' "
+    r"\(principal User:mirror\): grant it \(see docs/security\.md\)"
+)
 BAD_INPUTS = [
     {"input": "mirror run: wrong SASL password", "message": "mirror: " + _AUTH, "exit": 1},
     {"input": "mirror run: unknown SASL user", "message": "mirror: " + _AUTH, "exit": 1},
-    {"input": "mirror run: ssl.ca.location is a CA that did not sign the broker certificate", "message": "mirror: " + _TLS, "exit": 1},
+    {
+        "input": "mirror run: ssl.ca.location is a CA that did not sign the broker certificate",
+        "message": "mirror: " + _TLS,
+        "exit": 1,
+    },
     {"input": "canary check: wrong SASL password", "message": "UNKNOWN east→west " + _AUTH, "exit": 3},
     {"input": "canary check: unknown SASL user", "message": "UNKNOWN east→west " + _AUTH, "exit": 3},
     {"input": "canary check: untrusted CA", "message": "UNKNOWN east→west " + _TLS, "exit": 3},
     {"input": "monitor lag: wrong SASL password", "message": "monitor: " + _AUTH, "exit": 3},
     {"input": "mirror failover check: wrong SASL password", "message": "mirror: " + _AUTH, "exit": 3},
-    {"input": "mirror run: the principal lacks an ACL the mirror needs (each one, see docs/security.md)",
-     "message": _DENIED, "exit": 1},
+    {
+        "input": "mirror run: the principal lacks an ACL the mirror needs (each one, see docs/security.md)",
+        "message": _DENIED,
+        "exit": 1,
+    },
 ]
 
 
@@ -75,7 +88,13 @@ def test_mirror_as_least_privilege_principal(sasl_pair, tmp_path):
     sasl_pair.grant(needs)
     east, west = sasl_pair.east, sasl_pair.west
     create_topic(east.bootstrap, topic, 3, auth=admin_auth(east))
-    produce_numbered(east.bootstrap, topic, 300, partitions=3, **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"})
+    produce_numbered(
+        east.bootstrap,
+        topic,
+        300,
+        partitions=3,
+        **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"},
+    )
     with MirrorProcess(cfg, tmp_path / "m.yaml") as mirror:
         records = read_all(west.bootstrap, f"{alias}.{topic}", timeout_s=60, expect=300, auth=admin_auth(west))
         assert mirror.running(), mirror.log_text()[-2000:]
@@ -84,17 +103,23 @@ def test_mirror_as_least_privilege_principal(sasl_pair, tmp_path):
 
 
 def _template_needs() -> list:
-    cfg = {"clusters": {"eTAG": {"bootstrap.servers": "x:1"}, "west": {"bootstrap.servers": "x:2"}},
-           "flows": {"f": {"source": "eTAG", "target": "west", "topics": ["orders-TAG"]}},
-           "mirror": {"heartbeats_topic": "hb-TAG"}, "canary": {"topic": "canary-TAG"}}
+    cfg = {
+        "clusters": {"eTAG": {"bootstrap.servers": "x:1"}, "west": {"bootstrap.servers": "x:2"}},
+        "flows": {"f": {"source": "eTAG", "target": "west", "topics": ["orders-TAG"]}},
+        "mirror": {"heartbeats_topic": "hb-TAG"},
+        "canary": {"topic": "canary-TAG"},
+    }
     return [n for n in mirror_needs(config_from_dict(cfg), None) if n.required]
 
 
 REQUIRED = _template_needs()
 
 
-@pytest.mark.parametrize("index", range(len(REQUIRED)),
-                         ids=[f"{n.role}-{n.operation}-{n.resource_type}-{n.name.replace('TAG', '')}" for n in REQUIRED])
+@pytest.mark.parametrize(
+    "index",
+    range(len(REQUIRED)),
+    ids=[f"{n.role}-{n.operation}-{n.resource_type}-{n.name.replace('TAG', '')}" for n in REQUIRED],
+)
 def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
     cfg, alias, topic = flow_setup(sasl_pair, tmp_path)
     needs = [n for n in mirror_needs(config_from_dict(cfg), None) if n.required]
@@ -104,8 +129,13 @@ def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
     east = sasl_pair.east
     create_topic(east.bootstrap, topic, 2, auth=admin_auth(east))
     create_topic(east.bootstrap, cfg["canary"]["topic"], 1, auth=admin_auth(east))
-    produce_numbered(east.bootstrap, topic, 20, partitions=2,
-                     **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"})
+    produce_numbered(
+        east.bootstrap,
+        topic,
+        20,
+        partitions=2,
+        **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"},
+    )
     mirror = MirrorProcess(cfg, tmp_path / "m.yaml").start()
     try:
         code = mirror.wait(120)  # generous: seconds normally, but brokers share two cores with other suites
@@ -113,10 +143,11 @@ def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
         mirror.kill()
     lines = mirror.log_text().strip().splitlines()
     alias_of = alias if withheld.role == "source" else "west"
-    expected = (rf"mirror: not authorised to {withheld.operation} {withheld.resource_type} {re.escape(withheld.name)}\S* "
-                rf"on cluster '{alias_of}' \(principal User:mirror\): grant it \(see docs/security\.md\)")
+    expected = (
+        rf"mirror: not authorised to {withheld.operation} {withheld.resource_type} {re.escape(withheld.name)}\S* "
+        rf"on cluster '{alias_of}' \(principal User:mirror\): grant it \(see docs/security\.md\)"
+    )
     assert code == 1 and re.fullmatch(expected, lines[-1]), "\n".join(lines[-8:])
-
 
 
 # ---------------------------------------------------------------- credentials and TLS: one line each
@@ -139,11 +170,22 @@ def _bad_config(sasl_pair, tmp_path, kind: str) -> Path:
 
 
 # (tool, kind of failure, its entry in BAD_INPUTS)
-CASES = [("mirror", "wrong-password", 0), ("mirror", "unknown-user", 1), ("mirror", "untrusted-ca", 2),
-         ("canary", "wrong-password", 3), ("canary", "unknown-user", 4), ("canary", "untrusted-ca", 5),
-         ("monitor", "wrong-password", 6), ("failover", "wrong-password", 7)]
-COMMANDS = {"mirror": ["mirror", "run"], "canary": ["canary", "check", "--timeout", "3"],
-            "monitor": ["monitor", "lag"], "failover": ["mirror", "failover", "check"]}
+CASES = [
+    ("mirror", "wrong-password", 0),
+    ("mirror", "unknown-user", 1),
+    ("mirror", "untrusted-ca", 2),
+    ("canary", "wrong-password", 3),
+    ("canary", "unknown-user", 4),
+    ("canary", "untrusted-ca", 5),
+    ("monitor", "wrong-password", 6),
+    ("failover", "wrong-password", 7),
+]
+COMMANDS = {
+    "mirror": ["mirror", "run"],
+    "canary": ["canary", "check", "--timeout", "3"],
+    "monitor": ["monitor", "lag"],
+    "failover": ["mirror", "failover", "check"],
+}
 
 
 @pytest.mark.parametrize("tool,kind,entry", CASES, ids=[f"{t}-{k}" for t, k, _ in CASES])
@@ -154,8 +196,10 @@ def test_credentials_and_tls_failures_are_one_line(sasl_pair, tmp_path, tool, ki
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     output = (proc.stdout + proc.stderr).strip()
     if tool in ("monitor", "mirror"):  # the reason is the last line: `mirror run` logs (it is a service), and the
-        output = output.splitlines()[-1]   # table `monitor lag` draws first is the other half of issue 15
-    assert proc.returncode == spec["exit"] and re.fullmatch(spec["message"], output), f"exit {proc.returncode}:\n{output}"
+        output = output.splitlines()[-1]  # table `monitor lag` draws first is the other half of issue 15
+    assert proc.returncode == spec["exit"] and re.fullmatch(spec["message"], output), (
+        f"exit {proc.returncode}:\n{output}"
+    )
     assert MIRROR_PASSWORD not in proc.stdout + proc.stderr and "not-the-password" not in proc.stdout + proc.stderr
 
 
@@ -176,13 +220,23 @@ def test_tools_on_sasl_pair_and_no_secret_anywhere(sasl_pair, tmp_path):
     cfg, alias, topic = flow_setup(sasl_pair, tmp_path)
     cfg["canary"].update({"crit_latency_s": 20, "warn_latency_s": 10})
     monitor_http, monitor_metrics = _free_port(), _free_port()
-    cfg["monitor"] = {"interval_s": 1, "http_port": monitor_http, "metrics_port": monitor_metrics,
-                      "history_dir": str(tmp_path / "history")}
+    cfg["monitor"] = {
+        "interval_s": 1,
+        "http_port": monitor_http,
+        "metrics_port": monitor_metrics,
+        "history_dir": str(tmp_path / "history"),
+    }
     config = config_from_dict(cfg)
     sasl_pair.grant([n for n in all_needs(config, None) if n.required])
     east, west = sasl_pair.east, sasl_pair.west
     create_topic(east.bootstrap, topic, 2, auth=admin_auth(east))
-    produce_numbered(east.bootstrap, topic, 50, partitions=2, **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"})
+    produce_numbered(
+        east.bootstrap,
+        topic,
+        50,
+        partitions=2,
+        **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"},
+    )
     path = tmp_path / "mw.yaml"
     outputs: dict[str, str] = {}
     with MirrorProcess(cfg, tmp_path / "mirror.yaml") as mirror:

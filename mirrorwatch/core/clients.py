@@ -65,7 +65,9 @@ def _error_callback(bootstrap: str):
     return on_error
 
 
-def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def client_properties(
+    cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
     props: dict[str, Any] = {"client.id": f"{client_id}@{socket.gethostname()}"}
     props.update(cluster.properties)
     for key, value in (overrides or {}).items():

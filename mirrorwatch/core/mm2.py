@@ -127,7 +127,7 @@ class _Reader:
         length = self.int16()
         if length < 0 or self.pos + length > len(self.data):
             raise RecordFormatError(f"{self.what}: bad string length {length} at byte {self.pos - 2}")
-        text = self.data[self.pos:self.pos + length]
+        text = self.data[self.pos : self.pos + length]
         self.pos += length
         try:
             return text.decode("utf-8")
@@ -201,7 +201,8 @@ def decode_connect_offset(key: bytes | None, value: bytes | None) -> ConnectSour
         return None
     try:
         offset = json.loads(value)["offset"]
-        return ConnectSourceOffset(name, str(partition["cluster"]), str(partition["topic"]), int(partition["partition"]),
-                                   int(offset))
+        return ConnectSourceOffset(
+            name, str(partition["cluster"]), str(partition["topic"]), int(partition["partition"]), int(offset)
+        )
     except (ValueError, TypeError, KeyError, UnicodeDecodeError):
         raise RecordFormatError("Connect offset: not a MirrorSourceConnector position") from None

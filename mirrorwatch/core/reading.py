@@ -8,17 +8,23 @@ with nothing new waits out its whole timeout (that once made checkpoints run eve
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 
-def end_offsets(consumer: Consumer, partitions: list[tuple[str, int]], timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+def end_offsets(
+    consumer: Consumer, partitions: list[tuple[str, int]], timeout_s: float = 10.0
+) -> dict[tuple[str, int], int]:
     return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)[1] for t, p in partitions}
 
 
-def read_to_end(consumer: Consumer, positions: dict[tuple[str, int], int], timeout_s: float,
-                ends: dict[tuple[str, int], int] | None = None) -> Iterator[Message]:
+def read_to_end(
+    consumer: Consumer,
+    positions: dict[tuple[str, int], int],
+    timeout_s: float,
+    ends: dict[tuple[str, int], int] | None = None,
+) -> Iterator[Message]:
     """Yield the records of the consumer's assigned partitions from ``positions`` (next offset to read, per
     (topic, partition); updated as records come) up to the end offsets at the start (or ``ends``, when the
     caller has them already), or until ``timeout_s``.

@@ -43,7 +43,9 @@ class _JsonRecord:
         except (ValueError, UnicodeDecodeError) as exc:
             raise RecordFormatError(f"{cls.__name__}: not JSON: {exc}") from None
         if not isinstance(body, dict) or body.get("v") != cls.VERSION:
-            raise RecordFormatError(f"{cls.__name__}: unsupported version {body.get('v') if isinstance(body, dict) else '?'}")
+            raise RecordFormatError(
+                f"{cls.__name__}: unsupported version {body.get('v') if isinstance(body, dict) else '?'}"
+            )
         try:
             return cls(**{f.name: body.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
         except TypeError as exc:

@@ -71,8 +71,11 @@ def _judge_evaluator(flow: dict, verdict: Verdict) -> None:
         verdict.worsen(AMBER, "evaluator NOTFOUND: the mirror group has committed no offsets yet (not started?)")
         return
     counts = _count_statuses(flow.get("partitions") or [])
-    parts = [f"{n} partition{'s' if n > 1 else ''} {s} ({PARTITION_MEANING[s]})"
-             for s, n in sorted(counts.items()) if s in PARTITION_MEANING]
+    parts = [
+        f"{n} partition{'s' if n > 1 else ''} {s} ({PARTITION_MEANING[s]})"
+        for s, n in sorted(counts.items())
+        if s in PARTITION_MEANING
+    ]
     detail = ": " + ", ".join(parts) if parts else ""
     verdict.worsen(AMBER if status == GroupStatus.WARN.name else RED, f"evaluator {status}{detail}")
 
@@ -81,13 +84,24 @@ def _judge_lag(flow: dict, warn_time_lag_s: float, verdict: Verdict) -> None:
     # A mirror keeping pace under steady traffic holds a small constant lag, which the forecast calls "not
     # catching up"; that is only worth a colour once records wait longer than the canary's warning latency.
     max_time_lag = (flow.get("totals") or {}).get("max_time_lag_s")
-    if flow.get("not_catching_up") and flow.get("status") == GroupStatus.OK.name and (max_time_lag or 0) > warn_time_lag_s:
-        verdict.worsen(AMBER, f"not catching up on {', '.join(flow['not_catching_up'])} "
-                              f"(oldest record waiting {max_time_lag:.0f} s)")
+    if (
+        flow.get("not_catching_up")
+        and flow.get("status") == GroupStatus.OK.name
+        and (max_time_lag or 0) > warn_time_lag_s
+    ):
+        verdict.worsen(
+            AMBER,
+            f"not catching up on {', '.join(flow['not_catching_up'])} (oldest record waiting {max_time_lag:.0f} s)",
+        )
 
 
-def _judge_canary(canary: CanaryReading | None, canary_problem: str | None, heartbeat_max_age_s: float,
-                  heartbeats_expected: bool, verdict: Verdict) -> None:
+def _judge_canary(
+    canary: CanaryReading | None,
+    canary_problem: str | None,
+    heartbeat_max_age_s: float,
+    heartbeats_expected: bool,
+    verdict: Verdict,
+) -> None:
     if canary_problem:
         verdict.worsen(AMBER, f"canary metrics unavailable: {canary_problem}")
         return
@@ -106,8 +120,12 @@ def _judge_canary(canary: CanaryReading | None, canary_problem: str | None, hear
     if age is None:
         verdict.worsen(AMBER, "no mirrored heartbeat seen yet")
     elif age > heartbeat_max_age_s:
-        verdict.worsen(RED, f"heartbeat {age:.1f} s old (limit {heartbeat_max_age_s:g} s)" if age < 10 else
-                       f"heartbeat {age:.0f} s old (limit {heartbeat_max_age_s:g} s)")
+        verdict.worsen(
+            RED,
+            f"heartbeat {age:.1f} s old (limit {heartbeat_max_age_s:g} s)"
+            if age < 10
+            else f"heartbeat {age:.0f} s old (limit {heartbeat_max_age_s:g} s)",
+        )
 
 
 def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdict) -> None:
@@ -118,9 +136,18 @@ def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdic
             verdict.worsen(AMBER, f"the monitor's last sample is {age_s:.0f} s old")
 
 
-def judge_flow(flow: dict, canary: CanaryReading | None, *, canary_configured: bool, canary_problem: str | None,
-               heartbeat_max_age_s: float, monitor_interval_s: float, now_ms: int,
-               warn_time_lag_s: float = 5.0, heartbeats_expected: bool = True) -> Verdict:
+def judge_flow(
+    flow: dict,
+    canary: CanaryReading | None,
+    *,
+    canary_configured: bool,
+    canary_problem: str | None,
+    heartbeat_max_age_s: float,
+    monitor_interval_s: float,
+    now_ms: int,
+    warn_time_lag_s: float = 5.0,
+    heartbeats_expected: bool = True,
+) -> Verdict:
     verdict = Verdict()
     _judge_evaluator(flow, verdict)
     _judge_lag(flow, warn_time_lag_s, verdict)

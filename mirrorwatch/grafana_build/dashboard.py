@@ -427,7 +427,9 @@ def flows_dashboard() -> dm.Dashboard:
         timeseries_panel(
             "Records lost before they were mirrored or consumed",
             [
-                target(f"sum by (flow, group, topic) (mirrorwatch_records_lost{{{F}}})", "{{group}} {{topic}} (monitor)"),
+                target(
+                    f"sum by (flow, group, topic) (mirrorwatch_records_lost{{{F}}})", "{{group}} {{topic}} (monitor)"
+                ),
                 target(
                     f"sum by (flow, topic) (mirrorwatch_mirror_records_lost_total{{{F}}})",
                     "{{flow}} {{topic}} (engine skipped)",

@@ -16,7 +16,9 @@ from .topics import check_named_topics
 
 log = logging.getLogger("mirrorwatch.mirror")
 
-ACCESS_CHECK_S = 10.0  # at start: how long to wait for each cluster's first metadata (a failed handshake ends it sooner)
+ACCESS_CHECK_S = (
+    10.0  # at start: how long to wait for each cluster's first metadata (a failed handshake ends it sooner)
+)
 
 
 class EngineAccess:
@@ -39,8 +41,10 @@ class EngineAccess:
 
     def _check_access(self) -> None:
         """Credentials and TLS first: a failed handshake would otherwise surface as a metadata timeout."""
-        for alias, cluster, admin in ((self.flow.source, self.source_cluster, self.source_admin),
-                                      (self.flow.target, self.target_cluster, self.target_admin)):
+        for alias, cluster, admin in (
+            (self.flow.source, self.source_cluster, self.source_admin),
+            (self.flow.target, self.target_cluster, self.target_admin),
+        ):
             wait_for_connection(admin, cluster.bootstrap_servers, alias, ACCESS_CHECK_S)
         check_named_topics(self.source_admin, self.flow, {self.settings.heartbeats_topic, self.config.canary.topic})
 

@@ -46,9 +46,13 @@ ADMIN_TIMEOUT_S = 30
 def source_groups(admin: AdminClient, flow: FlowConfig, exclude: set[str]) -> list[str]:
     patterns = [re.compile(p) for p in flow.checkpoint_groups]
     listing = admin.list_consumer_groups().result(ADMIN_TIMEOUT_S)
-    return sorted(g.group_id for g in listing.valid
-                  if g.group_id not in exclude and not g.group_id.startswith("mirrorwatch")
-                  and any(p.fullmatch(g.group_id) for p in patterns))
+    return sorted(
+        g.group_id
+        for g in listing.valid
+        if g.group_id not in exclude
+        and not g.group_id.startswith("mirrorwatch")
+        and any(p.fullmatch(g.group_id) for p in patterns)
+    )
 
 
 def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
@@ -116,7 +120,6 @@ def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Che
     return out
 
 
-
 class CheckpointEmitter(threading.Thread):
     """Checkpoints for the groups that consume the flow's topics, every ``checkpoint_interval_s``.
 
@@ -126,7 +129,9 @@ class CheckpointEmitter(threading.Thread):
     def __init__(self, config: Config, flow_name: str, owned=None, all_up=None, on_denied=None):
         super().__init__(name="checkpoints", daemon=True)
         self.owned = owned
-        self.all_up = all_up or (lambda: True)  # the engine's cluster watch: while a cluster is away, retries are not news
+        self.all_up = all_up or (
+            lambda: True
+        )  # the engine's cluster watch: while a cluster is away, retries are not news
         self.on_denied = on_denied
         self.flow_name, self.flow = config.flow(flow_name)
         self.topic_filter = TopicFilter.of(config, self.flow)  # another flow of this pair shares the offset-syncs topic
@@ -136,8 +141,9 @@ class CheckpointEmitter(threading.Thread):
         self.source_admin = make_admin(config.clusters[self.flow.source], "mirrorwatch-checkpoints")
         self.target_admin = make_admin(config.clusters[self.flow.target], "mirrorwatch-checkpoints")
         self.store = OffsetSyncStore()
-        self.reader = OffsetSyncReader(config.clusters[self.flow.target], offset_syncs_topic(self.flow.source),
-                                       self.store.add)
+        self.reader = OffsetSyncReader(
+            config.clusters[self.flow.target], offset_syncs_topic(self.flow.source), self.store.add
+        )
         self.producer = make_producer(config.clusters[self.flow.target], "mirrorwatch-checkpoints", **{"acks": "all"})
         self.topic = checkpoints_topic(self.flow.source)
         self._stop = threading.Event()
@@ -153,7 +159,9 @@ class CheckpointEmitter(threading.Thread):
                 self.on_denied(denied)
                 return
             except Exception as exc:  # a cluster away: checkpoints resume when it returns
-                log.log(logging.WARNING if self.all_up() else logging.DEBUG, "checkpointing failed (will retry): %s", exc)
+                log.log(
+                    logging.WARNING if self.all_up() else logging.DEBUG, "checkpointing failed (will retry): %s", exc
+                )
         self.producer.flush(5)
 
     def _delivered(self, err, _msg) -> None:
@@ -172,17 +180,25 @@ class CheckpointEmitter(threading.Thread):
         count = 0
         owned = self.owned() if self.owned is not None else None
         for group in source_groups(self.source_admin, self.flow, {self.own_group}):
-            committed = {k: v for k, v in committed_offsets(self.source_admin, group).items()
-                         if k[0] in mirrored and (owned is None or k in owned)}
+            committed = {
+                k: v
+                for k, v in committed_offsets(self.source_admin, group).items()
+                if k[0] in mirrored and (owned is None or k in owned)
+            }
             translations = translate_group(store, committed)
             for t in translations:
-                cp = Checkpoint(group, t.topic, t.partition, t.upstream_committed, t.downstream_offset, now, t.duplicates)
+                cp = Checkpoint(
+                    group, t.topic, t.partition, t.upstream_committed, t.downstream_offset, now, t.duplicates
+                )
                 self.producer.produce(self.topic, key=cp.key(), value=cp.to_value(), on_delivery=self._delivered)
                 count += 1
             if self.flow.sync_group_offsets and translations and not group_is_active(self.target_admin, group):
-                apply_offsets(self.target_admin, group,
-                              {(self.policy.target_topic(t.topic), t.partition): t.downstream_offset for t in translations},
-                              forward_only=True)
+                apply_offsets(
+                    self.target_admin,
+                    group,
+                    {(self.policy.target_topic(t.topic), t.partition): t.downstream_offset for t in translations},
+                    forward_only=True,
+                )
         self.producer.flush(10)
         self.emitted += count
         return count

@@ -92,7 +92,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection, EngineAccess):
         producer_props = producer_properties(self.settings)
         consumer_props = consumer_properties(self.settings, on_commit=self.publisher.committed)
         self.producer = make_producer(self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", **producer_props)
-        self.consumer = make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props)
+        self.consumer = make_consumer(
+            self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props
+        )
         self.publisher.bind(self.producer, self.consumer)
         self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
@@ -195,8 +197,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection, EngineAccess):
         retriable = err.retriable()
         self.produce_errors[(topic, retriable)] = self.produce_errors.get((topic, retriable), 0) + 1
         state.failed(source_offset)
-        self.failures.append(RecordFailure(topic, partition, source_offset, target_topic, size, err.name(), err.str(),
-                                           retriable))
+        self.failures.append(
+            RecordFailure(topic, partition, source_offset, target_topic, size, err.name(), err.str(), retriable)
+        )
         self._stop.set()
 
     def _sync_due(self, state: PartitionState, entry: tuple[int, int, int], msg) -> None:
@@ -303,8 +306,15 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection, EngineAccess):
             fifo.append((offset, sent_records, sent_bytes))
             while True:
                 try:
-                    produce(target_topic, msg.value(), key, partition, on_delivery=delivered,
-                            timestamp=msg.timestamp()[1], headers=headers)
+                    produce(
+                        target_topic,
+                        msg.value(),
+                        key,
+                        partition,
+                        on_delivery=delivered,
+                        timestamp=msg.timestamp()[1],
+                        headers=headers,
+                    )
                     break
                 except BufferError:
                     state.sent_records, state.sent_bytes = sent_records, sent_bytes
@@ -321,7 +331,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection, EngineAccess):
             state.sent_records, state.sent_bytes = sent_records, sent_bytes
         self._serve(0)
 
-    def _produce_rejected(self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str) -> bool:
+    def _produce_rejected(
+        self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str
+    ) -> bool:
         """Returns True when the partition was sought back to ``offset`` (its later records come again)."""
         err = exc.args[0]
         if err.code() == KafkaError._UNKNOWN_PARTITION:
@@ -429,7 +441,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection, EngineAccess):
             self.checkpoints.stop()
         remaining = self._flush(8)
         if remaining:
-            log.warning("%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining)
+            log.warning(
+                "%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining
+            )
         self.watch.stop()
         if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
             self.publisher.commit()

@@ -21,9 +21,14 @@ Key = tuple[str, int]
 
 
 class PositionPublisher:
-    def __init__(self, partitions: dict[Key, PartitionState], syncs_topic: str,
-                 retrying: Callable[..., None] | None = None, group: str = "",
-                 on_denied: Callable[[Denied], None] | None = None) -> None:
+    def __init__(
+        self,
+        partitions: dict[Key, PartitionState],
+        syncs_topic: str,
+        retrying: Callable[..., None] | None = None,
+        group: str = "",
+        on_denied: Callable[[Denied], None] | None = None,
+    ) -> None:
         self.partitions = partitions  # the engine's own dict: assignments come and go there
         self.syncs_topic = syncs_topic
         self.group = group

@@ -11,8 +11,15 @@ import logging
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                   NewPartitions, NewTopic)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
 
 from ..core.access import Denied, is_denied, raise_if_denied
 from ..core.acls import is_literal
@@ -22,8 +29,16 @@ from ..core.topic_selection import TopicFilter
 
 log = logging.getLogger("mirrorwatch.mirror.topics")
 
-SYNCED_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "compression.type",
-                  "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms")
+SYNCED_CONFIGS = (
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "max.message.bytes",
+    "compression.type",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+)
 ADMIN_TIMEOUT_S = 30
 
 
@@ -53,8 +68,11 @@ def check_named_topics(admin: AdminClient, flow: FlowConfig, own: set[str] = fro
 def list_matching(admin: AdminClient, topic_filter: TopicFilter) -> list[SourceTopic]:
     metadata = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
     return sorted(
-        (SourceTopic(name, len(md.partitions)) for name, md in metadata.topics.items()
-         if md.error is None and topic_filter.matches(name)),
+        (
+            SourceTopic(name, len(md.partitions))
+            for name, md in metadata.topics.items()
+            if md.error is None and topic_filter.matches(name)
+        ),
         key=lambda t: t.name,
     )
 
@@ -72,7 +90,8 @@ def explicit_configs(admin: AdminClient, topics: list[str], role: str = "source"
             raise_if_denied(exc, "DESCRIBE_CONFIGS", "topic", resource.name, role)
             raise
         out[resource.name] = {
-            k: e.value for k, e in entries.items()
+            k: e.value
+            for k, e in entries.items()
             if k in SYNCED_CONFIGS and e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None
         }
     return out
@@ -116,18 +135,27 @@ class TargetTopics:
         missing = [t for t in topics if self.policy.target_topic(t.name) not in existing]
         configs = explicit_configs(self.source_admin, [t.name for t in (topics if with_configs else missing)])
         if missing:
-            new = [NewTopic(self.policy.target_topic(t.name), t.partitions, -1, config=configs.get(t.name, {}))
-                   for t in missing]
+            new = [
+                NewTopic(self.policy.target_topic(t.name), t.partitions, -1, config=configs.get(t.name, {}))
+                for t in missing
+            ]
             _result(self.target_admin.create_topics(new), "created", "CREATE")
             for t in missing:
-                log.info("created target topic %s (%d partitions) for %s", self.policy.target_topic(t.name), t.partitions, t.name)
+                log.info(
+                    "created target topic %s (%d partitions) for %s",
+                    self.policy.target_topic(t.name),
+                    t.partitions,
+                    t.name,
+                )
         grow = {}
         for t in topics:
             md = existing.get(self.policy.target_topic(t.name))
             if md is not None and md.error is None and len(md.partitions) < t.partitions:
                 grow[self.policy.target_topic(t.name)] = t.partitions
         if grow:
-            _result(self.target_admin.create_partitions([NewPartitions(n, c) for n, c in grow.items()]), "grew", "ALTER")
+            _result(
+                self.target_admin.create_partitions([NewPartitions(n, c) for n, c in grow.items()]), "grew", "ALTER"
+            )
             for name, count in grow.items():
                 log.info("increased partitions of %s to %d", name, count)
         if with_configs:

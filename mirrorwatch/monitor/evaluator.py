@@ -31,8 +31,8 @@ Two known Burrow complaints, handled here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,8 +50,14 @@ class Commit:
     lag: int | None
 
 
-def partition_status(window: Sequence[Commit], current_lag: int | None, now_ms: int, allowed_lag: int = 0,
-                     caught_up_ms: int | None = None, stop_grace_ms: int = 0) -> int:
+def partition_status(
+    window: Sequence[Commit],
+    current_lag: int | None,
+    now_ms: int,
+    allowed_lag: int = 0,
+    caught_up_ms: int | None = None,
+    stop_grace_ms: int = 0,
+) -> int:
     """The partition status code for a window (oldest first). Reference implementation of DESIGN.md's rules."""
     if not window:
         return PartitionStatus.OK  # nothing stored yet: nothing to judge
@@ -96,8 +102,7 @@ class WindowSet:
     WARN tests need no masks: -1 never exceeds a real value.
     """
 
-    def __init__(self, size: int, window: int, min_distance_ms: int = 0, allowed_lag: int = 0,
-                 stop_grace_ms: int = 0):
+    def __init__(self, size: int, window: int, min_distance_ms: int = 0, allowed_lag: int = 0, stop_grace_ms: int = 0):
         if window < 2:
             raise ValueError("window must hold at least 2 samples")
         self.size, self.window = size, window
@@ -117,8 +122,14 @@ class WindowSet:
 
     # ------------------------------------------------------------------ update
 
-    def observe(self, ts_ms: int, committed: np.ndarray, source_end: np.ndarray, alive: bool | np.ndarray,
-                repeat_after_ms: int = 0) -> None:
+    def observe(
+        self,
+        ts_ms: int,
+        committed: np.ndarray,
+        source_end: np.ndarray,
+        alive: bool | np.ndarray,
+        repeat_after_ms: int = 0,
+    ) -> None:
         """One sample of every partition: committed offsets and source end offsets (-1 = unknown).
 
         ``alive`` (bool or bool array): the consumer is evidently running, so an unchanged offset counts as a
@@ -245,12 +256,24 @@ class WindowSet:
         """One partition's window as plain values (for the API and tests)."""
         n = int(self.count[col])
         first = self.window - n
-        return [Commit(int(o), int(t), None if l < 0 else int(l))
-                for o, t, l in zip(self.offsets[first:, col], self.times[first:, col], self.lags[first:, col])]
+        return [
+            Commit(int(o), int(t), None if l < 0 else int(l))
+            for o, t, l in zip(self.offsets[first:, col], self.times[first:, col], self.lags[first:, col])
+        ]
 
     def memory_bytes(self) -> int:
-        arrays = (self.offsets, self.times, self.lags, self.count, self.caught_up, self.current_lag, self.status,
-                  self._cols, self._i64, self._b)
+        arrays = (
+            self.offsets,
+            self.times,
+            self.lags,
+            self.count,
+            self.caught_up,
+            self.current_lag,
+            self.status,
+            self._cols,
+            self._i64,
+            self._b,
+        )
         return sum(a.nbytes for a in arrays)
 
 
@@ -267,10 +290,13 @@ def summarize(ws: WindowSet, statuses: np.ndarray) -> GroupSummary:
     if ws.size == 0:
         return GroupSummary(GroupStatus.OK, 0.0, 0, None, 0)
     err = np.isin(statuses, PARTITION_ERRORS).any()
-    status = GroupStatus.ERR if err else (GroupStatus.WARN if (statuses == PartitionStatus.WARN).any() else GroupStatus.OK)
+    status = (
+        GroupStatus.ERR if err else (GroupStatus.WARN if (statuses == PartitionStatus.WARN).any() else GroupStatus.OK)
+    )
     lag = ws.current_lag
     known = lag >= 0
     total = int(lag[known].sum()) if known.any() else 0
     row = int(np.argmax(lag)) if known.any() else None  # ties: the first row (topic, partition order) wins
-    return GroupSummary(status, float((ws.count == ws.window).mean()), total, row,
-                        int(lag[row]) if row is not None else 0)
+    return GroupSummary(
+        status, float((ws.count == ws.window).mean()), total, row, int(lag[row]) if row is not None else 0
+    )

@@ -49,8 +49,9 @@ def _lag(end: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return np.where(end == 0, 0, np.where((end >= 0) & (pos >= 0), np.maximum(end - pos, 0), UNKNOWN))
 
 
-def mirror_lags(source_end: ArrayLike, committed: ArrayLike, sync_acked_next: ArrayLike,
-                sync_read_position: ArrayLike) -> Lags:
+def mirror_lags(
+    source_end: ArrayLike, committed: ArrayLike, sync_acked_next: ArrayLike, sync_read_position: ArrayLike
+) -> Lags:
     """The three lags of each partition from the sampled positions (-1 = unknown)."""
     end, com, acked, read = _a(source_end), _a(committed), _a(sync_acked_next), _a(sync_read_position)
     acked = np.maximum(acked, com)  # -1 loses to any known value
@@ -63,9 +64,11 @@ def plain_lag(source_end: ArrayLike, committed: ArrayLike) -> np.ndarray:
     return _lag(_a(source_end), _a(committed))
 
 
-def mirror_lag(source_end: int | None, committed: int | None, sync_acked_next: int | None,
-               sync_read_position: int | None) -> tuple[int | None, int | None, int | None]:
+def mirror_lag(
+    source_end: int | None, committed: int | None, sync_acked_next: int | None, sync_read_position: int | None
+) -> tuple[int | None, int | None, int | None]:
     """(committed_lag, read_lag, true_lag) of one partition; None = unknown."""
+
     def known(v: int | None) -> int:
         return UNKNOWN if v is None else v
 
@@ -76,9 +79,15 @@ def mirror_lag(source_end: int | None, committed: int | None, sync_acked_next: i
     return lag(lags.committed_lag[0]), lag(lags.read_lag[0]), lag(lags.true_lag[0])
 
 
-def target_side_acked_next(source_end: ArrayLike, committed: ArrayLike, sync_upstream: ArrayLike,
-                           sync_downstream: ArrayLike, sync_acked_next: ArrayLike, target_end: ArrayLike,
-                           one_to_one: ArrayLike = True) -> np.ndarray:
+def target_side_acked_next(
+    source_end: ArrayLike,
+    committed: ArrayLike,
+    sync_upstream: ArrayLike,
+    sync_downstream: ArrayLike,
+    sync_acked_next: ArrayLike,
+    target_end: ArrayLike,
+    one_to_one: ArrayLike = True,
+) -> np.ndarray:
     """A fresh, never-too-high ``acked_next`` per partition from the target's end offset (-1 = unknown).
 
     The newest OffsetSync says source offset ``u = sync_upstream`` sits on the target at ``d = sync_downstream``
@@ -141,7 +150,9 @@ def rate(old_value: ArrayLike, old_ts_ms: int, new_value: ArrayLike, new_ts_ms: 
     return np.where((old >= 0) & (new >= 0), (new - old) / dt, np.nan)
 
 
-def catch_up_seconds(lag: ArrayLike, produce_rate: ArrayLike, mirror_rate: ArrayLike, keeping_up_lag: ArrayLike = 0) -> np.ndarray:
+def catch_up_seconds(
+    lag: ArrayLike, produce_rate: ArrayLike, mirror_rate: ArrayLike, keeping_up_lag: ArrayLike = 0
+) -> np.ndarray:
     """Forecast time to catch up: lag / (mirror rate − produce rate); 0 when caught up; +inf when the mirror
     is not gaining on the producers; NaN when unknown.
 

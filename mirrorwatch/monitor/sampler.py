@@ -29,11 +29,10 @@ from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
 from ..core.status import GroupStatus, PartitionStatus
 from ..core.topic_selection import mirrored_topics, policy_of
+from .coverage import CoverageWatch
 from .evaluator import WindowSet, summarize
 from .kafka_io import ClusterReader, ClusterUnreachable
-from .coverage import CoverageWatch
-from .lag import (catch_up_seconds, mirror_lags, plain_lag, rate, records_lost, target_behind,
-                  target_side_acked_next)
+from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, records_lost, target_behind, target_side_acked_next
 from .mm2 import mm2_trackers, sample_mm2_flow
 from .model import GroupView, Snapshot
 from .syncs import UNUSED_GROUP, OffsetSyncTracker
@@ -73,8 +72,11 @@ class Sampler:
                 continue  # MirrorMaker 2 keeps its own records (monitor/mm2.py)
             key = (flow.source, flow.target)
             if key not in self.trackers:
-                self.trackers[key] = OffsetSyncTracker(config.clusters[flow.target], offset_syncs_topic(flow.source),
-                                                       f"mirrorwatch-monitor-syncs-{flow.source}")
+                self.trackers[key] = OffsetSyncTracker(
+                    config.clusters[flow.target],
+                    offset_syncs_topic(flow.source),
+                    f"mirrorwatch-monitor-syncs-{flow.source}",
+                )
         self.ts_readers: dict[str, RecordTimestampReader] = {}
         self.time_tables: dict[str, OffsetTimeTable] = {}
         self.states: dict[tuple[str, str, str], _GroupState] = {}
@@ -120,14 +122,20 @@ class Sampler:
                     topics[alias] = exc
             views = []
             for name, flow in self.config.flows.items():
-                group = flow.mirror.connector if flow.mirror else mirror_group(flow.source, flow.target, flow.group, name)
-                views.append(self._guarded(("mirror", name, flow.source), flow.source, flow.target,
-                                           group, name, topics, ts))
+                group = (
+                    flow.mirror.connector if flow.mirror else mirror_group(flow.source, flow.target, flow.group, name)
+                )
+                views.append(
+                    self._guarded(("mirror", name, flow.source), flow.source, flow.target, group, name, topics, ts)
+                )
             for watched in self.config.monitor.groups:
                 if any(v.cluster == watched.cluster and v.group == watched.group for v in views):
                     continue  # already watched as a flow's mirror group
-                views.append(self._guarded(("group", watched.cluster, watched.group), watched.cluster, "",
-                                           watched.group, "", topics, ts))
+                views.append(
+                    self._guarded(
+                        ("group", watched.cluster, watched.group), watched.cluster, "", watched.group, "", topics, ts
+                    )
+                )
             self.seq += 1
             up = {alias: not isinstance(t, ClusterUnreachable) for alias, t in topics.items()}
             return Snapshot(ts, views, up, self.seq)
@@ -149,23 +157,42 @@ class Sampler:
             return self._unknown(flow_name, cluster, target, group, state, ts, str(exc))
         except Exception as exc:  # a surprise in one flow must not cost the others their sample
             log.exception("sampling %s on '%s' failed", group, cluster)
-            return self._unknown(flow_name, cluster, target, group, state, ts,
-                                 f"sampling failed: {type(exc).__name__}: {redact_text(str(exc))}")
+            return self._unknown(
+                flow_name,
+                cluster,
+                target,
+                group,
+                state,
+                ts,
+                f"sampling failed: {type(exc).__name__}: {redact_text(str(exc))}",
+            )
 
     def _unknown(self, flow, cluster, target, group, state: _GroupState, ts, error) -> GroupView:
         n = len(state.keys)
         mm2 = bool(flow) and self.config.flows[flow].mirror is not None
-        return GroupView(kind="mirror" if flow else "group", flow=flow, cluster=cluster, target=target, group=group,
-                         ts_ms=ts, group_status=GroupStatus.UNKNOWN, engine="mm2" if mm2 else "mirrorwatch", error=error, last_ok_ms=state.last_ok_ms,
-                         topics=[k[0] for k in state.keys], partitions=[k[1] for k in state.keys],
-                         status=np.full(n, PartitionStatus.UNKNOWN, np.int8))
+        return GroupView(
+            kind="mirror" if flow else "group",
+            flow=flow,
+            cluster=cluster,
+            target=target,
+            group=group,
+            ts_ms=ts,
+            group_status=GroupStatus.UNKNOWN,
+            engine="mm2" if mm2 else "mirrorwatch",
+            error=error,
+            last_ok_ms=state.last_ok_ms,
+            topics=[k[0] for k in state.keys],
+            partitions=[k[1] for k in state.keys],
+            status=np.full(n, PartitionStatus.UNKNOWN, np.int8),
+        )
 
     def _windows_for(self, state: _GroupState, keys: list[tuple[str, int]]) -> WindowSet:
         s = self.config.monitor
         if state.windows is None or keys != state.keys:
             if state.windows is None:
-                state.windows = WindowSet(len(keys), s.window, int(s.min_distance_s * 1000), s.allowed_lag,
-                                          int(s.stop_grace_s * 1000))
+                state.windows = WindowSet(
+                    len(keys), s.window, int(s.min_distance_s * 1000), s.allowed_lag, int(s.stop_grace_s * 1000)
+                )
             else:
                 state.windows = state.windows.remapped(state.keys, keys)
             state.keys = list(keys)
@@ -208,8 +235,9 @@ class Sampler:
         log_start = np.fromiter((starts.get(k, -1) for k in keys), np.int64, n)
 
         # under prefix the target partition holds only this mirror's copies: its end offset is fresh evidence
-        acked_est = target_side_acked_next(source_end, committed, sync_up, sync_down, sync_acked, target_end,
-                                           one_to_one=policy.kind == "prefix")
+        acked_est = target_side_acked_next(
+            source_end, committed, sync_up, sync_down, sync_acked, target_end, one_to_one=policy.kind == "prefix"
+        )
         lags = mirror_lags(source_end, committed, acked_est, sync_read)
         lost = records_lost(log_start, committed)
         windows = self._windows_for(state, keys)
@@ -231,13 +259,34 @@ class Sampler:
         time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
         coverage = self.coverage[name].refresh(src, set(keys), {k: s.upstream_offset for k, s in syncs.items()}, ts)
         catch_up, topic_catch_up = self._forecast(state, keys, ts, source_end, lags.acked_next, lags.true_lag)
-        return self._view("mirror", name, flow.source, flow.target, group, ts, summary, windows, keys,
-                          statuses, source_end=source_end, committed=committed, read_position=lags.read_position,
-                          acked_next=lags.acked_next, target_end=target_end, committed_lag=lags.committed_lag,
-                          read_lag=lags.read_lag, true_lag=lags.true_lag, time_lag_s=time_lag,
-                          target_behind=target_behind(target_end, sync_down), catch_up_s=catch_up,
-                          topic_catch_up_s=topic_catch_up, last_ok_ms=ts, log_start=log_start, records_lost=lost,
-                          coverage=coverage)
+        return self._view(
+            "mirror",
+            name,
+            flow.source,
+            flow.target,
+            group,
+            ts,
+            summary,
+            windows,
+            keys,
+            statuses,
+            source_end=source_end,
+            committed=committed,
+            read_position=lags.read_position,
+            acked_next=lags.acked_next,
+            target_end=target_end,
+            committed_lag=lags.committed_lag,
+            read_lag=lags.read_lag,
+            true_lag=lags.true_lag,
+            time_lag_s=time_lag,
+            target_behind=target_behind(target_end, sync_down),
+            catch_up_s=catch_up,
+            topic_catch_up_s=topic_catch_up,
+            last_ok_ms=ts,
+            log_start=log_start,
+            records_lost=lost,
+            coverage=coverage,
+        )
 
     def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts, ts_target) -> np.ndarray:
         """Seconds per partition: the age of the oldest source record not on the target (RPO seconds).
@@ -259,10 +308,19 @@ class Sampler:
             if reader is None:
                 cfg = self.config.clusters[cluster]
                 reader = self.ts_readers[cluster] = RecordTimestampReader(
-                    lambda: make_consumer(cfg, f"mirrorwatch-monitor-timelag-{cluster}", group_id=UNUSED_GROUP,
-                                          **{"auto.offset.reset": "earliest", "enable.partition.eof": False,
-                                             "fetch.max.bytes": 1048576, "max.partition.fetch.bytes": 65536}),
-                    timeout_s=min(2.0, self.timeout_s))
+                    lambda: make_consumer(
+                        cfg,
+                        f"mirrorwatch-monitor-timelag-{cluster}",
+                        group_id=UNUSED_GROUP,
+                        **{
+                            "auto.offset.reset": "earliest",
+                            "enable.partition.eof": False,
+                            "fetch.max.bytes": 1048576,
+                            "max.partition.fetch.bytes": 65536,
+                        },
+                    ),
+                    timeout_s=min(2.0, self.timeout_s),
+                )
             wanted = [(keys[i][0], keys[i][1], int(acked[i])) for i in behind]
             try:
                 found = reader.timestamps(wanted)
@@ -288,8 +346,12 @@ class Sampler:
             if not known.any():
                 per_topic[topic] = math.nan
                 continue
-            value = catch_up_seconds([true_lag[m][known].sum()], [produce[m][known].sum()],
-                                     [mirror[m][known].sum()], [produce[m][known].sum() * interval_s])[0]
+            value = catch_up_seconds(
+                [true_lag[m][known].sum()],
+                [produce[m][known].sum()],
+                [mirror[m][known].sum()],
+                [produce[m][known].sum() * interval_s],
+            )[0]
             per_topic[topic] = float(value)
         return per_partition, per_topic
 
@@ -299,9 +361,17 @@ class Sampler:
         reader = self.readers[cluster]
         members, committed_map = reader.group(group)
         if not committed_map:
-            return GroupView(kind="group", flow="", cluster=cluster, target="", group=group, ts_ms=ts_cycle,
-                             group_status=GroupStatus.NOTFOUND, error=f"group '{group}' has no committed offsets on '{cluster}'",
-                             last_ok_ms=state.last_ok_ms)
+            return GroupView(
+                kind="group",
+                flow="",
+                cluster=cluster,
+                target="",
+                group=group,
+                ts_ms=ts_cycle,
+                group_status=GroupStatus.NOTFOUND,
+                error=f"group '{group}' has no committed offsets on '{cluster}'",
+                last_ok_ms=state.last_ok_ms,
+            )
         keys = sorted(k for k in committed_map if k[0] in cluster_topics)
         ts = now_ms()
         ends = reader.end_offsets(keys)
@@ -317,19 +387,47 @@ class Sampler:
         statuses = windows.evaluate(ts).copy()
         statuses[lost > 0] = PartitionStatus.LOST
         summary = summarize(windows, statuses)
-        return self._view("group", "", cluster, "", group, ts, summary, windows, keys, statuses,
-                          source_end=source_end, committed=committed,
-                          committed_lag=plain_lag(source_end, committed), last_ok_ms=ts, records_lost=lost)
+        return self._view(
+            "group",
+            "",
+            cluster,
+            "",
+            group,
+            ts,
+            summary,
+            windows,
+            keys,
+            statuses,
+            source_end=source_end,
+            committed=committed,
+            committed_lag=plain_lag(source_end, committed),
+            last_ok_ms=ts,
+            records_lost=lost,
+        )
 
-    def _view(self, kind, flow, cluster, target, group, ts, summary, windows: WindowSet, keys, statuses,
-              **values) -> GroupView:
+    def _view(
+        self, kind, flow, cluster, target, group, ts, summary, windows: WindowSet, keys, statuses, **values
+    ) -> GroupView:
         w = windows.window
         first = np.minimum(w - windows.count, w - 1)
         cols = np.arange(len(keys))
         return GroupView(
-            kind=kind, flow=flow, cluster=cluster, target=target, group=group, ts_ms=ts,
-            group_status=summary.status, topics=[k[0] for k in keys], partitions=[k[1] for k in keys],
-            status=statuses, complete=summary.complete, totallag=summary.totallag, maxlag_row=summary.maxlag_row,
+            kind=kind,
+            flow=flow,
+            cluster=cluster,
+            target=target,
+            group=group,
+            ts_ms=ts,
+            group_status=summary.status,
+            topics=[k[0] for k in keys],
+            partitions=[k[1] for k in keys],
+            status=statuses,
+            complete=summary.complete,
+            totallag=summary.totallag,
+            maxlag_row=summary.maxlag_row,
             window_start=(windows.offsets[first, cols].copy(), windows.times[first, cols].copy()),
             window_end=(windows.offsets[-1].copy(), windows.times[-1].copy()),
-            window_count=windows.count.copy(), window_size=w, **values)
+            window_count=windows.count.copy(),
+            window_size=w,
+            **values,
+        )
