@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -173,7 +174,7 @@ def denied(
     return AccessProblem(denied_line(operation, resource_type, resource, alias, principal_of(properties)), exit_code)
 
 
-def wait_for_connection(admin, bootstrap: str, alias: str, timeout_s: float) -> bool:
+def wait_for_connection(admin: Any, bootstrap: str, alias: str, timeout_s: float) -> bool:
     """Ask for metadata until it comes (True), an authentication/TLS failure is recorded (AccessProblem), or
     ``timeout_s`` passes (False: unreachable, or too slow; the caller decides what that means).
 
@@ -196,7 +197,7 @@ def wait_for_connection(admin, bootstrap: str, alias: str, timeout_s: float) -> 
         serve_callbacks(admin)
 
 
-def serve_callbacks(client) -> None:
+def serve_callbacks(client: Any) -> None:
     """Error callbacks are served only by poll(): an admin client that is never polled never reports a failed
     handshake. Call before deciding a cluster is unreachable."""
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .config import Config
+from .config import Config, FlowConfig
 from .naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
 
 LITERAL, PREFIXED, MATCHING = "literal", "prefixed", "matching"  # MATCHING: a regex; grant what it matches
@@ -43,7 +43,7 @@ def is_literal(pattern: str) -> bool:
     return not _REGEX_CHARS.search(pattern)
 
 
-def _source_topics(config: Config, flow) -> list[tuple[str, str]]:
+def _source_topics(config: Config, flow: FlowConfig) -> list[tuple[str, str]]:
     """(name or regex, pattern kind) of the source topics a flow mirrors, mirrorwatch's own topics included."""
     out = [(p, LITERAL if is_literal(p) else MATCHING) for p in flow.topics]
     for own in (config.mirror.heartbeats_topic, config.canary.topic):

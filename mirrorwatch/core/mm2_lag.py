@@ -20,11 +20,18 @@ Bounds (docs/mirrormaker2.md):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
 def target_side_acked_next(
-    source_end, committed_next, sync_upstream, sync_downstream, target_end, one_to_one=True
+    source_end: np.ndarray,
+    committed_next: np.ndarray,
+    sync_upstream: np.ndarray,
+    sync_downstream: np.ndarray,
+    target_end: np.ndarray,
+    one_to_one: bool = True,
 ) -> np.ndarray:
     """The monitor uses the same rule through ``monitor.lag.target_side_acked_next`` (issue 13's estimator);
     this copy serves ``mirror failover check``, which may import only core. ``one_to_one`` False (identity
@@ -62,12 +69,12 @@ def checkpoint_redelivery(syncs: list[tuple[int, int]], cp_upstream: int, cp_dow
 
 def translation_coverage(
     commits: dict[str, dict[tuple[str, int], int]],
-    checkpoints: dict[str, dict],
+    checkpoints: dict[str, dict[Any, Any]],
     last_sync_upstream: dict[tuple[str, int], int],
     now_ms: int,
     max_age_s: float,
     redelivery: dict[tuple[str, str, int], int] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Of the groups with commits on mirrored partitions, which have a usable checkpoint for every one of them.
 
     ``checkpoints[group][(topic, partition)]`` has ``upstream_offset`` and ``ts_ms`` (source topic names).
