@@ -19,7 +19,7 @@ for each partition that had reports (``_finish_round``).
 Beside it: ``partition_state.py`` (one assignment's positions and report callback), ``acknowledgement.py``
 (where ``acked_next`` lands, what may be committed, and the failures the engine stops on; pure),
 ``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties),
-``lifecycle.py`` (start-up, outages), ``access_guard.py`` (credentials and ACLs), ``records_lost.py`` (records removed from the source before mirrored).
+``lifecycle.py`` (start-up, outages), ``subscription.py`` (the topic thread and the subscription it hands over), ``access_guard.py`` (credentials and ACLs), ``records_lost.py`` (records removed from the source before mirrored).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from .own_topics import internal_topic_names
 from .partition_state import PartitionState
 from .publisher import PositionPublisher
 from .records_lost import RecordsLostDetection
-from .topics import TargetTopics, list_matching
+from .subscription import EngineSubscription
+from .topics import TargetTopics
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -54,7 +55,7 @@ log = logging.getLogger("mirrorwatch.mirror")
 IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle: commit and sync exactly
 
 
-class MirrorEngine(EngineLifecycle, RecordsLostDetection, EngineAccess):
+class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, EngineAccess):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
         self.config = config
@@ -102,47 +103,6 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection, EngineAccess):
         self.topic_filter = TopicFilter.of(config, self.flow)  # the same rule: internal topics only if it owns them
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
         self._init_lifecycle()  # heartbeats, checkpoints, the cluster watch (lifecycle.py)
-
-    # ------------------------------------------------------------------ topics
-    def refresh_topics(self, with_configs: bool) -> None:
-        topics = list_matching(self.source_admin, self.topic_filter)
-        ready = self.target_topics.sync(topics, with_configs)
-        self._topics_listed(ready, with_configs)
-        for name in ready:
-            self._name(name)
-        with self._subscription_lock:
-            if sorted(ready) != self._subscribed:
-                self._pending_subscription = sorted(ready)
-
-    def _name(self, source_topic: str) -> str:
-        target_topic = self.policy.target_topic(source_topic)
-        self.target_names[source_topic] = target_topic
-        return target_topic
-
-    def _topic_loop(self) -> None:
-        last_config_sync = time.monotonic()
-        while not self._stop.wait(self.settings.refresh_interval_s):
-            with_configs = time.monotonic() - last_config_sync >= self.settings.config_sync_interval_s
-            try:
-                self.refresh_topics(with_configs)
-                if with_configs:
-                    last_config_sync = time.monotonic()
-            except Denied as denied:
-                self.deny(denied)
-                return
-            except Exception as exc:  # a cluster away for a while: try again next round
-                self._retrying("topic refresh failed (will retry): %s", exc)
-
-    def _apply_subscription(self) -> None:
-        with self._subscription_lock:
-            topics, self._pending_subscription = self._pending_subscription, None
-        if topics is None:
-            return
-        added = sorted(set(topics) - set(self._subscribed))
-        self._subscribed = topics
-        if topics:
-            self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
-            log.info("mirroring %d topic(s)%s", len(topics), f"; new: {', '.join(added)}" if added else "")
 
     # ------------------------------------------------------------------ rebalances
     def _on_assign(self, consumer, partitions) -> None:
