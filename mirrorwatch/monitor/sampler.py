@@ -15,7 +15,6 @@ sample, values unknown); the next cycle tries again, so the monitor recovers on 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import deque
@@ -23,20 +22,20 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..core.clients import make_consumer
 from ..core.config import Config
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
 from ..core.status import GroupStatus, PartitionStatus
 from ..core.topic_selection import mirrored_topics, policy_of
 from .coverage import CoverageWatch
+from .estimates import SamplerEstimates
 from .evaluator import WindowSet, summarize
 from .kafka_io import ClusterReader, ClusterUnreachable
-from .lag import catch_up_seconds, mirror_lags, plain_lag, rate, records_lost, target_behind, target_side_acked_next
+from .lag import mirror_lags, plain_lag, records_lost, target_behind, target_side_acked_next
 from .mm2 import mm2_trackers, sample_mm2_flow
 from .model import GroupView, Snapshot
-from .syncs import UNUSED_GROUP, OffsetSyncTracker
-from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound, time_lag_interpolated
+from .syncs import OffsetSyncTracker
+from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound
 
 log = logging.getLogger("mirrorwatch.monitor.sampler")
 
@@ -58,7 +57,7 @@ class _GroupState:
     last_ok_ms: int | None = None
 
 
-class Sampler:
+class Sampler(SamplerEstimates):
     def __init__(self, config: Config, *, timeout_s: float | None = None, start_trackers: bool = True):
         self.config = config
         settings = config.monitor
@@ -287,73 +286,6 @@ class Sampler:
             records_lost=lost,
             coverage=coverage,
         )
-
-    def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts, ts_target) -> np.ndarray:
-        """Seconds per partition: the age of the oldest source record not on the target (RPO seconds).
-
-        Exact mode measures it at ``ts_target``, when the target end was sampled: a record produced after that
-        moment was not missing from the target then (0)."""
-        out = np.where(true_lag == 0, 0.0, np.nan)
-        behind = np.flatnonzero(true_lag > 0)
-        if self.config.monitor.time_lag_mode == "interpolate":
-            table = self.time_tables.setdefault(cluster, OffsetTimeTable(self.config.monitor.interpolation_points))
-            for i, k in enumerate(keys):
-                table.add(k, int(source_end[i]), ts)
-            for i in behind:
-                value = time_lag_interpolated(table.points(keys[i]), int(acked[i]), ts)
-                out[i] = np.nan if value is None else value
-            return out
-        if len(behind):
-            reader = self.ts_readers.get(cluster)
-            if reader is None:
-                cfg = self.config.clusters[cluster]
-                reader = self.ts_readers[cluster] = RecordTimestampReader(
-                    lambda: make_consumer(
-                        cfg,
-                        f"mirrorwatch-monitor-timelag-{cluster}",
-                        group_id=UNUSED_GROUP,
-                        **{
-                            "auto.offset.reset": "earliest",
-                            "enable.partition.eof": False,
-                            "fetch.max.bytes": 1048576,
-                            "max.partition.fetch.bytes": 65536,
-                        },
-                    ),
-                    timeout_s=min(2.0, self.timeout_s),
-                )
-            wanted = [(keys[i][0], keys[i][1], int(acked[i])) for i in behind]
-            try:
-                found = reader.timestamps(wanted)
-            except Exception as exc:  # time lag is a bonus; never let it sink the sample
-                log.warning("time lag: cannot read record timestamps on '%s': %s", cluster, exc)
-                found = {}
-            for i, w in zip(behind, wanted):
-                if w in found:
-                    out[i] = max(0.0, (ts_target - found[w]) / 1000.0)
-        return out
-
-    def _forecast(self, state: _GroupState, keys, ts, source_end, acked, true_lag):
-        state.history.append((ts, source_end, acked))
-        old_ts, old_end, old_acked = state.history[0]
-        produce, mirror = rate(old_end, old_ts, source_end, ts), rate(old_acked, old_ts, acked, ts)
-        interval_s = self.config.monitor.interval_s
-        per_partition = catch_up_seconds(true_lag, produce, mirror, produce * interval_s)
-        per_topic: dict[str, float] = {}
-        topics = np.array([k[0] for k in keys], dtype=object)
-        for topic in dict.fromkeys(k[0] for k in keys):
-            m = topics == topic
-            known = (true_lag[m] >= 0) & ~np.isnan(produce[m]) & ~np.isnan(mirror[m])
-            if not known.any():
-                per_topic[topic] = math.nan
-                continue
-            value = catch_up_seconds(
-                [true_lag[m][known].sum()],
-                [produce[m][known].sum()],
-                [mirror[m][known].sum()],
-                [produce[m][known].sum() * interval_s],
-            )[0]
-            per_topic[topic] = float(value)
-        return per_partition, per_topic
 
     # ------------------------------------------------------------------ plain groups
 
