@@ -36,12 +36,16 @@ class OffsetSyncReader:
         group_id: str | None = None,
         recheck_s: float = 10.0,
         on_message: Callable[[Message], None] | None = None,
+        raise_denied: bool = True,
     ):
         self.topic = topic
         self.on_sync = on_sync
         # other compacted topics read the same way (MirrorMaker 2's syncs, Connect offsets, heartbeats) take each
         # record whole instead; it raises RecordFormatError for a record it cannot decode
         self.on_message = on_message
+        # one-shot readers say a refused DESCRIBE (no ACL) at once; a long-lived follower (the monitor's tracker)
+        # keeps waiting for the topic as if it were not there yet
+        self.raise_denied = raise_denied
         self.bad_records = 0
         self.recheck_s = recheck_s
         # partition EOF events mark a compacted tail as read (read_to_end); reconnect quickly after an outage
@@ -100,7 +104,7 @@ class OffsetSyncReader:
         except Exception as exc:  # a cluster away for a while: read what we have, try again later
             log.debug("offset syncs %s: listing partitions failed: %s", self.topic, exc)
             return bool(self._positions)
-        if md is not None and md.error is not None and is_denied(md.error):
+        if self.raise_denied and md is not None and md.error is not None and is_denied(md.error):
             raise KafkaException(md.error)  # not "no syncs yet": the principal may not see the topic
         count = len(md.partitions) if md is not None and md.error is None else 0
         new = [p for p in range(count) if (self.topic, p) not in self._positions]

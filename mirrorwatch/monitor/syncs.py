@@ -61,7 +61,13 @@ class OffsetSyncTracker:
 
     def _run(self) -> None:
         reader = self._reader = OffsetSyncReader(
-            self._cluster, self.topic, lambda _sync: None, self._client_id, UNUSED_GROUP, on_message=self._keep
+            self._cluster,
+            self.topic,
+            lambda _sync: None,
+            self._client_id,
+            UNUSED_GROUP,
+            on_message=self._keep,
+            raise_denied=False,
         )
         try:
             while not self._stop.is_set() and not self.caught_up.is_set():
