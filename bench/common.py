@@ -39,8 +39,17 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 def produce_rate(bootstrap: str, topic: str, count: int, size: int, partitions: int) -> float:
     """Records/s for a tuned producer (acks=all, idempotent, batching) — the broker's write ceiling here."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 10,
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 500_000, "compression.type": "none"})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 10,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+            "compression.type": "none",
+        }
+    )
     value = b"x" * size
     started = time.perf_counter()
     for i in range(count):
@@ -56,8 +65,16 @@ def produce_rate(bootstrap: str, topic: str, count: int, size: int, partitions: 
 
 def assigned_reader(bootstrap: str, topic: str, partitions: int, group: str) -> Consumer:
     """A consumer tuned for large fetches (as the engine's), assigned to every partition of ``topic`` from 0."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+            "queued.min.messages": 200_000,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     return consumer
 
@@ -82,9 +99,18 @@ def client_floor_rate(east: str, west: str, topic: str, count: int, partitions: 
     target = f"floor.{topic}"
     create_topic(west, target, partitions)
     consumer = assigned_reader(east, topic, partitions, "bench-floor")
-    producer = Producer({"bootstrap.servers": west, "acks": "all", "enable.idempotence": True, "linger.ms": linger_ms,
-                         "batch.size": 1_000_000, "queue.buffering.max.messages": 200_000,
-                         "queue.buffering.max.kbytes": 1_048_576, "compression.type": "none"})
+    producer = Producer(
+        {
+            "bootstrap.servers": west,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": linger_ms,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 200_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "compression.type": "none",
+        }
+    )
     acked = [0]
 
     def delivered(err, msg) -> None:
@@ -98,7 +124,9 @@ def client_floor_rate(east: str, west: str, topic: str, count: int, partitions: 
             seen += 1
             while True:
                 try:
-                    producer.produce(target, m.value(), m.key(), m.partition(), on_delivery=delivered, timestamp=m.timestamp()[1])
+                    producer.produce(
+                        target, m.value(), m.key(), m.partition(), on_delivery=delivered, timestamp=m.timestamp()[1]
+                    )
                     break
                 except BufferError:
                     producer.poll(0.01)

@@ -35,9 +35,9 @@ def accuracy(cycles: int) -> dict:
     from mirrorwatch.core.config import config_from_dict
     from mirrorwatch.localkafka import LocalClusters
     from mirrorwatch.monitor.sampler import Sampler
-    from tests.helpers import create_topic, produce_numbered
-    from tests.lag_accuracy import LatencyReader, RateProducer, measure
-    from tests.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+    from tests.support.helpers import create_topic, produce_numbered
+    from tests.support.lag_accuracy import LatencyReader, RateProducer, measure
+    from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 
     parts, interval_s = 3, 1.0
     figures: dict = {}

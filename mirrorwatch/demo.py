@@ -57,18 +57,37 @@ def demo_config(east: str, west: str, base: Path, ports: dict[str, int]) -> dict
         "clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
         "flows": {"east-west": {"source": "east", "target": "west", "topics": list(SAMPLE_TOPICS)}},
         "mirror": {"commit_interval_s": 5, "refresh_interval_s": 5, "metrics_port": ports["mirror"]},
-        "canary": {"interval_s": 2, "warn_latency_s": 2, "crit_latency_s": 10, "heartbeat_max_age_s": 15,
-                   "metrics_port": ports["canary"]},
+        "canary": {
+            "interval_s": 2,
+            "warn_latency_s": 2,
+            "crit_latency_s": 10,
+            "heartbeat_max_age_s": 15,
+            "metrics_port": ports["canary"],
+        },
         # the History view fills itself: a history file closes every minute, the Spark job runs every 2 minutes
-        "monitor": {"interval_s": 2, "window": 10, "history_dir": str(base / "history"), "history_roll_s": 60,
-                    "metrics_port": ports["monitor"], "http_port": ports["api"],
-                    "analytics": {"every_s": 120, "master": "local[1]", "out": str(base / "analytics"),
-                                  "slo_lag": 1000, "slo_time_s": 5}},
+        "monitor": {
+            "interval_s": 2,
+            "window": 10,
+            "history_dir": str(base / "history"),
+            "history_roll_s": 60,
+            "metrics_port": ports["monitor"],
+            "http_port": ports["api"],
+            "analytics": {
+                "every_s": 120,
+                "master": "local[1]",
+                "out": str(base / "analytics"),
+                "slo_lag": 1000,
+                "slo_time_s": 5,
+            },
+        },
     }
     if _has("mirrorwatch.dashboards.settings"):
-        config["dashboard"] = {"port": ports["dashboard"], "analytics_dir": str(base / "analytics"),
-                               "monitor_url": f"http://127.0.0.1:{ports['api']}",
-                               "canary_url": f"http://127.0.0.1:{ports['canary']}/metrics"}
+        config["dashboard"] = {
+            "port": ports["dashboard"],
+            "analytics_dir": str(base / "analytics"),
+            "monitor_url": f"http://127.0.0.1:{ports['api']}",
+            "canary_url": f"http://127.0.0.1:{ports['canary']}/metrics",
+        }
     return config
 
 
@@ -85,7 +104,9 @@ class Traffic(threading.Thread):
     def __init__(self, bootstrap: str, rate: int, burst: int, burst_every_s: float):
         super().__init__(name="traffic", daemon=True)
         # through core.clients: the client library's own log lines stay out of the demo's banner (-v shows them)
-        self.producer = make_producer(_cluster(bootstrap), "mirrorwatch-demo-traffic", **{"linger.ms": 20, "acks": "all"})
+        self.producer = make_producer(
+            _cluster(bootstrap), "mirrorwatch-demo-traffic", **{"linger.ms": 20, "acks": "all"}
+        )
         self.rate, self.burst, self.burst_every_s = rate, burst, burst_every_s
         self.stop_event = threading.Event()
         self.sent = 0
@@ -102,8 +123,11 @@ class Traffic(threading.Thread):
             for _ in range(count):
                 self.sent += 1
                 try:
-                    self.producer.produce(topics[self.sent % len(topics)], key=f"customer-{self.sent % 997}".encode(),
-                                          value=f'{{"n": {self.sent}, "ts": {time.time():.3f}}}'.encode())
+                    self.producer.produce(
+                        topics[self.sent % len(topics)],
+                        key=f"customer-{self.sent % 997}".encode(),
+                        value=f'{{"n": {self.sent}, "ts": {time.time():.3f}}}'.encode(),
+                    )
                 except BufferError:  # east is away: drop demo traffic rather than block the demo
                     break
             self.producer.poll(0)
@@ -122,8 +146,11 @@ class Services:
         return self.procs[name]
 
     def check(self) -> list[str]:
-        return [f"{n} exited with {p.returncode} (log: {self.logs / (n + '.log')})" for n, p in self.procs.items()
-                if p.poll() is not None]
+        return [
+            f"{n} exited with {p.returncode} (log: {self.logs / (n + '.log')})"
+            for n, p in self.procs.items()
+            if p.poll() is not None
+        ]
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -137,7 +164,9 @@ class Services:
 
 
 @click.command(help="Run the mirrorwatch demo on two local Kafka clusters (east → west).")
-@click.option("--dir", "base_dir", default=None, type=click.Path(file_okay=False), help="demo state (default .cache/demo)")
+@click.option(
+    "--dir", "base_dir", default=None, type=click.Path(file_okay=False), help="demo state (default .cache/demo)"
+)
 @click.option("--rate", default=200, show_default=True, help="records/s of steady traffic")
 @click.option("--burst", default=20_000, show_default=True, help="records in each burst")
 @click.option("--burst-every", default=90.0, show_default=True, help="seconds between bursts")
@@ -153,7 +182,13 @@ def cli(base_dir: str | None, rate: int, burst: int, burst_every: float, run_for
         raise UserError(str(exc), 1) from None
     east, west = clusters["east"].bootstrap, clusters["west"].bootstrap
     create_sample_topics(east)
-    ports = {"mirror": port(9641), "canary": port(9642), "monitor": port(9643), "api": port(9644), "dashboard": port(8501)}
+    ports = {
+        "mirror": port(9641),
+        "canary": port(9642),
+        "monitor": port(9643),
+        "api": port(9644),
+        "dashboard": port(8501),
+    }
     config_path = base / "mirrorwatch.yaml"
     config_path.write_text(yaml.safe_dump(demo_config(east, west, base, ports), sort_keys=False))
     services = Services(base / "logs")
@@ -166,25 +201,37 @@ def cli(base_dir: str | None, rate: int, burst: int, burst_every: float, run_for
         if _has("mirrorwatch.canary.cli"):
             services.start("canary", [str(BIN / "canary"), "run", "--config", str(config_path)])
         if _has("mirrorwatch.dashboards.cli"):
-            services.start("dashboard", [str(BIN / "monitor"), "dashboard", "--config", str(config_path),
-                                         "--port", str(ports["dashboard"])])
+            services.start(
+                "dashboard",
+                [str(BIN / "monitor"), "dashboard", "--config", str(config_path), "--port", str(ports["dashboard"])],
+            )
         traffic.start()
         print(f"\nmirrorwatch demo up in {time.monotonic() - started:.1f} s   (config: {config_path})")
         print(f"  Kafka east   bootstrap.servers={east}   (log {clusters['east'].log_path})")
         print(f"  Kafka west   bootstrap.servers={west}   (log {clusters['west'].log_path})")
-        print(f"  traffic      {rate}/s to {', '.join(SAMPLE_TOPICS)} on east, bursts of {burst} every {burst_every:.0f} s")
+        print(
+            f"  traffic      {rate}/s to {', '.join(SAMPLE_TOPICS)} on east, bursts of {burst} every {burst_every:.0f} s"
+        )
         print(f"  mirror       east → west, metrics http://127.0.0.1:{ports['mirror']}/metrics")
-        print(f"  monitor      status API http://127.0.0.1:{ports['api']}/v1/flows , metrics http://127.0.0.1:{ports['monitor']}/metrics")
+        print(
+            f"  monitor      status API http://127.0.0.1:{ports['api']}/v1/flows , metrics http://127.0.0.1:{ports['monitor']}/metrics"
+        )
         if "canary" in services.procs:
-            print(f"  canary       every 2 s, metrics http://127.0.0.1:{ports['canary']}/metrics ; "
-                  f"on-call check: .venv/bin/canary check --config {config_path}")
+            print(
+                f"  canary       every 2 s, metrics http://127.0.0.1:{ports['canary']}/metrics ; "
+                f"on-call check: .venv/bin/canary check --config {config_path}"
+            )
         if "dashboard" in services.procs:
             print(f"  status page  http://127.0.0.1:{ports['dashboard']}/")
         print(f"  lag table    .venv/bin/monitor lag --config {config_path}")
-        print(f"  analytics    .venv/bin/monitor analyze --history {base / 'history'} --out {base / 'analytics'}  (the monitor runs it every 2 min)")
+        print(
+            f"  analytics    .venv/bin/monitor analyze --history {base / 'history'} --out {base / 'analytics'}  (the monitor runs it every 2 min)"
+        )
         print(f"  logs         {base / 'logs'}")
-        print(f"Break it on purpose: kill -STOP {mirror.pid}  (freeze the mirror: lag grows, canary goes CRITICAL);"
-              f" kill -CONT {mirror.pid} to recover.")
+        print(
+            f"Break it on purpose: kill -STOP {mirror.pid}  (freeze the mirror: lag grows, canary goes CRITICAL);"
+            f" kill -CONT {mirror.pid} to recover."
+        )
         print("Press Ctrl-C to stop everything the demo started.\n", flush=True)
         deadline = time.monotonic() + run_for if run_for else None
         while not stop.wait(2):

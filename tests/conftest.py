@@ -90,8 +90,8 @@ def kafka_pair(tmp_path_factory):
 def sasl_pair(tmp_path_factory):
     """Two SASL_SSL clusters (SCRAM-SHA-512 over TLS, StandardAuthorizer, ACLs), shared by the security and
     doctor tests. Users: ``admin`` (super user) and ``mirror`` (no ACL until a test grants one); the passwords
-    are distinctive so that a test can look for them in every output. See tests/sasl.py."""
-    from .sasl import SaslPair
+    are distinctive so that a test can look for them in every output. See tests/support/sasl.py."""
+    from .support.sasl import SaslPair
 
     pair = SaslPair(tmp_path_factory.mktemp("kafka-sasl"))
     _LOG_PATHS.extend(c.log_path for c in pair.clusters.clusters.values())
@@ -169,8 +169,8 @@ def spark():
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
     """One real Spark standalone cluster (master + worker, 2 cores, 1 GiB) for the whole session; see
-    tests/spark_cluster.py. Drivers reach it with ``cluster.master_url`` and ``cluster.env()``."""
-    from .spark_cluster import SparkCluster
+    tests/support/spark_cluster.py. Drivers reach it with ``cluster.master_url`` and ``cluster.env()``."""
+    from .support.spark_cluster import SparkCluster
 
     cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster")).start()
     try:

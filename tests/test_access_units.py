@@ -10,23 +10,33 @@ from mirrorwatch.core.acls import LITERAL, PREFIXED, is_literal, mirror_needs
 from mirrorwatch.core.config import config_from_dict
 
 
-@pytest.mark.parametrize("props,principal", [
-    ({"bootstrap.servers": "x:1"}, "User:ANONYMOUS"),
-    ({"bootstrap.servers": "x:1", "security.protocol": "SASL_SSL", "sasl.username": "mirror"}, "User:mirror"),
-    ({"bootstrap.servers": "x:1", "security.protocol": "sasl_plaintext", "sasl.username": "m"}, "User:m"),
-    ({"bootstrap.servers": "x:1", "security.protocol": "SSL", "sasl.username": "ignored"}, "User:ANONYMOUS"),
-])
+@pytest.mark.parametrize(
+    "props,principal",
+    [
+        ({"bootstrap.servers": "x:1"}, "User:ANONYMOUS"),
+        ({"bootstrap.servers": "x:1", "security.protocol": "SASL_SSL", "sasl.username": "mirror"}, "User:mirror"),
+        ({"bootstrap.servers": "x:1", "security.protocol": "sasl_plaintext", "sasl.username": "m"}, "User:m"),
+        ({"bootstrap.servers": "x:1", "security.protocol": "SSL", "sasl.username": "ignored"}, "User:ANONYMOUS"),
+    ],
+)
 def test_principal(props, principal):
     assert access.principal_of(props) == principal
 
 
-@pytest.mark.parametrize("raw,short", [
-    ("sasl_ssl://127.0.0.1:9093/bootstrap: SASL authentication error: bad (after 12ms in state AUTH_REQ)",
-     "SASL authentication error: bad"),
-    ("ssl://10.0.0.1:9093/1: SSL handshake failed: x (after 3ms in state SSL_HANDSHAKE, 2 identical error(s) suppressed)",
-     "SSL handshake failed: x"),
-    ("plain text", "plain text"),
-])
+@pytest.mark.parametrize(
+    "raw,short",
+    [
+        (
+            "sasl_ssl://127.0.0.1:9093/bootstrap: SASL authentication error: bad (after 12ms in state AUTH_REQ)",
+            "SASL authentication error: bad",
+        ),
+        (
+            "ssl://10.0.0.1:9093/1: SSL handshake failed: x (after 3ms in state SSL_HANDSHAKE, 2 identical error(s) suppressed)",
+            "SSL handshake failed: x",
+        ),
+        ("plain text", "plain text"),
+    ],
+)
 def test_reason_is_shortened(raw, short):
     assert access._short(raw) == short
 
@@ -35,21 +45,30 @@ def test_recorded_failures_become_one_line_and_are_forgotten():
     bootstrap = "unit-test-host:9093"
     access.register_cluster("east", {"bootstrap.servers": bootstrap, "sasl.username": "mirror"})
     assert access.connection_problem(bootstrap) is None
-    assert access.record_client_error(bootstrap, KafkaError(KafkaError._AUTHENTICATION, "sasl_ssl://h:1/bootstrap: denied")) == "authentication"
+    assert (
+        access.record_client_error(
+            bootstrap, KafkaError(KafkaError._AUTHENTICATION, "sasl_ssl://h:1/bootstrap: denied")
+        )
+        == "authentication"
+    )
     assert access.connection_problem(bootstrap) == (
         f"authentication failed on cluster 'east' at {bootstrap} as user 'mirror': denied; check sasl.username, "
-        "sasl.password and sasl.mechanism (see docs/security.md)")
+        "sasl.password and sasl.mechanism (see docs/security.md)"
+    )
     assert access.record_client_error(bootstrap, KafkaError(KafkaError._TRANSPORT, "Connection refused")) is None
     access.forget(bootstrap)
     assert access.connection_problem(bootstrap) is None
 
 
-@pytest.mark.parametrize("code,rtype,denied", [
-    (KafkaError.TOPIC_AUTHORIZATION_FAILED, "topic", True),
-    (KafkaError.GROUP_AUTHORIZATION_FAILED, "topic", False),  # a coordinator lookup refused, not the topic
-    (KafkaError.GROUP_AUTHORIZATION_FAILED, "group", True),
-    (KafkaError.UNKNOWN_TOPIC_OR_PART, "topic", False),
-])
+@pytest.mark.parametrize(
+    "code,rtype,denied",
+    [
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, "topic", True),
+        (KafkaError.GROUP_AUTHORIZATION_FAILED, "topic", False),  # a coordinator lookup refused, not the topic
+        (KafkaError.GROUP_AUTHORIZATION_FAILED, "group", True),
+        (KafkaError.UNKNOWN_TOPIC_OR_PART, "topic", False),
+    ],
+)
 def test_raise_if_denied_only_for_that_resource(code, rtype, denied):
     from confluent_kafka import KafkaException
 
@@ -61,16 +80,24 @@ def test_raise_if_denied_only_for_that_resource(code, rtype, denied):
         access.raise_if_denied(exc, "READ", rtype, "x", "source")
 
 
-@pytest.mark.parametrize("pattern,literal", [("orders", True), ("orders-2", True), ("payments\\..*", False),
-                                             ("a.b", False), ("(x|y)", False)])
+@pytest.mark.parametrize(
+    "pattern,literal",
+    [("orders", True), ("orders-2", True), ("payments\\..*", False), ("a.b", False), ("(x|y)", False)],
+)
 def test_literal_patterns(pattern, literal):
     assert is_literal(pattern) is literal
 
 
 def test_mirror_needs_prefix_policy():
-    config = config_from_dict({"clusters": {"east": {"bootstrap.servers": "a:1"}, "west": {"bootstrap.servers": "b:1"}},
-                               "flows": {"ew": {"source": "east", "target": "west", "topics": ["orders", "pay\\..*"]}}})
-    needs = {(n.role, n.operation, n.resource_type, n.name, n.pattern) for n in mirror_needs(config, None) if n.required}
+    config = config_from_dict(
+        {
+            "clusters": {"east": {"bootstrap.servers": "a:1"}, "west": {"bootstrap.servers": "b:1"}},
+            "flows": {"ew": {"source": "east", "target": "west", "topics": ["orders", "pay\\..*"]}},
+        }
+    )
+    needs = {
+        (n.role, n.operation, n.resource_type, n.name, n.pattern) for n in mirror_needs(config, None) if n.required
+    }
     assert ("source", "READ", "topic", "orders", LITERAL) in needs
     assert ("source", "READ", "topic", "pay\\..*", "matching") in needs
     assert ("source", "READ", "group", "mirrorwatch-ew", LITERAL) in needs  # the flow is named ew: its own group

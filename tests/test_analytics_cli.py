@@ -50,8 +50,25 @@ def test_history_with_zero_rows_is_one_line_exit_2(tmp_path, capsys, spark):
 @pytest.mark.spark
 def test_corrupt_files_are_skipped_with_a_warning_naming_them(tmp_path, capsys, spark):
     history = tmp_path / "history"
-    assert run_cli(["generate-history", "--out", str(history), "--days", "2", "--interval", "60",
-                    "--topics", "orders", "--partitions", "1", "--quiet"]) == 0
+    assert (
+        run_cli(
+            [
+                "generate-history",
+                "--out",
+                str(history),
+                "--days",
+                "2",
+                "--interval",
+                "60",
+                "--topics",
+                "orders",
+                "--partitions",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     day1, day2 = sorted((history / "lag").glob("date=*/*.parquet"))
     rows_day1 = pq.read_metadata(day1).num_rows
     data = day2.read_bytes()
@@ -77,9 +94,25 @@ def test_odd_series_and_a_period_filter_with_progress_on_stderr(tmp_path, capsys
     import pyarrow as pa
 
     def row(ts_ms, partition, true_lag):
-        return {"ts": ts_ms, "flow": "f", "source": "s", "target": "t", "group": "g", "topic": "x", "partition": partition,
-                "source_end": 100, "committed": None, "read_position": None, "acked_next": None, "target_end": None,
-                "committed_lag": None, "read_lag": None, "true_lag": true_lag, "time_lag_s": 1.0, "status": "OK"}
+        return {
+            "ts": ts_ms,
+            "flow": "f",
+            "source": "s",
+            "target": "t",
+            "group": "g",
+            "topic": "x",
+            "partition": partition,
+            "source_end": 100,
+            "committed": None,
+            "read_position": None,
+            "acked_next": None,
+            "target_end": None,
+            "committed_lag": None,
+            "read_lag": None,
+            "true_lag": true_lag,
+            "time_lag_s": 1.0,
+            "status": "OK",
+        }
 
     day = 1_767_571_200_000  # 2026-01-05T00:00Z
     rows = [row(day + i * 10_000, 0, 10 * i) for i in range(100)]
@@ -89,11 +122,31 @@ def test_odd_series_and_a_period_filter_with_progress_on_stderr(tmp_path, capsys
     for d in ("2026-01-05", "2026-01-06"):
         (tmp_path / "lag" / f"date={d}").mkdir(parents=True)
     first = [r for r in rows if r["ts"] < day + 86_400_000]
-    pq.write_table(pa.Table.from_pylist(first, schema=lag_sample_arrow_schema()), tmp_path / "lag/date=2026-01-05/a.parquet")
-    pq.write_table(pa.Table.from_pylist(rows[-1:], schema=lag_sample_arrow_schema()), tmp_path / "lag/date=2026-01-06/a.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(first, schema=lag_sample_arrow_schema()), tmp_path / "lag/date=2026-01-05/a.parquet"
+    )
+    pq.write_table(
+        pa.Table.from_pylist(rows[-1:], schema=lag_sample_arrow_schema()), tmp_path / "lag/date=2026-01-06/a.parquet"
+    )
     out = tmp_path / "out"
-    assert run_cli(["analyze", "--history", str(tmp_path), "--out", str(out), "--from", "2026-01-05T00:00:05Z",
-                    "--to", "2026-01-06", "--slo-lag", "1000"]) == 0
+    assert (
+        run_cli(
+            [
+                "analyze",
+                "--history",
+                str(tmp_path),
+                "--out",
+                str(out),
+                "--from",
+                "2026-01-05T00:00:05Z",
+                "--to",
+                "2026-01-06",
+                "--slo-lag",
+                "1000",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "writing incidents" in err and "writing summary.json" in err
     summary = json.loads((out / "summary.json").read_text())

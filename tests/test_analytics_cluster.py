@@ -1,4 +1,4 @@
-"""The analytics job on a real Spark standalone cluster (tests/spark_cluster.py): ``monitor analyze --master
+"""The analytics job on a real Spark standalone cluster (tests/support/spark_cluster.py): ``monitor analyze --master
 spark://…`` and ``spark-submit submit.py`` must write exactly the tables and summary that local[2] writes for
 the same generated history."""
 
@@ -16,7 +16,7 @@ import pytest
 from mirrorwatch.monitor.analytics import submit
 from mirrorwatch.monitor.analytics.job import AnalysisSettings, build_tables, run_job
 
-from .spark_cluster import SPARK_HOME
+from .support.spark_cluster import SPARK_HOME
 
 # a driver and an executor JVM per run, on a shared 2-core machine: more room than the suite's default 600 s
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
@@ -30,8 +30,24 @@ VOLATILE_SUMMARY_KEYS = {"generated_at", "tables"}
 def history(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cluster-history")
     # small on purpose (1,152 rows): the point is where the job runs, not how much it reads
-    subprocess.run([str(BIN / "monitor"), "generate-history", "--out", str(path), "--days", "1", "--interval", "300",
-                    "--topics", "orders,payments", "--partitions", "2", "--quiet"], check=True)
+    subprocess.run(
+        [
+            str(BIN / "monitor"),
+            "generate-history",
+            "--out",
+            str(path),
+            "--days",
+            "1",
+            "--interval",
+            "300",
+            "--topics",
+            "orders,payments",
+            "--partitions",
+            "2",
+            "--quiet",
+        ],
+        check=True,
+    )
     return path
 
 
@@ -86,9 +102,23 @@ def test_monitor_analyze_on_the_standalone_cluster_equals_local(spark_cluster, h
     out = tmp_path / "out"
     before = completed_apps(spark_cluster)
     # a separate process: this test process already holds the local[2] session, which run_job would reuse
-    result = subprocess.run([str(BIN / "monitor"), "analyze", "--master", spark_cluster.master_url,
-                             "--history", str(history), "--out", str(out), "--quiet"],
-                            env=spark_cluster.env(), capture_output=True, text=True, timeout=1500)
+    result = subprocess.run(
+        [
+            str(BIN / "monitor"),
+            "analyze",
+            "--master",
+            spark_cluster.master_url,
+            "--history",
+            str(history),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        env=spark_cluster.env(),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_output(out, reference)
     # it really ran there: the master lists one more finished application, with executors on the worker
@@ -99,10 +129,27 @@ def test_monitor_analyze_on_the_standalone_cluster_equals_local(spark_cluster, h
 def test_spark_submit_on_the_standalone_cluster_equals_local(spark_cluster, history, reference, tmp_path):
     out = tmp_path / "out"
     before = completed_apps(spark_cluster)
-    result = subprocess.run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", spark_cluster.master_url,
-                             "--driver-memory", "1g", "--executor-memory", "512m", submit.__file__,
-                             "--history", str(history), "--out", f"file://{out}", "--quiet"],
-                            env=spark_cluster.env(), capture_output=True, text=True, timeout=1500)
+    result = subprocess.run(
+        [
+            str(SPARK_HOME / "bin" / "spark-submit"),
+            "--master",
+            spark_cluster.master_url,
+            "--driver-memory",
+            "1g",
+            "--executor-memory",
+            "512m",
+            submit.__file__,
+            "--history",
+            str(history),
+            "--out",
+            f"file://{out}",
+            "--quiet",
+        ],
+        env=spark_cluster.env(),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert_same_output(out, reference)
     assert len(completed_apps(spark_cluster) - before) == 1

@@ -16,7 +16,16 @@ START_MS = 1_767_571_200_000  # 2026-01-05T00:00Z
 
 
 def small_spec(**kw) -> GeneratorSpec:
-    return GeneratorSpec(**{"start_ms": START_MS, "steps": 2880, "interval_s": 30.0, "topics": ("orders", "payments"), "partitions": 2, **kw})
+    return GeneratorSpec(
+        **{
+            "start_ms": START_MS,
+            "steps": 2880,
+            "interval_s": 30.0,
+            "topics": ("orders", "payments"),
+            "partitions": 2,
+            **kw,
+        }
+    )
 
 
 def run_cli(argv: list[str]) -> int:
@@ -47,8 +56,25 @@ def test_committed_lag_saw_tooths_above_true_lag():
 
 
 def test_every_injected_incident_has_one_ground_truth_incident_per_affected_partition(tmp_path):
-    assert run_cli(["generate-history", "--out", str(tmp_path), "--days", "1", "--interval", "30",
-                    "--topics", "orders,payments", "--partitions", "2", "--quiet"]) == 0
+    assert (
+        run_cli(
+            [
+                "generate-history",
+                "--out",
+                str(tmp_path),
+                "--days",
+                "1",
+                "--interval",
+                "30",
+                "--topics",
+                "orders,payments",
+                "--partitions",
+                "2",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     truth = json.loads((tmp_path / "ground_truth.json").read_text())
     kinds = {e["kind"] for e in truth["injected"]}
     assert kinds == {"mirror_stop", "slow_target", "burst", "sampling_gap"}
@@ -60,8 +86,13 @@ def test_every_injected_incident_has_one_ground_truth_incident_per_affected_part
             for partition in (0, 1):
                 if (ev["topic"] in (None, topic)) and (ev["partition"] in (None, partition)):
                     expected += 1
-                    found = [i for i in truth["incidents"] if i["topic"] == topic and i["partition"] == partition
-                             and ev["start_ms"] <= i["start_ms"] < ev["end_ms"]]
+                    found = [
+                        i
+                        for i in truth["incidents"]
+                        if i["topic"] == topic
+                        and i["partition"] == partition
+                        and ev["start_ms"] <= i["start_ms"] < ev["end_ms"]
+                    ]
                     assert len(found) == 1, (ev, topic, partition)
                     assert found[0]["cause"] == ev["kind"]
                     assert found[0]["recovered_ms"] is not None
@@ -70,8 +101,25 @@ def test_every_injected_incident_has_one_ground_truth_incident_per_affected_part
 
 
 def test_written_files_have_exactly_the_history_schema_and_cut_sampling_gaps(tmp_path):
-    assert run_cli(["generate-history", "--out", str(tmp_path), "--samples", "20000", "--interval", "10",
-                    "--topics", "a,b", "--partitions", "1", "--quiet"]) == 0
+    assert (
+        run_cli(
+            [
+                "generate-history",
+                "--out",
+                str(tmp_path),
+                "--samples",
+                "20000",
+                "--interval",
+                "10",
+                "--topics",
+                "a,b",
+                "--partitions",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     files = sorted((tmp_path / "lag").glob("date=*/*.parquet"))
     assert [f.parent.name for f in files] == ["date=2026-01-05", "date=2026-01-06"]
     table = pq.read_table(files[0], schema=lag_sample_arrow_schema())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow.parquet as pq
 import pytest
@@ -20,15 +20,32 @@ def run_cli(argv: list[str]) -> int:
 
 
 def ms(value) -> int | None:
-    return None if value is None else int(value.replace(tzinfo=value.tzinfo or timezone.utc).timestamp() * 1000)
+    return None if value is None else int(value.replace(tzinfo=value.tzinfo or UTC).timestamp() * 1000)
 
 
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory, spark):
     history = tmp_path_factory.mktemp("history")
     out = tmp_path_factory.mktemp("analytics")
-    assert run_cli(["generate-history", "--out", str(history), "--days", "1", "--interval", "30",
-                    "--topics", "orders,payments", "--partitions", "2", "--quiet"]) == 0
+    assert (
+        run_cli(
+            [
+                "generate-history",
+                "--out",
+                str(history),
+                "--days",
+                "1",
+                "--interval",
+                "30",
+                "--topics",
+                "orders,payments",
+                "--partitions",
+                "2",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert run_cli(["analyze", "--history", str(history), "--out", str(out), "--quiet"]) == 0
     truth = json.loads((history / "ground_truth.json").read_text())
 
@@ -40,9 +57,7 @@ def analysed(tmp_path_factory, spark):
 
 def test_every_injected_incident_is_found_to_the_sample(analysed):
     truth, table, _ = analysed
-    found = {
-        (r["topic"], r["partition"], ms(r["start"])): r for r in table("incidents")
-    }
+    found = {(r["topic"], r["partition"], ms(r["start"])): r for r in table("incidents")}
     assert len(found) == len(truth["incidents"])
     for expected in truth["incidents"]:
         got = found[(expected["topic"], expected["partition"], expected["start_ms"])]
@@ -78,8 +93,8 @@ def test_sampling_gaps_are_reported_not_averaged_over(analysed):
         assert ms(g["gap_end"]) == gap["end_ms"]  # the first one after
         assert g["median_spacing_s"] == 30.0
     hourly = table("lag_hourly")
-    gap_hour = datetime.fromtimestamp(gap["start_ms"] // 3_600_000 * 3600, timezone.utc)
-    covered = [h["coverage"] for h in hourly if h["bucket_start"].replace(tzinfo=timezone.utc) == gap_hour]
+    gap_hour = datetime.fromtimestamp(gap["start_ms"] // 3_600_000 * 3600, UTC)
+    covered = [h["coverage"] for h in hourly if h["bucket_start"].replace(tzinfo=UTC) == gap_hour]
     assert covered and all(c < 1.0 for c in covered)
     assert sum(h["gaps"] for h in hourly) == 4
     for day in table("lag_daily"):  # one day of 2880 slots, some of them inside the gap
@@ -100,7 +115,11 @@ def test_topic_windows_trend_and_summary(analysed):
     windows = table("incidents_by_topic")
     for stop in stops:
         for topic in ("orders", "payments"):
-            (w,) = [w for w in windows if w["topic"] == topic and ms(w["start"]) <= stop["end_ms"] and ms(w["end"]) >= stop["start_ms"]]
+            (w,) = [
+                w
+                for w in windows
+                if w["topic"] == topic and ms(w["start"]) <= stop["end_ms"] and ms(w["end"]) >= stop["start_ms"]
+            ]
             assert w["partitions"] == 2
     assert {r["topic"] for r in table("trend")} == {"orders", "payments"}
     summary = json.loads((out / "summary.json").read_text())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,7 +23,7 @@ from mirrorwatch.monitor.analytics.progress import Progress
 pytestmark = pytest.mark.spark
 
 SLO_LAG, SLO_TIME, GAP_FACTOR = 500, 20.0, 3.0
-START_MS = int(datetime(2026, 3, 1, 22, 30, tzinfo=timezone.utc).timestamp() * 1000)
+START_MS = int(datetime(2026, 3, 1, 22, 30, tzinfo=UTC).timestamp() * 1000)
 
 
 def make_rows() -> list[dict]:
@@ -38,13 +38,27 @@ def make_rows() -> list[dict]:
             true_lag = rng.choice([rng.randint(0, 400), rng.randint(0, 1500)])
             committed_lag = None if rng.random() < 0.05 else true_lag + rng.randint(0, 900)
             time_lag = None if rng.random() < 0.03 else round(rng.uniform(0, 30), 3)
-            rows.append({
-                "ts": t, "flow": "east-west", "source": "east", "target": "west", "group": "g", "topic": "orders",
-                "partition": partition, "source_end": 10**6 + i, "committed": None if committed_lag is None else 10**6 + i - committed_lag,
-                "read_position": None, "acked_next": 10**6 + i - true_lag, "target_end": None,
-                "committed_lag": committed_lag, "read_lag": None, "true_lag": None if rng.random() < 0.02 else true_lag,
-                "time_lag_s": time_lag, "status": "OK",
-            })
+            rows.append(
+                {
+                    "ts": t,
+                    "flow": "east-west",
+                    "source": "east",
+                    "target": "west",
+                    "group": "g",
+                    "topic": "orders",
+                    "partition": partition,
+                    "source_end": 10**6 + i,
+                    "committed": None if committed_lag is None else 10**6 + i - committed_lag,
+                    "read_position": None,
+                    "acked_next": 10**6 + i - true_lag,
+                    "target_end": None,
+                    "committed_lag": committed_lag,
+                    "read_lag": None,
+                    "true_lag": None if rng.random() < 0.02 else true_lag,
+                    "time_lag_s": time_lag,
+                    "status": "OK",
+                }
+            )
     return rows
 
 
@@ -93,13 +107,15 @@ def analysed(tmp_path_factory, spark):
     history = tmp_path_factory.mktemp("ref-history")
     by_day = defaultdict(list)
     for r in rows:
-        by_day[datetime.fromtimestamp(r["ts"] / 1000, timezone.utc).date()].append(r)
+        by_day[datetime.fromtimestamp(r["ts"] / 1000, UTC).date()].append(r)
     for day, rs in by_day.items():
         (history / "lag" / f"date={day}").mkdir(parents=True)
         table = pa.Table.from_pylist(rs, schema=lag_sample_arrow_schema())
         pq.write_table(table, history / "lag" / f"date={day}" / "part-0.parquet")
     out = tmp_path_factory.mktemp("ref-out")
-    settings = AnalysisSettings(str(history), f"file://{out}", slo_lag=SLO_LAG, slo_time_s=SLO_TIME, gap_factor=GAP_FACTOR)
+    settings = AnalysisSettings(
+        str(history), f"file://{out}", slo_lag=SLO_LAG, slo_time_s=SLO_TIME, gap_factor=GAP_FACTOR
+    )
     summary = run_analysis(spark, settings, Progress(quiet=True))
     return rows, summary, lambda name: pq.read_table(out / name).to_pylist()
 
@@ -133,9 +149,16 @@ def test_compliance_and_gaps_match_exactly(analysed):
     _, gaps_ref, weights = reference(rows)
     (slo,) = table("slo_by_topic")
     assert (slo["compliant_ms"], slo["breach_ms"], slo["unknown_ms"], slo["unobserved_ms"]) == (
-        weights["compliant"], weights["breach"], weights["unknown"], weights["unobserved"])
+        weights["compliant"],
+        weights["breach"],
+        weights["unknown"],
+        weights["unobserved"],
+    )
     assert slo["compliance"] == weights["compliant"] / (weights["compliant"] + weights["breach"])
-    gaps = sorted((g["partition"], int(g["gap_start"].timestamp() * 1000), round(g["gap_s"] * 1000)) for g in table("sampling_gaps"))
+    gaps = sorted(
+        (g["partition"], int(g["gap_start"].timestamp() * 1000), round(g["gap_s"] * 1000))
+        for g in table("sampling_gaps")
+    )
     assert gaps == sorted(gaps_ref) and len(gaps) == 1
 
 
@@ -143,8 +166,14 @@ def test_committed_view_counts(analysed):
     rows, _, table = analysed
     both = [r for r in rows if r["committed_lag"] is not None and r["true_lag"] is not None]
     diffs = [r["committed_lag"] - r["true_lag"] for r in both]
-    false_pages = sum(1 for r in both if r["committed_lag"] > SLO_LAG and r["true_lag"] <= SLO_LAG
-                      and r["time_lag_s"] is not None and r["time_lag_s"] <= SLO_TIME)
+    false_pages = sum(
+        1
+        for r in both
+        if r["committed_lag"] > SLO_LAG
+        and r["true_lag"] <= SLO_LAG
+        and r["time_lag_s"] is not None
+        and r["time_lag_s"] <= SLO_TIME
+    )
     (view,) = table("committed_view")
     assert view["samples"] == len(both)
     assert (view["committed_minus_true_min"], view["committed_minus_true_max"]) == (min(diffs), max(diffs))

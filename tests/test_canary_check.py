@@ -15,8 +15,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mirrorwatch.canary.events import is_canary
 from mirrorwatch.core.records import CanaryEvent
 
-from .helpers import admin, end_offsets
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings
+from .support.helpers import admin, end_offsets
+from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings
 from .test_canary_units import check_json_schema
 
 CRIT_S = 6.0  # the tests' critical timeout (the default is 30 s)
@@ -29,9 +29,16 @@ def canary_config(mirror_config: dict, topic_name: str, **canary) -> dict:
     """
     mirror_config["flows"]["east-west"].update({"topics": [f"{topic_name}-nothing"], "group": f"g-{topic_name}"})
     mirror_config["mirror"] = fast_mirror_settings(heartbeats_topic=f"hb.{topic_name}")
-    mirror_config["canary"] = {"topic": f"mw.canary.{topic_name}", "crit_latency_s": CRIT_S, "warn_latency_s": 3.0,
-                               "interval_s": 1, "heartbeat_max_age_s": 30, "metrics_port": 0,
-                               "connect_timeout_s": 3, **canary}
+    mirror_config["canary"] = {
+        "topic": f"mw.canary.{topic_name}",
+        "crit_latency_s": CRIT_S,
+        "warn_latency_s": 3.0,
+        "interval_s": 1,
+        "heartbeat_max_age_s": 30,
+        "metrics_port": 0,
+        "connect_timeout_s": 3,
+        **canary,
+    }
     return mirror_config
 
 
@@ -104,7 +111,9 @@ def test_ok_while_mirror_runs_with_json_schema_and_no_groups_left(healthy, sourc
     assert body["heartbeat_age_s"] is not None and body["heartbeat_age_s"] < 30
     assert body["message"].startswith("OK east→west round trip ") and "(3/3 partitions), heartbeat " in body["message"]
     line = run_check(path, as_json=False)
-    assert line.rc == 0 and line.stdout.count("\n") == 1 and line.stdout.startswith("OK east→west") and line.stderr == ""
+    assert (
+        line.rc == 0 and line.stdout.count("\n") == 1 and line.stdout.startswith("OK east→west") and line.stderr == ""
+    )
     print("healthy:", line.stdout.strip())
     for bootstrap in (source.bootstrap, target.bootstrap):  # assign()-only readers: no group anywhere
         assert not [g for g in groups_on(bootstrap) if "canary" in g]
@@ -179,12 +188,18 @@ def test_unknown_within_bounds_when_a_broker_hangs(source, mirror_config, topic_
 def test_bad_input_is_unknown_one_line(tmp_path, mirror_config, topic_name):
     bad_yaml = tmp_path / "bad.yaml"
     bad_yaml.write_text("clusters: [unclosed\n")
-    cases = {"missing": ["--config", str(tmp_path / "nope.yaml")], "yaml": ["--config", str(bad_yaml)],
-             "flow": ["--config", write(canary_config(mirror_config, topic_name), tmp_path / "c.yaml"), "--flow", "nope"]}
+    cases = {
+        "missing": ["--config", str(tmp_path / "nope.yaml")],
+        "yaml": ["--config", str(bad_yaml)],
+        "flow": ["--config", write(canary_config(mirror_config, topic_name), tmp_path / "c.yaml"), "--flow", "nope"],
+    }
     for name, args in cases.items():
         proc = subprocess.run([str(BIN / "canary"), "check", *args], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 3, (name, proc.stderr)
-        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("canary: ") and proc.stdout == "", (name, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("canary: ") and proc.stdout == "", (
+            name,
+            proc.stderr,
+        )
 
 
 # ---------------------------------------------------------------- injected duplicates and reorders
@@ -193,7 +208,9 @@ def test_bad_input_is_unknown_one_line(tmp_path, mirror_config, topic_name):
 def _fake_mirror(source_bootstrap, target_bootstrap, src_topic, tgt_topic, starts, before_p0=(), copies_p0=1):
     """Copies the next event of each partition to the target, as a broken mirror would: ``before_p0`` records
     first, then ``copies_p0`` copies of partition 0's event; all in one produce batch per partition."""
-    consumer = Consumer({"bootstrap.servers": source_bootstrap, "group.id": "never-committed", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": source_bootstrap, "group.id": "never-committed", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(src_topic, p, o) for p, o in starts.items()])
     got = {}
     deadline = time.monotonic() + 30
@@ -226,8 +243,11 @@ def _check_through_fake_mirror(source, target, mirror_config, topic_name, tmp_pa
         # machine, and the check then rightly says UNKNOWN)
         assert run_check(path, timeout_s=3).rc == 2
         src_topic, tgt_topic = cfg["canary"]["topic"], f"east.{cfg['canary']['topic']}"
-        copier = threading.Thread(target=_fake_mirror, args=(source.bootstrap, target.bootstrap, src_topic, tgt_topic,
-                                                             end_offsets(source.bootstrap, src_topic)), kwargs=fake)
+        copier = threading.Thread(
+            target=_fake_mirror,
+            args=(source.bootstrap, target.bootstrap, src_topic, tgt_topic, end_offsets(source.bootstrap, src_topic)),
+            kwargs=fake,
+        )
         copier.start()
         run = run_check(path, timeout_s=CRIT_S)
         copier.join(30)
@@ -258,8 +278,14 @@ def test_latency_agrees_with_an_independent_reader(healthy, target):
     """The reported round trip is target append time − produced_at; an independent reader sees the same."""
     path, cfg, _ = healthy
     tgt_topic = f"east.{cfg['canary']['topic']}"
-    reader = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "never-committed", "enable.auto.commit": False,
-                       "fetch.wait.max.ms": 10})
+    reader = Consumer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "group.id": "never-committed",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+        }
+    )
     reader.assign([TopicPartition(tgt_topic, p, o) for p, o in end_offsets(target.bootstrap, tgt_topic).items()])
     seen: dict = {}
     stop = threading.Event()

@@ -15,7 +15,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .mirror_harness import BIN, MirrorProcess
+from .support.mirror_harness import BIN, MirrorProcess
 from .test_canary_check import canary_config, check_until, write
 
 HEALTHY_S = float(os.environ.get("MIRRORWATCH_CANARY_HEALTHY_S", "60"))
@@ -26,8 +26,9 @@ class CanaryProcess:
     def __init__(self, config_path: str, log_path):
         self.log_path = log_path
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen([str(BIN / "canary"), "run", "--config", config_path],
-                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [str(BIN / "canary"), "run", "--config", config_path], stdout=self._log, stderr=subprocess.STDOUT
+        )
         self.port = self._wait_port()
 
     def log_text(self) -> str:
@@ -76,7 +77,9 @@ def wait_status(canary: CanaryProcess, wanted: int, within_s: float, poll_s: flo
     raise AssertionError(f"status {wanted} not reached within {within_s}s:\n{canary.log_text()[-2000:]}")
 
 
-def test_service_healthy_then_critical_when_mirror_stops_then_recovers(source, target, mirror_config, topic_name, tmp_path):
+def test_service_healthy_then_critical_when_mirror_stops_then_recovers(
+    source, target, mirror_config, topic_name, tmp_path
+):
     cfg = canary_config(mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S)
     path = write(cfg, tmp_path / "canary.yaml")
     mirror = MirrorProcess(cfg, tmp_path / "mirror.yaml").start()
@@ -98,8 +101,10 @@ def test_service_healthy_then_critical_when_mirror_stops_then_recovers(source, t
         assert figures["mirrorwatch_canary_probes_total"] >= 0.8 * HEALTHY_S / INTERVAL_S
         assert figures["mirrorwatch_canary_round_trip_seconds_count"] >= 3 * 0.8 * HEALTHY_S / INTERVAL_S
         assert 0 <= figures["mirrorwatch_canary_heartbeat_age_seconds"] < 30
-        print(f"healthy {HEALTHY_S:.0f} s: {figures['mirrorwatch_canary_probes_total']:.0f} probes, mean round trip "
-              f"{1000 * figures['mirrorwatch_canary_round_trip_seconds_sum'] / figures['mirrorwatch_canary_round_trip_seconds_count']:.0f} ms")
+        print(
+            f"healthy {HEALTHY_S:.0f} s: {figures['mirrorwatch_canary_probes_total']:.0f} probes, mean round trip "
+            f"{1000 * figures['mirrorwatch_canary_round_trip_seconds_sum'] / figures['mirrorwatch_canary_round_trip_seconds_count']:.0f} ms"
+        )
 
         # mirror stopped → CRITICAL within 2 probe intervals after the critical timeout
         assert mirror.terminate() == 0
@@ -134,7 +139,9 @@ def test_service_survives_source_outage_and_recovers(kafka_pair, target, mirror_
     mirror = canary = None
     try:
         mirror_config["clusters"]["east"] = {"bootstrap.servers": own_source.bootstrap}
-        cfg = canary_config(mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S, connect_timeout_s=2)
+        cfg = canary_config(
+            mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S, connect_timeout_s=2
+        )
         path = write(cfg, tmp_path / "canary.yaml")
         mirror = MirrorProcess(cfg, tmp_path / "mirror.yaml").start()
         check_until(path, 0, 90, alive=mirror)
@@ -165,7 +172,7 @@ def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_co
     from mirrorwatch.canary.events import is_canary
     from mirrorwatch.core.records import CanaryEvent
 
-    from .helpers import end_offsets
+    from .support.helpers import end_offsets
 
     cfg = canary_config(mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S)
     path = write(cfg, tmp_path / "canary.yaml")
@@ -176,7 +183,9 @@ def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_co
         canary = CanaryProcess(path, tmp_path / "canary.log")
         try:
             wait_status(canary, 0, 30)
-            reader = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "never-committed", "enable.auto.commit": False})
+            reader = Consumer(
+                {"bootstrap.servers": target.bootstrap, "group.id": "never-committed", "enable.auto.commit": False}
+            )
             reader.assign([TopicPartition(tgt_topic, p, o) for p, o in starts.items()])
             service_event = None
             while service_event is None:  # the first event of the service's run on partition 1
@@ -186,7 +195,9 @@ def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_co
             reader.close()
             run_id = CanaryEvent.from_value(service_event.value()).run_id
             injector = Producer({"bootstrap.servers": target.bootstrap})
-            injector.produce(tgt_topic, value=service_event.value(), partition=1, headers=service_event.headers())  # duplicate
+            injector.produce(
+                tgt_topic, value=service_event.value(), partition=1, headers=service_event.headers()
+            )  # duplicate
             # an event of the same run with a sequence below everything it has seen on partition 2: out of order
             below = CanaryEvent(run_id, 0, int(time.time() * 1000), "east", 2)
             injector.produce(tgt_topic, value=below.to_value(), partition=2, headers=[("mw.canary", b"1")])
@@ -197,7 +208,10 @@ def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_co
                 if figures["mirrorwatch_canary_duplicates_total"] and figures["mirrorwatch_canary_reordered_total"]:
                     break
                 time.sleep(0.2)
-            assert figures["mirrorwatch_canary_duplicates_total"] == 1 and figures["mirrorwatch_canary_reordered_total"] == 1
+            assert (
+                figures["mirrorwatch_canary_duplicates_total"] == 1
+                and figures["mirrorwatch_canary_reordered_total"] == 1
+            )
             assert figures["mirrorwatch_canary_lost_total"] == 0
             assert "OK → WARNING" in canary.log_text()  # the anomaly shows (for about one probe) ...
             wait_status(canary, 0, 10)  # ... and clears with the next clean probe

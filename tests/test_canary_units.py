@@ -100,12 +100,24 @@ def test_old_keys_are_forgotten():
 
 
 def test_worst():
-    assert worst("OK", "WARNING") == "WARNING" and worst("CRITICAL", "UNKNOWN") == "UNKNOWN" and worst(None) == "UNKNOWN"
+    assert (
+        worst("OK", "WARNING") == "WARNING" and worst("CRITICAL", "UNKNOWN") == "UNKNOWN" and worst(None) == "UNKNOWN"
+    )
 
 
 def _result(**kw) -> CheckResult:
-    base = dict(flow="ew", source="east", target="west", source_topic="mw.canary", target_topic="east.mw.canary",
-                run_id="abc", timeout_s=30.0, warn_latency_s=5.0, heartbeat_max_age_s=60.0, partitions=[0, 1, 2])
+    base = dict(
+        flow="ew",
+        source="east",
+        target="west",
+        source_topic="mw.canary",
+        target_topic="east.mw.canary",
+        run_id="abc",
+        timeout_s=30.0,
+        warn_latency_s=5.0,
+        heartbeat_max_age_s=60.0,
+        partitions=[0, 1, 2],
+    )
     base.update(kw)
     r = CheckResult(**base)
     r.judge()
@@ -116,31 +128,59 @@ def test_lines_read_as_the_issue_asks():
     ok = _result(latencies_ms={0: 184.2, 1: 150.0, 2: 90.0}, heartbeat_age_s=0.8)
     assert ok.line() == "OK east→west round trip 184 ms (3/3 partitions), heartbeat 0.8 s" and ok.exit_code == 0
     crit = _result(missing=[0, 1, 2], heartbeat_age_s=95.0)
-    assert crit.line() == "CRITICAL east→west 0/3 canary events mirrored within 30 s (missing partitions 0, 1, 2); last heartbeat 95 s ago (limit 60 s)"
+    assert (
+        crit.line()
+        == "CRITICAL east→west 0/3 canary events mirrored within 30 s (missing partitions 0, 1, 2); last heartbeat 95 s ago (limit 60 s)"
+    )
     assert crit.exit_code == 2
     warn = _result(latencies_ms={0: 10, 1: 10, 2: 10}, duplicates=1, heartbeat_age_s=1.0)
     assert warn.status == "WARNING" and "1 duplicate" in warn.line() and warn.exit_code == 1
     old_beat = _result(latencies_ms={0: 10, 1: 10, 2: 10}, heartbeat_age_s=61.0)
     assert old_beat.status == "CRITICAL" and "last heartbeat 61 s ago (limit 60 s)" in old_beat.line()
-    partly_refused = _result(latencies_ms={0: 10, 1: 10}, unsent={2: "Broker: Not enough in-sync replicas"}, heartbeat_age_s=1.0)
+    partly_refused = _result(
+        latencies_ms={0: 10, 1: 10}, unsent={2: "Broker: Not enough in-sync replicas"}, heartbeat_age_s=1.0
+    )
     assert partly_refused.status == "WARNING" and "1 not written to the source" in partly_refused.line()
     unknown = _result(error="cannot reach source cluster 'east' at 127.0.0.1:1: refused")
-    assert unknown.line() == "UNKNOWN east→west cannot reach source cluster 'east' at 127.0.0.1:1: refused" and unknown.exit_code == 3
+    assert (
+        unknown.line() == "UNKNOWN east→west cannot reach source cluster 'east' at 127.0.0.1:1: refused"
+        and unknown.exit_code == 3
+    )
 
 
 def test_json_schema_from_a_result():
-    body = _result(latencies_ms={0: 12.5, 1: 13.0}, missing=[2], heartbeat_age_s=0.5, timings_ms={"total": 3.0}).to_json()
+    body = _result(
+        latencies_ms={0: 12.5, 1: 13.0}, missing=[2], heartbeat_age_s=0.5, timings_ms={"total": 3.0}
+    ).to_json()
     check_json_schema(body)
     assert body["status"] == "CRITICAL" and body["missing_partitions"] == [2] and body["partitions"][2]["seen"] is False
 
 
 # The documented schema (docs/canary.md): key → type(s). Shared with the real-cluster test.
 SCHEMA = {
-    "schema": str, "status": str, "exit_code": int, "message": str, "error": (str, type(None)), "flow": str,
-    "source": str, "target": str, "source_topic": str, "target_topic": str, "run_id": str, "partitions": list,
-    "partitions_total": int, "partitions_seen": int, "missing_partitions": list, "latency_ms": dict,
-    "latency_basis": (str, type(None)), "lost": int, "duplicates": int, "reordered": int,
-    "heartbeat_age_s": (float, type(None)), "thresholds": dict, "timings_ms": dict,
+    "schema": str,
+    "status": str,
+    "exit_code": int,
+    "message": str,
+    "error": (str, type(None)),
+    "flow": str,
+    "source": str,
+    "target": str,
+    "source_topic": str,
+    "target_topic": str,
+    "run_id": str,
+    "partitions": list,
+    "partitions_total": int,
+    "partitions_seen": int,
+    "missing_partitions": list,
+    "latency_ms": dict,
+    "latency_basis": (str, type(None)),
+    "lost": int,
+    "duplicates": int,
+    "reordered": int,
+    "heartbeat_age_s": (float, type(None)),
+    "thresholds": dict,
+    "timings_ms": dict,
 }
 NUMBER_OR_NULL = (float, int, type(None))
 
@@ -156,7 +196,9 @@ def check_json_schema(body: dict) -> None:
         assert set(entry) == {"partition", "seen", "latency_ms", "unsent"}
         assert isinstance(entry["partition"], int) and isinstance(entry["seen"], bool)
         assert isinstance(entry["latency_ms"], NUMBER_OR_NULL) and isinstance(entry["unsent"], (str, type(None)))
-    assert set(body["latency_ms"]) == {"max", "min"} and all(isinstance(v, NUMBER_OR_NULL) for v in body["latency_ms"].values())
+    assert set(body["latency_ms"]) == {"max", "min"} and all(
+        isinstance(v, NUMBER_OR_NULL) for v in body["latency_ms"].values()
+    )
     assert body["latency_basis"] in (None, "log_append_time", "receive_time")
     assert set(body["thresholds"]) == {"timeout_s", "warn_latency_s", "heartbeat_max_age_s"}
     assert all(isinstance(v, (int, float)) for v in body["timings_ms"].values()) and "total" in body["timings_ms"]
@@ -166,7 +208,9 @@ def test_canary_imports_only_the_core():
     import subprocess
     import sys
 
-    code = ("import sys, mirrorwatch.canary.cli, mirrorwatch.canary.check, mirrorwatch.canary.service; "
-            "bad = [m for m in sys.modules if m.startswith(('mirrorwatch.mirror', 'mirrorwatch.monitor'))]; "
-            "assert not bad, bad")
+    code = (
+        "import sys, mirrorwatch.canary.cli, mirrorwatch.canary.check, mirrorwatch.canary.service; "
+        "bad = [m for m in sys.modules if m.startswith(('mirrorwatch.mirror', 'mirrorwatch.monitor'))]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -27,30 +27,55 @@ BAD_FILES = [
     ("flows: {}\n", "config error in {path}: clusters: required key is missing"),
     (GOOD + "mirorr: {}\n", "config error in {path}: mirorr: unknown key"),
     (GOOD + "mirror: {commit_intervall_s: 5}\n", "config error in {path}: mirror.commit_intervall_s: unknown key"),
-    (GOOD + "mirror: {commit_interval_s: -1}\n",
-     "config error in {path}: mirror.commit_interval_s: Input should be greater than 0 (got -1)"),
-    (GOOD + "mirror: {batch_size: lots}\n",
-     "config error in {path}: mirror.batch_size: Input should be a valid integer, unable to parse string as an integer (got 'lots')"),
-    (GOOD.replace("target: west", "target: wset"),
-     "config error in {path}: flows.ew.target: cluster 'wset' is not defined (defined: east, west)"),
-    (GOOD.replace("target: west", "target: east"), "config error in {path}: flows.ew.target: must differ from the source cluster"),
-    (GOOD.replace("target: west}", "target: west, topics: ['orders(']}"),
-     "config error in {path}: flows.ew.topics: bad regex 'orders(': missing ), unterminated subpattern at position 6"),
-    (GOOD.replace('east: {bootstrap.servers: "127.0.0.1:1"}', "east: {security.protocol: SSL}"),
-     "config error in {path}: clusters.east: 'bootstrap.servers' is required"),
-    (GOOD.replace('east: {bootstrap.servers: "127.0.0.1:1"}', "east: {bootstrap.servers: x, ssl: {a: 1}}"),
-     "config error in {path}: clusters.east: property 'ssl' must be a string, number or boolean"),
-    (GOOD.replace("target: west}", "target: west, policy: mirror}"),
-     "config error in {path}: flows.ew.policy: Input should be 'prefix' or 'identity' (got 'mirror')"),
-    (GOOD + "monitor: {groups: [{cluster: north, group: g}]}\n",
-     "config error in {path}: monitor.groups.0.cluster: cluster 'north' is not defined (defined: east, west)"),
-    (GOOD + "canary: {interval_s: 0.5}\n",
-     "config error in {path}: canary.interval_s: Input should be greater than or equal to 1 (got 0.5)"),
-    (GOOD + "monitor: {interval_s: -5}\n",
-     "config error in {path}: monitor.interval_s: Input should be greater than 0 (got -5)"),
-    (GOOD.replace("target: west}", "target: west, policy: identity}") + "mirror: {provenance_header: false}\n",
-     "config error in {path}: mirror.provenance_header: flow 'ew' uses the identity policy, which needs the header to "
-     "stop active-active loops; remove the setting or set it to true"),
+    (
+        GOOD + "mirror: {commit_interval_s: -1}\n",
+        "config error in {path}: mirror.commit_interval_s: Input should be greater than 0 (got -1)",
+    ),
+    (
+        GOOD + "mirror: {batch_size: lots}\n",
+        "config error in {path}: mirror.batch_size: Input should be a valid integer, unable to parse string as an integer (got 'lots')",
+    ),
+    (
+        GOOD.replace("target: west", "target: wset"),
+        "config error in {path}: flows.ew.target: cluster 'wset' is not defined (defined: east, west)",
+    ),
+    (
+        GOOD.replace("target: west", "target: east"),
+        "config error in {path}: flows.ew.target: must differ from the source cluster",
+    ),
+    (
+        GOOD.replace("target: west}", "target: west, topics: ['orders(']}"),
+        "config error in {path}: flows.ew.topics: bad regex 'orders(': missing ), unterminated subpattern at position 6",
+    ),
+    (
+        GOOD.replace('east: {bootstrap.servers: "127.0.0.1:1"}', "east: {security.protocol: SSL}"),
+        "config error in {path}: clusters.east: 'bootstrap.servers' is required",
+    ),
+    (
+        GOOD.replace('east: {bootstrap.servers: "127.0.0.1:1"}', "east: {bootstrap.servers: x, ssl: {a: 1}}"),
+        "config error in {path}: clusters.east: property 'ssl' must be a string, number or boolean",
+    ),
+    (
+        GOOD.replace("target: west}", "target: west, policy: mirror}"),
+        "config error in {path}: flows.ew.policy: Input should be 'prefix' or 'identity' (got 'mirror')",
+    ),
+    (
+        GOOD + "monitor: {groups: [{cluster: north, group: g}]}\n",
+        "config error in {path}: monitor.groups.0.cluster: cluster 'north' is not defined (defined: east, west)",
+    ),
+    (
+        GOOD + "canary: {interval_s: 0.5}\n",
+        "config error in {path}: canary.interval_s: Input should be greater than or equal to 1 (got 0.5)",
+    ),
+    (
+        GOOD + "monitor: {interval_s: -5}\n",
+        "config error in {path}: monitor.interval_s: Input should be greater than 0 (got -5)",
+    ),
+    (
+        GOOD.replace("target: west}", "target: west, policy: identity}") + "mirror: {provenance_header: false}\n",
+        "config error in {path}: mirror.provenance_header: flow 'ew' uses the identity policy, which needs the header to "
+        "stop active-active loops; remove the setting or set it to true",
+    ),
 ]
 
 
@@ -79,7 +104,10 @@ def test_missing_file_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         _probe_main(["--config", str(tmp_path / "nope.yaml")])
     assert info.value.code == 2
-    assert capsys.readouterr().err.strip() == f"probe: cannot read config file {tmp_path / 'nope.yaml'}: No such file or directory"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"probe: cannot read config file {tmp_path / 'nope.yaml'}: No such file or directory"
+    )
 
 
 def test_usage_error_is_one_line(capsys):
@@ -112,12 +140,15 @@ def test_defaults_and_flow_lookup(tmp_path):
 def test_environment_overrides(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text(GOOD)
-    config = load_config(path, environ={
-        "MIRRORWATCH__MIRROR__COMMIT_INTERVAL_S": "1.5",
-        "MIRRORWATCH__CLUSTERS__EAST__BOOTSTRAP_SERVERS": "10.0.0.1:9092",
-        "MIRRORWATCH__CLUSTERS__WEST__SASL_PASSWORD": "hunter22",
-        "MIRRORWATCH__FLOWS__EW__POLICY": "identity",
-    })
+    config = load_config(
+        path,
+        environ={
+            "MIRRORWATCH__MIRROR__COMMIT_INTERVAL_S": "1.5",
+            "MIRRORWATCH__CLUSTERS__EAST__BOOTSTRAP_SERVERS": "10.0.0.1:9092",
+            "MIRRORWATCH__CLUSTERS__WEST__SASL_PASSWORD": "hunter22",
+            "MIRRORWATCH__FLOWS__EW__POLICY": "identity",
+        },
+    )
     assert config.mirror.commit_interval_s == 1.5
     assert config.clusters["east"].bootstrap_servers == "10.0.0.1:9092"
     assert config.clusters["west"].properties["sasl.password"] == "hunter22"
@@ -128,8 +159,12 @@ def test_environment_overrides(tmp_path):
 
 def test_variable_interpolation(tmp_path):
     path = tmp_path / "ok.yaml"
-    path.write_text(GOOD.replace('east: {bootstrap.servers: "127.0.0.1:1"}',
-                                 'east: {bootstrap.servers: "127.0.0.1:1", sasl.password: "${EAST_PW}"}'))
+    path.write_text(
+        GOOD.replace(
+            'east: {bootstrap.servers: "127.0.0.1:1"}',
+            'east: {bootstrap.servers: "127.0.0.1:1", sasl.password: "${EAST_PW}"}',
+        )
+    )
     assert load_config(path, environ={"EAST_PW": "s3cr3t!"}).clusters["east"].properties["sasl.password"] == "s3cr3t!"
     with pytest.raises(ConfigError, match="clusters.east.sasl.password: environment variable EAST_PW is not set"):
         load_config(path, environ={})
@@ -159,8 +194,13 @@ def test_secrets_redacted_in_repr_str_and_logs(tmp_path, caplog):
     path.write_text(SASL)
     config = load_config(path, environ={})
     secrets = ["pa55-w0rd-east", "key-pass-east", "oauth-secret-west"]
-    for text in (repr(config), str(config), repr(config.clusters["east"]), str(config.clusters),
-                 str(config.clusters["east"].redacted())):
+    for text in (
+        repr(config),
+        str(config),
+        repr(config.clusters["east"]),
+        str(config.clusters),
+        str(config.clusters["east"].redacted()),
+    ):
         assert not any(s in text for s in secrets), text
     assert "alice" in repr(config)  # a user name is not a secret
     logger = logging.getLogger("mirrorwatch.test.redaction")
@@ -186,4 +226,6 @@ def test_config_reference_is_current():
     from mirrorwatch.core.config_doc import render
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "config.md"
-    assert doc.read_text().strip() == render().strip(), "regenerate: python -m mirrorwatch.core.config_doc > docs/config.md"
+    assert doc.read_text().strip() == render().strip(), (
+        "regenerate: python -m mirrorwatch.core.config_doc > docs/config.md"
+    )

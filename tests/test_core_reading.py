@@ -9,14 +9,20 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorwatch.core.reading import read_to_end
 
-from .helpers import create_topic, produce_numbered
+from .support.helpers import create_topic, produce_numbered
 
 
 def test_a_long_lived_reader_reads_only_what_is_new_and_returns_at_the_end(source, topic_name):
     create_topic(source.bootstrap, topic_name, 3)
     produce_numbered(source.bootstrap, topic_name, 10, partitions=2)  # partition 2 stays empty
-    consumer = Consumer({"bootstrap.servers": source.bootstrap, "group.id": "unused-never-committed",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": source.bootstrap,
+            "group.id": "unused-never-committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     try:
         positions = {(topic_name, p): 0 for p in range(3)}
         consumer.assign([TopicPartition(topic_name, p, 0) for p in range(3)])

@@ -44,9 +44,20 @@ def recorded_recent(name: str) -> dict:
 
 
 def analytics_status(state: str, **fields) -> bytes:
-    body = {"state": state, "reason": None, "started_ms": 1_767_571_200_000, "finished_ms": 1_767_571_260_000,
-            "duration_s": 60.0, "last_ok_ms": None, "runs": 1, "failures": 0, "every_s": 120, "master": "local[2]",
-            "out": "/somewhere", **fields}
+    body = {
+        "state": state,
+        "reason": None,
+        "started_ms": 1_767_571_200_000,
+        "finished_ms": 1_767_571_260_000,
+        "duration_s": 60.0,
+        "last_ok_ms": None,
+        "runs": 1,
+        "failures": 0,
+        "every_s": 120,
+        "master": "local[2]",
+        "out": "/somewhere",
+        **fields,
+    }
     return json.dumps({"error": False, "message": "analytics status returned", "analytics": body}).encode()
 
 
@@ -59,7 +70,9 @@ class StubServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802
-                status, ctype, body = routes.get(self.path, (404, "application/json", b'{"error":true,"message":"nope"}'))
+                status, ctype, body = routes.get(
+                    self.path, (404, "application/json", b'{"error":true,"message":"nope"}')
+                )
                 body = body() if callable(body) else body  # a recorded answer replayed as of now
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
@@ -77,8 +90,11 @@ class StubServer:
     def serve(self, scenario: str) -> None:
         # times moved to the moment of each request: a slow page run on a busy machine still sees a live monitor
         self.routes["/v1/flows"] = (200, "application/json", lambda: json.dumps(recorded_flows(scenario)).encode())
-        self.routes["/v1/flows/east-west/recent"] = (200, "application/json",
-                                                     lambda: json.dumps(recorded_recent(scenario)).encode())
+        self.routes["/v1/flows/east-west/recent"] = (
+            200,
+            "application/json",
+            lambda: json.dumps(recorded_recent(scenario)).encode(),
+        )
         self.routes["/metrics"] = (200, "text/plain", (FIXTURES / f"canary_{scenario}.txt").read_bytes())
 
     def close(self) -> None:
@@ -107,14 +123,20 @@ def page(tmp_path, monkeypatch):
 
     def start(monitor_url: str, canary_url: str | None, analytics_dir: str | None = None, **dashboard) -> AppTest:
         config = {
-            "clusters": {"east": {"bootstrap.servers": "127.0.0.1:1", "sasl.username": "mirror",
-                                  "sasl.password": SECRET},
-                         "west": {"bootstrap.servers": "127.0.0.1:2"}},
+            "clusters": {
+                "east": {"bootstrap.servers": "127.0.0.1:1", "sasl.username": "mirror", "sasl.password": SECRET},
+                "west": {"bootstrap.servers": "127.0.0.1:2"},
+            },
             "flows": {"east-west": {"source": "east", "target": "west"}},
             "canary": {"heartbeat_max_age_s": 6},
             "monitor": {"interval_s": 1},
-            "dashboard": {"monitor_url": monitor_url, "canary_url": canary_url or "", "refresh_s": 5,
-                          "analytics_dir": analytics_dir or str(tmp_path / "no-analytics"), **dashboard},
+            "dashboard": {
+                "monitor_url": monitor_url,
+                "canary_url": canary_url or "",
+                "refresh_s": 5,
+                "analytics_dir": analytics_dir or str(tmp_path / "no-analytics"),
+                **dashboard,
+            },
         }
         path = tmp_path / "mirrorwatch.yaml"
         path.write_text(yaml.safe_dump(config))
@@ -161,8 +183,10 @@ def test_degraded_says_why_in_words(stub, page):
     text = texts(at)
     assert "Status: DOWN" in text and "Status: OK" not in text
     # recorded with the mirror frozen: its partitions STOP, or STALL when its last commits repeated the offset
-    assert ("evaluator ERR: 3 partitions STOP (the mirror stopped committing while new records arrived)" in text
-            or "evaluator ERR: 3 partitions STALL (the mirror commits but its offset does not move)" in text), text
+    assert (
+        "evaluator ERR: 3 partitions STOP (the mirror stopped committing while new records arrived)" in text
+        or "evaluator ERR: 3 partitions STALL (the mirror commits but its offset does not move)" in text
+    ), text
     assert "canary CRITICAL" in text and "Evaluator=ERR" in text and "True lag=90" in text
 
 
@@ -185,8 +209,13 @@ def test_monitor_answering_garbage_is_a_banner_too(stub, page):
 
 
 def test_unexpected_answer_shapes_never_raise(stub, page):
-    odd = {"error": False, "flows": [{"flow": "east-west", "status": "ERR", "partitions": "not a list", "totals": 5,
-                                      "ts_ms": "yesterday"}, "not a flow"]}
+    odd = {
+        "error": False,
+        "flows": [
+            {"flow": "east-west", "status": "ERR", "partitions": "not a list", "totals": 5, "ts_ms": "yesterday"},
+            "not a flow",
+        ],
+    }
     stub.routes["/v1/flows"] = (200, "application/json", json.dumps(odd).encode())
     stub.routes["/metrics"] = (200, "text/plain", b"this is { not prometheus text\n")
     at = page(stub.url, f"{stub.url}/metrics")
@@ -220,7 +249,14 @@ def test_overview_card_rpo_canary_chart_and_status_changes(stub, page):
     at = page(stub.url, f"{stub.url}/metrics")
     assert_no_exception(at)
     text = texts(at)
-    for label in ("RPO now=", "True lag=90", "Canary round trip=", "Heartbeat age=", "Evaluator=ERR", "Canary=CRITICAL"):
+    for label in (
+        "RPO now=",
+        "True lag=90",
+        "Canary round trip=",
+        "Heartbeat age=",
+        "Evaluator=ERR",
+        "Canary=CRITICAL",
+    ):
         assert label in text, label
     assert len(charts(at)) == 1 and "Last 15 min: RPO" in text
     assert "→ ERR" in text  # the recorded run turned ERR when the mirror froze
@@ -240,8 +276,15 @@ def test_flow_detail_key_columns_first_sorted_by_rpo_the_rest_behind_an_expander
     at = show(page(stub.url, f"{stub.url}/metrics"), "Flow detail")
     assert_no_exception(at)
     topics, partitions, everything = at.dataframe
-    assert list(partitions.value.columns) == ["topic", "partition", "status", "time_lag_s", "true_lag",
-                                              "committed_lag", "forecast"]
+    assert list(partitions.value.columns) == [
+        "topic",
+        "partition",
+        "status",
+        "time_lag_s",
+        "true_lag",
+        "committed_lag",
+        "forecast",
+    ]
     n = len(recorded_flows("degraded")["flows"][0]["partitions"])
     assert len(partitions.value) == len(everything.value) == n and len(topics.value) == 1
     rpo = list(partitions.value["time_lag_s"].dropna())
@@ -260,8 +303,10 @@ def big_flow(partitions: int) -> dict:
     body = recorded_flows("degraded")
     flow = body["flows"][0]
     template = flow["partitions"][0]
-    flow["partitions"] = [{**template, "topic": f"topic-{i % 20:02d}", "partition": i // 20,
-                           "time_lag_s": float(i % 97), "true_lag": i} for i in range(partitions)]
+    flow["partitions"] = [
+        {**template, "topic": f"topic-{i % 20:02d}", "partition": i // 20, "time_lag_s": float(i % 97), "true_lag": i}
+        for i in range(partitions)
+    ]
     return body
 
 
@@ -307,15 +352,21 @@ def test_no_analytics_is_an_explained_empty_state(page):
 
 
 def test_a_failed_scheduled_run_is_shown_with_its_reason(stub, page):
-    stub.routes["/v1/analytics"] = (200, "application/json", analytics_status(
-        "failed", reason="monitor: no readable lag history files under /h/lag", failures=1))
+    stub.routes["/v1/analytics"] = (
+        200,
+        "application/json",
+        analytics_status("failed", reason="monitor: no readable lag history files under /h/lag", failures=1),
+    )
     at = show(page(stub.url, None, analytics_dir=str(FIXTURES / "analytics")), "History")
     assert_no_exception(at)
     (error,) = at.error
     assert "last scheduled analytics run failed" in error.value and "no readable lag history files" in error.value
     assert "Sampling is not affected" in error.value and len(charts(at)) == 4  # the last good results stay
-    stub.routes["/v1/analytics"] = (200, "application/json", analytics_status(
-        "timeout", reason="still running after 900 s (monitor.analytics.timeout_s): killed"))
+    stub.routes["/v1/analytics"] = (
+        200,
+        "application/json",
+        analytics_status("timeout", reason="still running after 900 s (monitor.analytics.timeout_s): killed"),
+    )
     at.run()
     assert "timed out" in at.error[0].value and "timeout_s" in at.error[0].value
 

@@ -31,9 +31,9 @@ import requests
 
 from mirrorwatch.localkafka.launcher import free_port
 
-from .helpers import create_topic, produce_numbered
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
-from .services import Service
+from .support.helpers import create_topic, produce_numbered
+from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
+from .support.services import Service
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "dashboard"
@@ -41,8 +41,16 @@ SCREENSHOTS = ROOT / "docs" / "img"
 ARTIFACTS = ROOT / "test-artifacts"
 RECORD = os.environ.get("MIRRORWATCH_RECORD_DASHBOARD") == "1"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 FLOW = "east-west"
 
 
@@ -77,8 +85,12 @@ def canary_sample_names(text: str) -> set[str]:
     from prometheus_client.parser import text_string_to_metric_families
 
     # *_created series are a prometheus_client exposition switch, not part of the metrics contract
-    return {s.name for f in text_string_to_metric_families(text) for s in f.samples
-            if s.name.startswith("mirrorwatch_canary_") and not s.name.endswith("_created")}
+    return {
+        s.name
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name.startswith("mirrorwatch_canary_") and not s.name.endswith("_created")
+    }
 
 
 class Stack:
@@ -88,33 +100,66 @@ class Stack:
         self.api, self.canary_port, self.page_port = free_port(), free_port(), free_port()
         self.config = {
             "clusters": {"east": source.config(), "west": target.config()},
-            "flows": {FLOW: {"source": "east", "target": "west", "topics": [self.topic], "checkpoint_groups": [],
-                             "group": f"mw-{self.topic}"}},
-            "mirror": fast_mirror_settings(heartbeats_topic=f"hb.{self.topic}", metrics_port=None, offset_sync_every=50,
-                                           commit_interval_s=3.0),  # slower commits: a visible saw-tooth,
-            "canary": {"topic": f"mw.canary.{self.topic}", "interval_s": 1, "warn_latency_s": 3, "crit_latency_s": 5,
-                       "heartbeat_max_age_s": 6, "metrics_port": self.canary_port, "connect_timeout_s": 3},
+            "flows": {
+                FLOW: {
+                    "source": "east",
+                    "target": "west",
+                    "topics": [self.topic],
+                    "checkpoint_groups": [],
+                    "group": f"mw-{self.topic}",
+                }
+            },
+            "mirror": fast_mirror_settings(
+                heartbeats_topic=f"hb.{self.topic}", metrics_port=None, offset_sync_every=50, commit_interval_s=3.0
+            ),  # slower commits: a visible saw-tooth,
+            "canary": {
+                "topic": f"mw.canary.{self.topic}",
+                "interval_s": 1,
+                "warn_latency_s": 3,
+                "crit_latency_s": 5,
+                "heartbeat_max_age_s": 6,
+                "metrics_port": self.canary_port,
+                "connect_timeout_s": 3,
+            },
             # history files close every 3 s, and the monitor runs the Spark job itself every 40 s (local[1]: one
             # core stays for the brokers, mirror and browser), with an SLO tight enough for a freeze to breach it
-            "monitor": {"interval_s": 1, "window": 3, "http_port": self.api, "metrics_port": 0,
-                        "history_dir": str(base / "history"), "history_roll_s": 3,
-                        "analytics": {"every_s": 40, "master": "local[1]", "out": str(base / "analytics"),
-                                      "slo_lag": 50, "slo_time_s": 3, "lookback_days": 1, "timeout_s": 900}},
+            "monitor": {
+                "interval_s": 1,
+                "window": 3,
+                "http_port": self.api,
+                "metrics_port": 0,
+                "history_dir": str(base / "history"),
+                "history_roll_s": 3,
+                "analytics": {
+                    "every_s": 40,
+                    "master": "local[1]",
+                    "out": str(base / "analytics"),
+                    "slo_lag": 50,
+                    "slo_time_s": 3,
+                    "lookback_days": 1,
+                    "timeout_s": 900,
+                },
+            },
             "dashboard": {"refresh_s": 2},
         }
         self.config_path = base / "mirrorwatch.yaml"
         self.services: list[Service] = []
         self.mirror: MirrorProcess | None = None
 
-    def start(self) -> "Stack":
+    def start(self) -> Stack:
         create_topic(self.source.bootstrap, self.topic, 3)
         produce_numbered(self.source.bootstrap, self.topic, 300, 3)
         self.mirror = MirrorProcess(self.config, self.config_path).start()  # also writes the config file
         path = str(self.config_path)
         self.services.append(Service("monitor", [str(BIN / "monitor"), "run", "--config", path], self.base))
         self.services.append(Service("canary", [str(BIN / "canary"), "run", "--config", path], self.base))
-        self.services.append(Service("dashboard", [sys.executable, "-m", "mirrorwatch.dashboards.cli", "--config", path,
-                                                   "--port", str(self.page_port)], self.base))
+        self.services.append(
+            Service(
+                "dashboard",
+                [sys.executable, "-m", "mirrorwatch.dashboards.cli", "--config", path, "--port", str(self.page_port)],
+                self.base,
+            )
+        )
         return self
 
     def check_alive(self) -> None:
@@ -149,6 +194,7 @@ class Stack:
                 return predicate()
             except (requests.RequestException, KeyError, IndexError, ValueError):
                 return None
+
         return wait_until(check, timeout_s, 0.5, what)
 
     def stop(self) -> None:
@@ -165,12 +211,19 @@ class Stack:
 def stack(source, target, tmp_path_factory):
     s = Stack(source, target, tmp_path_factory.mktemp("dashboard-stack")).start()
     try:
+
         def healthy():
             flow = s.flows_body()["flows"][0]
-            return (flow["status"] == "OK" and flow["totals"]["true_lag"] == 0 and flow["complete"] == 1.0
-                    and s.canary_value("mirrorwatch_canary_status") == 0
-                    and s.canary_value("mirrorwatch_canary_round_trip_seconds_count")
-                    and s.canary_value("mirrorwatch_canary_heartbeat_age_seconds") == s.canary_value("mirrorwatch_canary_heartbeat_age_seconds"))  # not NaN
+            return (
+                flow["status"] == "OK"
+                and flow["totals"]["true_lag"] == 0
+                and flow["complete"] == 1.0
+                and s.canary_value("mirrorwatch_canary_status") == 0
+                and s.canary_value("mirrorwatch_canary_round_trip_seconds_count")
+                and s.canary_value("mirrorwatch_canary_heartbeat_age_seconds")
+                == s.canary_value("mirrorwatch_canary_heartbeat_age_seconds")
+            )  # not NaN
+
         s.wait(healthy, 120, "mirror caught up, evaluator OK, canary OK with a heartbeat")
         yield s
     finally:
@@ -186,19 +239,24 @@ def record_or_compare(name: str, live_flows: dict, live_canary: str, live_recent
         recent_path.write_text(json.dumps(live_recent, indent=1) + "\n")
         canary_path.write_text(live_canary)
         return
-    for path, live, what in ((flows_path, live_flows, "/v1/flows"), (recent_path, live_recent, "/v1/flows/<flow>/recent")):
+    for path, live, what in (
+        (flows_path, live_flows, "/v1/flows"),
+        (recent_path, live_recent, "/v1/flows/<flow>/recent"),
+    ):
         assert path.exists(), f"{path} missing: record it with MIRRORWATCH_RECORD_DASHBOARD=1"
         problems = same_keys(shape(json.loads(path.read_text())), shape(live), "body")
         assert not problems, f"recorded {what} no longer matches the live API (re-record):\n" + "\n".join(problems)
-    assert canary_sample_names(canary_path.read_text()) == canary_sample_names(live_canary), \
+    assert canary_sample_names(canary_path.read_text()) == canary_sample_names(live_canary), (
         "recorded canary metrics no longer match the live canary's series (re-record)"
+    )
 
 
 def test_recorded_fixtures_match_the_live_api_shape(stack):
     body = stack.flows_body()
     assert body["flows"][0]["flow"] == FLOW
-    recent = stack.wait(lambda: (r := stack.recent_body()) and len(r["recent"]["points"]) >= 5 and r, 30,
-                        "a few recent points")
+    recent = stack.wait(
+        lambda: (r := stack.recent_body()) and len(r["recent"]["points"]) >= 5 and r, 30, "a few recent points"
+    )
     record_or_compare("healthy", body, stack.canary_text(), recent)
 
 
@@ -212,8 +270,13 @@ def browser_page():
         pytest.skip(f"{CHROMIUM} not installed (Debian package chromium)")
     profile = tempfile.mkdtemp(prefix="mw-chromium-")  # a new empty profile every run
     with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
-                                                        args=CHROMIUM_FLAGS, viewport={"width": 1400, "height": 1000})
+        context = pw.chromium.launch_persistent_context(
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 1000},
+        )
         try:
             page = context.new_page()
             page.set_default_timeout(120_000)  # a shared 2-core machine under load can take that long to serve
@@ -236,6 +299,7 @@ def wait_for_text(page, stack: Stack, text: str | list[str], timeout_s: float) -
     def seen():
         body = page_text(page)
         return body if all(t in body for t in texts) else None
+
     return stack.wait(seen, timeout_s, f"{texts} on the page")
 
 
@@ -257,7 +321,7 @@ class Traffic:
             self.producer.poll(0)
         self.producer.flush(30)
 
-    def __enter__(self) -> "Traffic":
+    def __enter__(self) -> Traffic:
         self.thread.start()
         return self
 
@@ -301,7 +365,9 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     stack.wait(lambda: requests.get(url, timeout=2).status_code == 200, 60, "the page server")
     page.goto(url)
     wait_for_text(page, stack, "Status: OK", 90)
-    body = wait_for_text(page, stack, ["Status: OK", "RPO now", "Canary round trip", "Heartbeat age", "Status changes"], 60)
+    body = wait_for_text(
+        page, stack, ["Status: OK", "RPO now", "Canary round trip", "Heartbeat age", "Status changes"], 60
+    )
     assert FLOW in body and "east → west" in body and "Traceback" not in body
     stack.wait(lambda: charts_drawn(page) >= 1, 30, "the overview's RPO and lag chart")
     screenshot(page, "overview-healthy.png")
@@ -329,17 +395,29 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
         def degraded():
             flow = stack.flows_body()["flows"][0]
             return flow["status"] == "ERR" and stack.canary_value("mirrorwatch_canary_status") == 2
+
         stack.wait(degraded, 90, "evaluator ERR and canary CRITICAL")
         record_or_compare("degraded", stack.flows_body(), stack.canary_text(), stack.recent_body())
 
         # the page polls on its own timer, so it may still show the poll before the evaluator's ERR: wait for
         # that, and for the page as a whole (during a re-run the previous elements stay until replaced)
-        body = stack.wait(lambda: (t := page_text(page)) and "Status: DOWN" in t and "evaluator ERR" in t
-                          and "Status: OK" not in t and "→ ERR" in t and t, 60,
-                          "Status: DOWN with the evaluator's ERR and the status change on the page")
+        body = stack.wait(
+            lambda: (
+                (t := page_text(page))
+                and "Status: DOWN" in t
+                and "evaluator ERR" in t
+                and "Status: OK" not in t
+                and "→ ERR" in t
+                and t
+            ),
+            60,
+            "Status: DOWN with the evaluator's ERR and the status change on the page",
+        )
         # a frozen engine commits nothing while records arrive: STOP, or STALL when its last commits repeat
-        assert ("STOP (the mirror stopped committing while new records arrived)" in body
-                or "STALL (the mirror commits but its offset does not move)" in body), body
+        assert (
+            "STOP (the mirror stopped committing while new records arrived)" in body
+            or "STALL (the mirror commits but its offset does not move)" in body
+        ), body
         assert "Traceback" not in body
         assert "canary CRITICAL" in body and "heartbeat" in body
         # a reload is a new session: the charts and the status changes come back at once from the monitor
@@ -358,6 +436,7 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
         status = stack.analytics_status()
         assert status["state"] not in ("failed", "timeout"), status
         return status["state"] == "ok" and status["started_ms"] > frozen_at * 1000 + 10_000 and status
+
     status = stack.wait(analysed_after_the_freeze, 900, "a scheduled analytics run after the freeze")
     assert status["runs"] >= 1 and status["failures"] == 0
     incidents = pq.read_table(stack.base / "analytics" / "incidents").to_pylist()
@@ -367,8 +446,12 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
 
     page.set_viewport_size({"width": 1400, "height": 1300})
     page.get_by_text("History", exact=True).click()
-    body = wait_for_text(page, stack, ["Daily p99 trend", "SLO compliance per topic", "partition incidents",
-                                       "Scheduled analytics every 40 s"], 60)
+    body = wait_for_text(
+        page,
+        stack,
+        ["Daily p99 trend", "SLO compliance per topic", "partition incidents", "Scheduled analytics every 40 s"],
+        60,
+    )
     assert "Traceback" not in body
     wait_for_charts(page, stack, 4, "compliance, incidents and trend charts")
     screenshot(page, "history.png")

@@ -11,14 +11,16 @@ import pytest
 
 from mirrorwatch.core.config import config_from_dict, load_config
 from mirrorwatch.dashboards.cli import streamlit_argv
+from mirrorwatch.dashboards.frames import partition_frame, recent_frame, sorted_partitions, status_changes, topic_frame
 from mirrorwatch.dashboards.health import AMBER, GREEN, GREY, RED, judge_flow
 from mirrorwatch.dashboards.settings import page_settings
 from mirrorwatch.dashboards.sources import CanaryReading, SourceError, fetch_flows, parse_canary_metrics, read_analytics
-from mirrorwatch.dashboards.frames import recent_frame, sorted_partitions, partition_frame, status_changes, topic_frame
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dashboard"
-BASE = {"clusters": {"east": {"bootstrap.servers": "a:1"}, "west": {"bootstrap.servers": "b:1"}},
-        "flows": {"ew": {"source": "east", "target": "west"}}}
+BASE = {
+    "clusters": {"east": {"bootstrap.servers": "a:1"}, "west": {"bootstrap.servers": "b:1"}},
+    "flows": {"ew": {"source": "east", "target": "west"}},
+}
 NOW = 1_800_000_000_000
 
 
@@ -48,15 +50,32 @@ def test_dashboard_settings_take_environment_overrides(tmp_path):
 
 
 def flow(status="OK", partitions=("OK",), **extra) -> dict:
-    body = {"flow": "ew", "status": status, "ts_ms": NOW, "totals": {"true_lag": 0, "max_time_lag_s": 0.0},
-            "not_catching_up": [], "partitions": [{"status": s} for s in partitions]}
+    body = {
+        "flow": "ew",
+        "status": status,
+        "ts_ms": NOW,
+        "totals": {"true_lag": 0, "max_time_lag_s": 0.0},
+        "not_catching_up": [],
+        "partitions": [{"status": s} for s in partitions],
+    }
     body.update(extra)
     return body
 
 
-def judge(f, canary=CanaryReading(status="OK", heartbeat_age_s=1.0), configured=True, problem=None, now=NOW):
-    return judge_flow(f, canary, canary_configured=configured, canary_problem=problem, heartbeat_max_age_s=60,
-                      monitor_interval_s=5, now_ms=now, warn_time_lag_s=5)
+HEALTHY_CANARY = CanaryReading(status="OK", heartbeat_age_s=1.0)
+
+
+def judge(f, canary=HEALTHY_CANARY, configured=True, problem=None, now=NOW):
+    return judge_flow(
+        f,
+        canary,
+        canary_configured=configured,
+        canary_problem=problem,
+        heartbeat_max_age_s=60,
+        monitor_interval_s=5,
+        now_ms=now,
+        warn_time_lag_s=5,
+    )
 
 
 def test_all_good_is_green_and_says_so():
@@ -64,13 +83,16 @@ def test_all_good_is_green_and_says_so():
     assert v.light == GREEN and v.word == "OK" and "evaluator OK" in v.why()
 
 
-@pytest.mark.parametrize("status, partitions, light, words", [
-    ("WARN", ("WARN", "OK"), AMBER, "evaluator WARN: 1 partition WARN (lag is not going down)"),
-    ("ERR", ("STOP", "STOP"), RED, "2 partitions STOP (the mirror stopped committing while new records arrived)"),
-    ("ERR", ("STALL",), RED, "STALL (the mirror commits but its offset does not move)"),
-    ("ERR", ("REWIND",), RED, "REWIND (the mirror's committed offset went backwards)"),
-    ("NOTFOUND", (), AMBER, "has committed no offsets yet"),
-])
+@pytest.mark.parametrize(
+    "status, partitions, light, words",
+    [
+        ("WARN", ("WARN", "OK"), AMBER, "evaluator WARN: 1 partition WARN (lag is not going down)"),
+        ("ERR", ("STOP", "STOP"), RED, "2 partitions STOP (the mirror stopped committing while new records arrived)"),
+        ("ERR", ("STALL",), RED, "STALL (the mirror commits but its offset does not move)"),
+        ("ERR", ("REWIND",), RED, "REWIND (the mirror's committed offset went backwards)"),
+        ("NOTFOUND", (), AMBER, "has committed no offsets yet"),
+    ],
+)
 def test_evaluator_statuses_in_words(status, partitions, light, words):
     v = judge(flow(status, partitions))
     assert v.light == light and words in v.why()
@@ -87,9 +109,16 @@ def test_canary_and_heartbeat_rules():
     stale = judge(flow(), CanaryReading(status="OK", heartbeat_age_s=75))
     assert stale.light == RED and "heartbeat 75 s old (limit 60 s)" in stale.why()
     assert "no mirrored heartbeat" in judge(flow(), CanaryReading(status="OK", heartbeat_age_s=None)).why()
-    quiet = judge_flow(flow(), CanaryReading(status="OK", heartbeat_age_s=None), canary_configured=True,
-                       canary_problem=None, heartbeat_max_age_s=60, monitor_interval_s=5, now_ms=NOW,
-                       heartbeats_expected=False)  # mirror.heartbeats: false
+    quiet = judge_flow(
+        flow(),
+        CanaryReading(status="OK", heartbeat_age_s=None),
+        canary_configured=True,
+        canary_problem=None,
+        heartbeat_max_age_s=60,
+        monitor_interval_s=5,
+        now_ms=NOW,
+        heartbeats_expected=False,
+    )  # mirror.heartbeats: false
     assert quiet.light == GREEN
     assert "reports nothing for this flow" in judge(flow(), None).why()
     assert judge(flow(), None, configured=False).light == GREEN  # no canary configured: evaluator alone
@@ -101,11 +130,13 @@ def test_old_sample_and_slow_catch_up_are_amber_but_a_small_steady_lag_is_not():
     steady = flow(not_catching_up=["orders"], totals={"true_lag": 40, "max_time_lag_s": 0.4})
     assert judge(steady).light == GREEN
     behind = flow(not_catching_up=["orders"], totals={"true_lag": 4000, "max_time_lag_s": 42.0})
-    assert judge(behind).light == AMBER and "not catching up on orders (oldest record waiting 42 s)" in judge(behind).why()
+    assert (
+        judge(behind).light == AMBER and "not catching up on orders (oldest record waiting 42 s)" in judge(behind).why()
+    )
 
 
 def test_canary_parser_reads_the_recorded_real_exposition():
-    (name, reading), = parse_canary_metrics((FIXTURES / "canary_degraded.txt").read_text()).items()
+    ((name, reading),) = parse_canary_metrics((FIXTURES / "canary_degraded.txt").read_text()).items()
     assert name == "east-west" and reading.status == "CRITICAL" and reading.lost >= 1
     assert reading.round_trip_count > 0 and reading.mean_round_trip_s() > 0 and reading.heartbeat_age_s is not None
     healthy = parse_canary_metrics((FIXTURES / "canary_healthy.txt").read_text())["east-west"]
@@ -126,19 +157,26 @@ def test_recent_frame_keeps_the_last_minutes_in_time_order():
 
 
 def test_status_changes_newest_first_in_words():
-    changes = [{"ts_ms": 1_767_571_200_000, "from": None, "to": "OK"},
-               {"ts_ms": 1_767_571_260_000, "from": "OK", "to": "ERR", "reason": None},
-               {"ts_ms": 1_767_571_320_000, "from": "ERR", "to": "UNKNOWN", "reason": "cluster east unreachable"}]
-    assert status_changes(changes) == ["00:02:00 ERR → UNKNOWN (cluster east unreachable)", "00:01:00 OK → ERR",
-                                       "00:00:00 first seen OK"]
+    changes = [
+        {"ts_ms": 1_767_571_200_000, "from": None, "to": "OK"},
+        {"ts_ms": 1_767_571_260_000, "from": "OK", "to": "ERR", "reason": None},
+        {"ts_ms": 1_767_571_320_000, "from": "ERR", "to": "UNKNOWN", "reason": "cluster east unreachable"},
+    ]
+    assert status_changes(changes) == [
+        "00:02:00 ERR → UNKNOWN (cluster east unreachable)",
+        "00:01:00 OK → ERR",
+        "00:00:00 first seen OK",
+    ]
     assert len(status_changes(changes, limit=2)) == 2
 
 
 def test_partitions_and_topics_sort_worst_rpo_first():
-    rows = [{"topic": "a", "partition": 0, "status": "OK", "time_lag_s": 0.0, "true_lag": 0, "committed_lag": 3},
-            {"topic": "a", "partition": 1, "status": "STOP", "time_lag_s": 30.0, "true_lag": 50, "committed_lag": 60},
-            {"topic": "b", "partition": 0, "status": "OK", "time_lag_s": None, "true_lag": None, "committed_lag": 1},
-            {"topic": "b", "partition": 1, "status": "WARN", "time_lag_s": 90.0, "true_lag": 5, "committed_lag": 5}]
+    rows = [
+        {"topic": "a", "partition": 0, "status": "OK", "time_lag_s": 0.0, "true_lag": 0, "committed_lag": 3},
+        {"topic": "a", "partition": 1, "status": "STOP", "time_lag_s": 30.0, "true_lag": 50, "committed_lag": 60},
+        {"topic": "b", "partition": 0, "status": "OK", "time_lag_s": None, "true_lag": None, "committed_lag": 1},
+        {"topic": "b", "partition": 1, "status": "WARN", "time_lag_s": 90.0, "true_lag": 5, "committed_lag": 5},
+    ]
     frame = partition_frame(rows)
     by_rpo = sorted_partitions(frame, "RPO (time lag) — worst first")
     assert list(zip(by_rpo["topic"], by_rpo["partition"])) == [("b", 1), ("a", 1), ("a", 0), ("b", 0)]  # unknown last
@@ -168,18 +206,26 @@ def test_streamlit_argv_is_headless_local_and_private():
     argv = streamlit_argv("/etc/mw.yaml", 8555, "127.0.0.1")
     joined = " ".join(argv)
     assert argv[1:4] == ["-m", "streamlit", "run"] and argv[4].endswith("mirrorwatch/dashboards/app.py")
-    for flag in ("--server.headless true", "--server.address 127.0.0.1", "--server.port 8555",
-                 "--browser.gatherUsageStats false"):
+    for flag in (
+        "--server.headless true",
+        "--server.address 127.0.0.1",
+        "--server.port 8555",
+        "--browser.gatherUsageStats false",
+    ):
         assert flag in joined
     assert argv[-3:] == ["--", "--config", "/etc/mw.yaml"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--config", "/does/not/exist.yaml"], "cannot read config file"),
-    ([], "Missing option '--config'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--config", "/does/not/exist.yaml"], "cannot read config file"),
+        ([], "Missing option '--config'"),
+    ],
+)
 def test_dashboard_command_bad_input_is_one_line(args, message):
-    proc = subprocess.run([sys.executable, "-m", "mirrorwatch.dashboards.cli", *args], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mirrorwatch.dashboards.cli", *args], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -16,8 +16,8 @@ from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.core.naming import offset_syncs_topic
 
 from .error_cases import doctor_cases, message_pattern
-from .helpers import create_topic
-from .sasl import MIRROR_PASSWORD
+from .support.helpers import create_topic
+from .support.sasl import MIRROR_PASSWORD
 
 BIN = Path(sys.executable).parent
 

@@ -26,9 +26,15 @@ def test_drill_loses_nothing(mode):
 
 
 def test_drill_refuses_foreign_clusters(write_config):
-    path = write_config({"clusters": {"east": {"bootstrap.servers": "kafka.example.com:9092"},
-                                      "west": {"bootstrap.servers": "127.0.0.1:9"}},
-                         "flows": {"ew": {"source": "east", "target": "west"}}})
+    path = write_config(
+        {
+            "clusters": {
+                "east": {"bootstrap.servers": "kafka.example.com:9092"},
+                "west": {"bootstrap.servers": "127.0.0.1:9"},
+            },
+            "flows": {"ew": {"source": "east", "target": "west"}},
+        }
+    )
     result = run_cli("failover", "drill", "--config", str(path))
     assert result.returncode == 2 and "refusing to drill on cluster(s) east" in result.stderr
     assert result.stderr.count("\n") == 1

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from .error_cases import BASE, CASES, render
-from .mirror_harness import BIN
+from .support.mirror_harness import BIN
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT_SETTINGS = {"mirror": "mirror: {metrics_port: %d}\n", "monitor": "monitor: {metrics_port: %d, http_port: null}\n",

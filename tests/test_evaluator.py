@@ -7,9 +7,8 @@ import random
 import numpy as np
 import pytest
 
+from mirrorwatch.core.status import GroupStatus, PartitionStatus, group_status_of
 from mirrorwatch.monitor.evaluator import Commit, WindowSet, partition_status, summarize
-from mirrorwatch.monitor.status import (G_ERR, G_OK, G_UNKNOWN, G_WARN, P_OK, P_REWIND, P_STALL, P_STOP,
-                                        P_UNKNOWN, P_WARN, group_status_of)
 
 W = 5  # window size used by the table
 
@@ -21,66 +20,191 @@ def win(*triples):
 
 # name, window (oldest first), current lag, now (s), allowed lag, caught-up time (s) or None, expected
 CASES = [
-    ("empty window is OK", [], None, 10, 0, None, P_OK),
-    ("rule 1: current lag 0", win((10, 1, 5), (10, 2, 5), (10, 3, 5)), 0, 100, 0, None, P_OK),
-    ("rule 1: lag within allowed", win((10, 1, 5), (10, 2, 5), (10, 3, 5)), 3, 100, 3, None, P_OK),
-    ("rule 1: unknown current lag falls back to newest stored lag",
-     win((10, 1, 5), (12, 2, 5), (14, 3, 0)), None, 100, 0, None, P_OK),
-    ("rule 2: stopped (silent longer than window span)",
-     win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 6, 0, None, P_STOP),
-    ("rule 2: exactly the span is not yet stopped (strict >)",
-     win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 5, 0, None, P_WARN),
-    ("rule 2: single sample, later now → STOP", win((10, 1, 5)), 5, 2, 0, None, P_STOP),
-    ("rule 2: single sample, now == its time → not STOP (and one sample cannot STALL)",
-     win((10, 1, 5)), 5, 1, 0, None, P_OK),
-    ("rule 2: quiet topic, caught up recently → not STOP",
-     win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 6, 0, 5, P_WARN),
-    ("rule 2: caught up long ago → STOP",
-     win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 10, 0, 4, P_STOP),
-    ("rule 2 beats rewind", win((30, 1, 5), (10, 2, 6), (20, 3, 7)), 8, 9, 0, None, P_STOP),
-    ("rule 3: rewind in the middle, not recovered",
-     win((10, 1, 5), (20, 2, 6), (5, 3, 9), (8, 4, 8), (9, 5, 8)), 8, 5, 0, None, P_REWIND),
-    ("rule 3: rewind in the middle, recovered",
-     win((10, 1, 5), (20, 2, 6), (5, 3, 9), (20, 4, 8), (25, 5, 7)), 8, 5, 0, None, P_OK),
-    ("rule 3: recovered to exactly the pre-rewind offset is forgiven",
-     win((10, 1, 9), (20, 2, 9), (5, 3, 9), (20, 4, 9), (20, 5, 9)), 9, 5, 0, None, P_WARN),
-    ("rule 3: rewind at the newest sample", win((10, 1, 5), (20, 2, 6), (30, 3, 7), (40, 4, 9), (35, 5, 9)),
-     9, 5, 0, None, P_REWIND),
-    ("rule 3 beats lag-zero-in-window", win((10, 1, 0), (20, 2, 6), (5, 3, 9)), 9, 3, 0, None, P_REWIND),
-    ("rule 4: lag zero at the oldest sample", win((10, 1, 0), (10, 2, 5), (10, 3, 9)), 9, 3, 0, None, P_OK),
-    ("rule 4: lag zero in the middle", win((10, 1, 5), (12, 2, 0), (12, 3, 9)), 9, 3, 0, None, P_OK),
-    ("rule 4: lag within allowed somewhere", win((10, 1, 5), (10, 2, 2), (10, 3, 9)), 9, 3, 2, None, P_OK),
-    ("rule 5: stalled (same offset throughout)", win((10, 1, 5), (10, 2, 6), (10, 3, 7)), 7, 3, 0, None, P_STALL),
-    ("rule 5: full window stalled", win(*[(10, t, 5) for t in range(1, W + 1)]), 5, W, 0, None, P_STALL),
-    ("rule 6: lag growing → WARN", win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 3, 0, None, P_WARN),
-    ("rule 6: flat lag counts as not decreasing (tie)",
-     win((10, 1, 5), (20, 2, 5), (30, 3, 5)), 5, 3, 0, None, P_WARN),
-    ("rule 6: one decrease → OK", win((10, 1, 5), (20, 2, 4), (30, 3, 7)), 8, 3, 0, None, P_OK),
-    ("rule 6: unknown lags are skipped (5, ?, 3 decreases)",
-     win((10, 1, 5), (20, 2, None), (30, 3, 3)), 3, 3, 0, None, P_OK),
-    ("rule 6: unknown lags are skipped (5, ?, 6 does not)",
-     win((10, 1, 5), (20, 2, None), (30, 3, 6)), 6, 3, 0, None, P_WARN),
-    ("rule 6: no known lag at all is vacuously not decreasing",
-     win((10, 1, None), (20, 2, None)), None, 2, 0, None, P_WARN),
-    ("rule 7: lag decreasing, offsets moving", win((10, 1, 9), (20, 2, 7), (30, 3, 4)), 4, 3, 0, None, P_OK),
-    ("window not yet full, moving and lag growing", win((10, 1, 1), (11, 2, 3)), 4, 2, 0, None, P_WARN),
-    ("ties in commit times: span 0, now equal", win((10, 1, 5), (20, 1, 6)), 6, 1, 0, None, P_WARN),
-    ("ties in commit times: span 0, now later", win((10, 1, 5), (20, 1, 6)), 6, 1.01, 0, None, P_STOP),
+    ("empty window is OK", [], None, 10, 0, None, PartitionStatus.OK),
+    ("rule 1: current lag 0", win((10, 1, 5), (10, 2, 5), (10, 3, 5)), 0, 100, 0, None, PartitionStatus.OK),
+    ("rule 1: lag within allowed", win((10, 1, 5), (10, 2, 5), (10, 3, 5)), 3, 100, 3, None, PartitionStatus.OK),
+    (
+        "rule 1: unknown current lag falls back to newest stored lag",
+        win((10, 1, 5), (12, 2, 5), (14, 3, 0)),
+        None,
+        100,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 2: stopped (silent longer than window span)",
+        win((10, 1, 5), (20, 2, 6), (30, 3, 7)),
+        8,
+        6,
+        0,
+        None,
+        PartitionStatus.STOP,
+    ),
+    (
+        "rule 2: exactly the span is not yet stopped (strict >)",
+        win((10, 1, 5), (20, 2, 6), (30, 3, 7)),
+        8,
+        5,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
+    ("rule 2: single sample, later now → STOP", win((10, 1, 5)), 5, 2, 0, None, PartitionStatus.STOP),
+    (
+        "rule 2: single sample, now == its time → not STOP (and one sample cannot STALL)",
+        win((10, 1, 5)),
+        5,
+        1,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 2: quiet topic, caught up recently → not STOP",
+        win((10, 1, 5), (20, 2, 6), (30, 3, 7)),
+        8,
+        6,
+        0,
+        5,
+        PartitionStatus.WARN,
+    ),
+    ("rule 2: caught up long ago → STOP", win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 10, 0, 4, PartitionStatus.STOP),
+    ("rule 2 beats rewind", win((30, 1, 5), (10, 2, 6), (20, 3, 7)), 8, 9, 0, None, PartitionStatus.STOP),
+    (
+        "rule 3: rewind in the middle, not recovered",
+        win((10, 1, 5), (20, 2, 6), (5, 3, 9), (8, 4, 8), (9, 5, 8)),
+        8,
+        5,
+        0,
+        None,
+        PartitionStatus.REWIND,
+    ),
+    (
+        "rule 3: rewind in the middle, recovered",
+        win((10, 1, 5), (20, 2, 6), (5, 3, 9), (20, 4, 8), (25, 5, 7)),
+        8,
+        5,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 3: recovered to exactly the pre-rewind offset is forgiven",
+        win((10, 1, 9), (20, 2, 9), (5, 3, 9), (20, 4, 9), (20, 5, 9)),
+        9,
+        5,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
+    (
+        "rule 3: rewind at the newest sample",
+        win((10, 1, 5), (20, 2, 6), (30, 3, 7), (40, 4, 9), (35, 5, 9)),
+        9,
+        5,
+        0,
+        None,
+        PartitionStatus.REWIND,
+    ),
+    ("rule 3 beats lag-zero-in-window", win((10, 1, 0), (20, 2, 6), (5, 3, 9)), 9, 3, 0, None, PartitionStatus.REWIND),
+    (
+        "rule 4: lag zero at the oldest sample",
+        win((10, 1, 0), (10, 2, 5), (10, 3, 9)),
+        9,
+        3,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    ("rule 4: lag zero in the middle", win((10, 1, 5), (12, 2, 0), (12, 3, 9)), 9, 3, 0, None, PartitionStatus.OK),
+    (
+        "rule 4: lag within allowed somewhere",
+        win((10, 1, 5), (10, 2, 2), (10, 3, 9)),
+        9,
+        3,
+        2,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 5: stalled (same offset throughout)",
+        win((10, 1, 5), (10, 2, 6), (10, 3, 7)),
+        7,
+        3,
+        0,
+        None,
+        PartitionStatus.STALL,
+    ),
+    ("rule 5: full window stalled", win(*[(10, t, 5) for t in range(1, W + 1)]), 5, W, 0, None, PartitionStatus.STALL),
+    ("rule 6: lag growing → WARN", win((10, 1, 5), (20, 2, 6), (30, 3, 7)), 8, 3, 0, None, PartitionStatus.WARN),
+    (
+        "rule 6: flat lag counts as not decreasing (tie)",
+        win((10, 1, 5), (20, 2, 5), (30, 3, 5)),
+        5,
+        3,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
+    ("rule 6: one decrease → OK", win((10, 1, 5), (20, 2, 4), (30, 3, 7)), 8, 3, 0, None, PartitionStatus.OK),
+    (
+        "rule 6: unknown lags are skipped (5, ?, 3 decreases)",
+        win((10, 1, 5), (20, 2, None), (30, 3, 3)),
+        3,
+        3,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    (
+        "rule 6: unknown lags are skipped (5, ?, 6 does not)",
+        win((10, 1, 5), (20, 2, None), (30, 3, 6)),
+        6,
+        3,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
+    (
+        "rule 6: no known lag at all is vacuously not decreasing",
+        win((10, 1, None), (20, 2, None)),
+        None,
+        2,
+        0,
+        None,
+        PartitionStatus.WARN,
+    ),
+    (
+        "rule 7: lag decreasing, offsets moving",
+        win((10, 1, 9), (20, 2, 7), (30, 3, 4)),
+        4,
+        3,
+        0,
+        None,
+        PartitionStatus.OK,
+    ),
+    ("window not yet full, moving and lag growing", win((10, 1, 1), (11, 2, 3)), 4, 2, 0, None, PartitionStatus.WARN),
+    ("ties in commit times: span 0, now equal", win((10, 1, 5), (20, 1, 6)), 6, 1, 0, None, PartitionStatus.WARN),
+    ("ties in commit times: span 0, now later", win((10, 1, 5), (20, 1, 6)), 6, 1.01, 0, None, PartitionStatus.STOP),
 ]
 
 
 def _load(case_windows):
     """A WindowSet whose rows are the table's windows (arrays set directly: the table is about the rules)."""
     ws = WindowSet(len(case_windows), W)
-    for row, (window, current, allowed, caught) in enumerate(case_windows):
+    for row, (window, current, _allowed, caught) in enumerate(case_windows):
         n = len(window)
         for j, c in enumerate(window):
             col = W - n + j
             ws.offsets[col, row], ws.times[col, row] = c.offset, c.ts_ms
             ws.lags[col, row] = -1 if c.lag is None else c.lag
         ws.count[row] = n
-        ws.current_lag[row] = (-1 if window[-1].lag is None else window[-1].lag) if current is None and n else (
-            -1 if current is None else current)
+        ws.current_lag[row] = (
+            (-1 if window[-1].lag is None else window[-1].lag)
+            if current is None and n
+            else (-1 if current is None else current)
+        )
         if caught is not None:
             ws.caught_up[row] = int(caught * 1000)
     return ws
@@ -129,16 +253,16 @@ def test_alive_consumer_with_same_offset_fills_window_and_stalls():
     for i in range(4):
         ws.observe(i * 1000, np.array([10]), np.array([15]), alive=True)
     assert ws.count[0] == 3 and ws.current_lag[0] == 5
-    assert ws.evaluate(3000)[0] == P_STALL
+    assert ws.evaluate(3000)[0] == PartitionStatus.STALL
 
 
 def test_alive_consumer_sampled_faster_than_it_commits_does_not_stall():
     ws = WindowSet(1, 3, stop_grace_ms=5000)
     for i in range(5):  # sampled every second, commits every 5 s: same offset seen 5 times
         ws.observe(i * 1000, np.array([10]), np.array([15 + i]), alive=True, repeat_after_ms=5000)
-    assert ws.count[0] == 1 and ws.evaluate(4000)[0] == P_OK
+    assert ws.count[0] == 1 and ws.evaluate(4000)[0] == PartitionStatus.OK
     ws.observe(5000, np.array([10]), np.array([20]), alive=True, repeat_after_ms=5000)  # a commit interval passed
-    assert ws.count[0] == 2 and ws.evaluate(5000)[0] == P_STALL
+    assert ws.count[0] == 2 and ws.evaluate(5000)[0] == PartitionStatus.STALL
 
 
 def test_dead_consumer_stores_nothing_new_and_stops():
@@ -149,7 +273,7 @@ def test_dead_consumer_stores_nothing_new_and_stops():
         ws.observe(i * 1000, np.array([11]), np.array([14 + i]), alive=False)
     assert ws.count[0] == 2
     assert ws.current_lag[0] == 19 - 11  # lag follows the sampled end offset, not the last commit
-    assert ws.evaluate(5000)[0] == P_STOP
+    assert ws.evaluate(5000)[0] == PartitionStatus.STOP
 
 
 def test_quiet_topic_consumer_is_not_stopped_when_data_just_arrived():
@@ -159,17 +283,17 @@ def test_quiet_topic_consumer_is_not_stopped_when_data_just_arrived():
     ws.observe(60_000, np.array([12]), np.array([12]), alive=False)
     ws.observe(61_000, np.array([12]), np.array([14]), alive=False)  # data arrives
     # Burrow: 61 s since the newest commit > 2 s span → STOP. Here the clock starts when data arrived.
-    assert ws.evaluate(61_000)[0] != P_STOP
-    assert ws.evaluate(62_000)[0] != P_STOP
-    assert ws.evaluate(62_001)[0] == P_STOP  # and a consumer that really is gone is still caught
+    assert ws.evaluate(61_000)[0] != PartitionStatus.STOP
+    assert ws.evaluate(62_000)[0] != PartitionStatus.STOP
+    assert ws.evaluate(62_001)[0] == PartitionStatus.STOP  # and a consumer that really is gone is still caught
 
 
 def test_stop_grace_is_a_floor_for_the_window_span():
     ws = WindowSet(1, 3, stop_grace_ms=10_000)
     ws.observe(0, np.array([10]), np.array([15]), alive=False)
-    assert ws.evaluate(10_000)[0] != P_STOP
-    assert ws.evaluate(10_001)[0] == P_STOP
-    assert partition_status([Commit(10, 0, 5)], 5, 10_000, stop_grace_ms=10_000) != P_STOP
+    assert ws.evaluate(10_000)[0] != PartitionStatus.STOP
+    assert ws.evaluate(10_001)[0] == PartitionStatus.STOP
+    assert partition_status([Commit(10, 0, 5)], 5, 10_000, stop_grace_ms=10_000) != PartitionStatus.STOP
 
 
 def test_min_distance_overwrites_newest_and_keeps_its_time():
@@ -186,16 +310,16 @@ def test_rewind_then_recovery_through_observe():
     ws = WindowSet(1, 4)
     for i, off in enumerate([100, 110, 50]):
         ws.observe(i * 1000, np.array([off]), np.array([200]), alive=True)
-    assert ws.evaluate(2000)[0] == P_REWIND
+    assert ws.evaluate(2000)[0] == PartitionStatus.REWIND
     ws.observe(3000, np.array([120]), np.array([200]), alive=True)
-    assert ws.evaluate(3000)[0] != P_REWIND
+    assert ws.evaluate(3000)[0] != PartitionStatus.REWIND
 
 
 def test_no_commit_rows_stay_empty_and_ok():
     ws = WindowSet(2, 3)
     ws.observe(0, np.array([-1, 5]), np.array([10, 10]), alive=True)
     assert list(ws.count) == [0, 1]
-    assert ws.evaluate(0)[0] == P_OK
+    assert ws.evaluate(0)[0] == PartitionStatus.OK
 
 
 def test_remap_keeps_state_of_surviving_rows():
@@ -208,10 +332,18 @@ def test_remap_keeps_state_of_surviving_rows():
 # ------------------------------------------------------------------------- group
 
 
-@pytest.mark.parametrize("codes,expected", [
-    ([], G_OK), ([P_OK, P_OK], G_OK), ([P_OK, P_WARN], G_WARN), ([P_WARN, P_STOP], G_ERR),
-    ([P_STALL], G_ERR), ([P_REWIND, P_OK], G_ERR), ([P_OK, P_UNKNOWN], G_UNKNOWN),
-])
+@pytest.mark.parametrize(
+    "codes,expected",
+    [
+        ([], GroupStatus.OK),
+        ([PartitionStatus.OK, PartitionStatus.OK], GroupStatus.OK),
+        ([PartitionStatus.OK, PartitionStatus.WARN], GroupStatus.WARN),
+        ([PartitionStatus.WARN, PartitionStatus.STOP], GroupStatus.ERR),
+        ([PartitionStatus.STALL], GroupStatus.ERR),
+        ([PartitionStatus.REWIND, PartitionStatus.OK], GroupStatus.ERR),
+        ([PartitionStatus.OK, PartitionStatus.UNKNOWN], GroupStatus.UNKNOWN),
+    ],
+)
 def test_group_status_worst_of(codes, expected):
     assert group_status_of(codes) == expected
 
@@ -225,4 +357,7 @@ def test_summary_complete_totallag_maxlag_ties():
     assert summary.maxlag_row == 0 and summary.maxlag == 4  # tie between rows 0 and 1: the first wins
     assert summary.complete == pytest.approx(1 / 3)
     # rows 0 and 2 hold one sample each (not alive, no new offset) and time moved on: STOP → group ERR
-    assert list(ws.status) == [P_STOP, P_WARN, P_STOP] and summary.status == G_ERR
+    assert (
+        list(ws.status) == [PartitionStatus.STOP, PartitionStatus.WARN, PartitionStatus.STOP]
+        and summary.status == GroupStatus.ERR
+    )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .helpers import create_topic, produce_numbered
-from .mirror_harness import MirrorProcess, wait_until
+from .support.helpers import create_topic, produce_numbered
+from .support.mirror_harness import MirrorProcess, wait_until
 from .test_mirror_behaviour import config_for, count_on
 from .test_mirror_failover import consume_and_commit, run_cli
 
@@ -30,8 +30,11 @@ def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config,
     path = tmp_path / "m.yaml"
     with MirrorProcess(cfg, path) as mirror:
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 1000, 60, what="mirroring", alive=mirror)
-        code, report = wait_until(lambda: (r := check(path, ready, unchecked)) and r[1]["groups"][0]["verdict"] == "READY" and r,
-                                  90, what="READY")
+        code, report = wait_until(
+            lambda: (r := check(path, ready, unchecked)) and r[1]["groups"][0]["verdict"] == "READY" and r,
+            90,
+            what="READY",
+        )
     groups = {g["group"]: g for g in report["groups"]}
     assert code == 2  # the worst verdict decides the exit code
     assert groups[ready]["verdict"] == "READY" and groups[ready]["lost"] == 0 and groups[ready]["duplicates"] >= 0
@@ -48,9 +51,15 @@ def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config,
 
 
 def test_unreachable_source_exits_3(write_config, target):
-    path = write_config({"clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": target.bootstrap}},
-                         "flows": {"ew": {"source": "east", "target": "west"}}})
+    path = write_config(
+        {
+            "clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": target.bootstrap}},
+            "flows": {"ew": {"source": "east", "target": "west"}},
+        }
+    )
     result = run_cli("failover", "check", "--config", str(path))
     # one line naming the cluster, its role and address, within the probe's bound (a third of --timeout, at most 5 s)
     assert result.returncode == 3 and result.stderr.count("\n") == 1, result.stderr
-    assert result.stderr.startswith("mirror: cannot reach source cluster 'east' at 127.0.0.1:1 within 5 s: "), result.stderr
+    assert result.stderr.startswith("mirror: cannot reach source cluster 'east' at 127.0.0.1:1 within 5 s: "), (
+        result.stderr
+    )

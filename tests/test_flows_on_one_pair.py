@@ -11,8 +11,8 @@ import subprocess
 import time
 import urllib.request
 
-from .helpers import create_topic, produce_numbered
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
+from .support.helpers import create_topic, produce_numbered
+from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
 from .test_canary_check import run_check, write
 from .test_mirror_behaviour import count_on
 from .test_outages import committed_offsets
@@ -33,8 +33,14 @@ def flow_config(mirror_config: dict, suffix: str, flow: str, topic: str, **flow_
     # a 30 s topic refresh, as in production: the canary topic must not depend on it
     cfg["mirror"] = fast_mirror_settings(heartbeats_topic=f"hb.{suffix}", refresh_interval_s=30.0)
     # warn at 10 s: a check right after the mirror's start that had to wait for its 30 s refresh would say WARNING
-    cfg["canary"] = {"topic": f"mw.canary.{suffix}", "crit_latency_s": 20, "warn_latency_s": 10.0, "metrics_port": 0,
-                     "heartbeat_max_age_s": 30, "connect_timeout_s": 3}
+    cfg["canary"] = {
+        "topic": f"mw.canary.{suffix}",
+        "crit_latency_s": 20,
+        "warn_latency_s": 10.0,
+        "metrics_port": 0,
+        "heartbeat_max_age_s": 30,
+        "connect_timeout_s": 3,
+    }
     return cfg
 
 
@@ -60,23 +66,42 @@ def test_two_flows_on_one_pair_each_in_its_own_file(source, target, topic_name, 
 
         # a second flow that also claims the pair's internal topics is told so, and says so in a metric
         with MirrorProcess(cfg_b_shared, tmp_path / "mb1.yaml", log_name="b1.log") as shared:
-            wait_until(lambda: "also consume the heartbeats/canary topics" in shared.log_text(), 60,
-                       what="the shared-internal-topics warning", alive=shared)
+            wait_until(
+                lambda: "also consume the heartbeats/canary topics" in shared.log_text(),
+                60,
+                what="the shared-internal-topics warning",
+                alive=shared,
+            )
             assert f"mirrorwatch-{flow_a}" in shared.log_text()
             assert metric(shared, "mirrorwatch_mirror_internal_topics_shared") == 1.0
             # a flow that matches no topic: a warning at start, and a metric
-            assert f"flow {flow_b}: no topic on source cluster 'east' matches topics ['{payments}-not-yet']" in shared.log_text()
+            assert (
+                f"flow {flow_b}: no topic on source cluster 'east' matches topics ['{payments}-not-yet']"
+                in shared.log_text()
+            )
             assert metric(shared, "mirrorwatch_mirror_matched_topics") == 0.0
 
         with MirrorProcess(cfg_b, tmp_path / "mb.yaml", log_name="b.log") as mirror_b:
-            wait_until(lambda: count_on(target.bootstrap, f"east.{orders}") == 3000
-                       and count_on(target.bootstrap, f"east.{payments}") == 3000, 60, what="both flows mirrored",
-                       alive=mirror_b)
+            wait_until(
+                lambda: (
+                    count_on(target.bootstrap, f"east.{orders}") == 3000
+                    and count_on(target.bootstrap, f"east.{payments}") == 3000
+                ),
+                60,
+                what="both flows mirrored",
+                alive=mirror_b,
+            )
             # each flow its own default group, each with only its own topic (commits follow the writes by up to 1 s)
             for flow, topic in ((flow_a, orders), (flow_b, payments)):
-                wait_until(lambda: sum(committed_offsets(source.bootstrap, f"mirrorwatch-{flow}", topic, 3).values()) == 3000,
-                           30, what=f"{flow}'s commits", alive=mirror_b)
-            assert all(o < 0 for o in committed_offsets(source.bootstrap, f"mirrorwatch-{flow_a}", payments, 3).values())
+                wait_until(
+                    lambda: sum(committed_offsets(source.bootstrap, f"mirrorwatch-{flow}", topic, 3).values()) == 3000,
+                    30,
+                    what=f"{flow}'s commits",
+                    alive=mirror_b,
+                )
+            assert all(
+                o < 0 for o in committed_offsets(source.bootstrap, f"mirrorwatch-{flow_a}", payments, 3).values()
+            )
             assert metric(mirror_b, "mirrorwatch_mirror_internal_topics_shared") == 0.0
             assert "also consume the heartbeats/canary topics" not in mirror_b.log_text()
             # canary events mirrored once: no duplicates once B stopped mirroring them
@@ -85,8 +110,12 @@ def test_two_flows_on_one_pair_each_in_its_own_file(source, target, topic_name, 
             assert again.rc == 0 and again.body["duplicates"] == 0, again.stdout
             # each flow's failover check sees its own topics only
             for path, mine, other in ((path_a, orders, payments), (path_b, payments, orders)):
-                proc = subprocess.run([str(BIN / "mirror"), "failover", "check", "--config", path, "--json"],
-                                      capture_output=True, text=True, timeout=60)
+                proc = subprocess.run(
+                    [str(BIN / "mirror"), "failover", "check", "--config", path, "--json"],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
                 report = json.loads(proc.stdout)
                 listed = {t["topic"] for t in report["topics"]}
                 assert mine in listed and other not in listed, (path, listed, proc.stderr)

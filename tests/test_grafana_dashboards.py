@@ -7,7 +7,7 @@ import re
 
 import yaml
 
-from grafana import build, promql
+from mirrorwatch.grafana_build import build, promql
 
 DASHBOARD = promql.DASHBOARDS / "mirrorwatch-flows.json"
 PROVISIONING = promql.HERE / "provisioning"
@@ -19,7 +19,7 @@ def dashboard() -> dict:
 
 def test_checked_in_files_equal_generated():
     for path, text in build.outputs().items():
-        assert path.read_text() == text, f"{path} is stale: run python grafana/build.py"
+        assert path.read_text() == text, f"{path} is stale: run scripts/build-grafana"
     assert build.main(["--check"]) == 0
 
 

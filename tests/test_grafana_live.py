@@ -1,4 +1,4 @@
-"""The real-Prometheus harness (tests/prometheus_server.py), exercised against a stand-in exporter.
+"""The real-Prometheus harness (tests/support/prometheus_server.py), exercised against a stand-in exporter.
 
 The stand-in is a tiny prometheus_client server exposing one series of every metric in docs/metrics.md
 (names, types and labels parsed from its tables). It exists only to test the harness and the PromQL in
@@ -13,17 +13,32 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from grafana import promql
+from mirrorwatch.grafana_build import promql
 
-from .prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
+from .support.prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
 
 METRICS_MD = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
-LABEL_VALUES = {"flow": "east-west", "source": "east", "target": "west", "topic": "orders", "partition": "0",
-                "group": "mirrorwatch-east-west", "cluster": "east", "retriable": "false", "role": "source", "mirror": "mirrorwatch"}
+LABEL_VALUES = {
+    "flow": "east-west",
+    "source": "east",
+    "target": "west",
+    "topic": "orders",
+    "partition": "0",
+    "group": "mirrorwatch-east-west",
+    "cluster": "east",
+    "retriable": "false",
+    "role": "source",
+    "mirror": "mirrorwatch",
+}
 # Values chosen so that exactly one metric-driven alert holds: true lag 20000 > 10000.
-GAUGE_VALUES = {"mirrorwatch_lag_records": {"committed": 500, "read": 100, "true": 20000},
-                "mirrorwatch_canary_status": 0, "mirrorwatch_group_status": 0, "mirrorwatch_partition_status": 0,
-                "mirrorwatch_cluster_up": 1, "mirrorwatch_records_lost": 0}
+GAUGE_VALUES = {
+    "mirrorwatch_lag_records": {"committed": 500, "read": 100, "true": 20000},
+    "mirrorwatch_canary_status": 0,
+    "mirrorwatch_group_status": 0,
+    "mirrorwatch_partition_status": 0,
+    "mirrorwatch_cluster_up": 1,
+    "mirrorwatch_records_lost": 0,
+}
 # counters are incremented by 10, except those whose alert fires on any value above 0
 COUNTER_VALUES = {"mirrorwatch_mirror_records_lost_total": 0}
 
@@ -46,8 +61,11 @@ def stand_in_registry() -> tuple[CollectorRegistry, dict]:
             values = {**LABEL_VALUES, **({"kind": k} if k else {})}
             child = series[name, k] = metric.labels(**{label: values[label] for label in labels})
             value = GAUGE_VALUES.get(name, 1)
-            {"counter": lambda: child.inc(COUNTER_VALUES.get(name, 10)), "histogram": lambda: [child.observe(0.05) for _ in range(3)],
-             "gauge": lambda: child.set(value[k] if isinstance(value, dict) else value)}[kind]()
+            {
+                "counter": lambda: child.inc(COUNTER_VALUES.get(name, 10)),
+                "histogram": lambda: [child.observe(0.05) for _ in range(3)],
+                "gauge": lambda: child.set(value[k] if isinstance(value, dict) else value),
+            }[kind]()
     return registry, series
 
 
@@ -56,8 +74,10 @@ def live(tmp_path_factory):
     registry, series = stand_in_registry()
     httpd, _thread = start_http_server(0, addr="127.0.0.1", registry=registry)
     rules = write_rules_copy(tmp_path_factory.mktemp("rules") / "rules.yml", "2s")
-    targets = {"mirrorwatch-monitor": [f"127.0.0.1:{httpd.server_port}"],
-               "mirrorwatch-canary": [f"127.0.0.1:{free_port()}"]}  # nothing listens: up == 0
+    targets = {
+        "mirrorwatch-monitor": [f"127.0.0.1:{httpd.server_port}"],
+        "mirrorwatch-canary": [f"127.0.0.1:{free_port()}"],
+    }  # nothing listens: up == 0
     try:
         with prometheus_server(targets, [rules], workdir=tmp_path_factory.mktemp("prometheus")) as prom:
             yield prom, series, f"http://127.0.0.1:{httpd.server_port}/metrics"
@@ -68,8 +88,10 @@ def live(tmp_path_factory):
 
 def test_scrapes_and_queries(live):
     prom = live[0]
-    up = prom.wait_for(lambda: {r["metric"]["job"]: r["value"][1] for r in prom.query("up")}.get("mirrorwatch-monitor"),
-                       what="stand-in scraped")
+    up = prom.wait_for(
+        lambda: {r["metric"]["job"]: r["value"][1] for r in prom.query("up")}.get("mirrorwatch-monitor"),
+        what="stand-in scraped",
+    )
     assert up == "1"
     lag = prom.query('mirrorwatch_lag_records{kind="true"}')
     assert [r["metric"]["flow"] for r in lag] == ["east-west"] and lag[0]["value"][1] == "20000"
@@ -98,6 +120,7 @@ def test_every_expression_parses_and_returns_series(live):
 
     def empty() -> list[str]:
         return [f"{w}: {e}" for w, e in expressions if not prom.query(query_part(w, e))]
+
     # rate()/increase() need two scrapes and recording rules one evaluation: poll, then report what is empty
     try:
         prom.wait_for(lambda: not empty(), 60, "every expression returning series")
@@ -108,8 +131,11 @@ def test_every_expression_parses_and_returns_series(live):
 def test_short_for_alerts_fire_and_resolve(live):
     prom, series, _ = live
     firing = lambda: sorted({a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"})  # noqa: E731
-    prom.wait_for(lambda: firing() == ["MirrorwatchExporterDown", "MirrorwatchTrueLagHigh"], 60,
-                  "true-lag and exporter-down alerts firing")
+    prom.wait_for(
+        lambda: firing() == ["MirrorwatchExporterDown", "MirrorwatchTrueLagHigh"],
+        60,
+        "true-lag and exporter-down alerts firing",
+    )
     (lag,) = prom.firing("MirrorwatchTrueLagHigh")
     assert lag["labels"]["flow"] == "east-west" and lag["labels"]["severity"] == "critical"
     assert lag["annotations"]["summary"] == "Mirror flow east-west is 20k records behind (true lag)"

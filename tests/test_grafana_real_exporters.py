@@ -3,7 +3,7 @@ local clusters, scraped by the Debian Prometheus with the shipped rule file (eve
 the true-lag threshold lowered so a stopped mirror crosses it within seconds).
 
 1. ``promtool check metrics`` passes on the live output of each of the three exporters;
-2. every PromQL expression of grafana/ (``grafana.promql.all_promql_expressions()``) parses and returns series
+2. every PromQL expression of grafana/ (``mirrorwatch.grafana_build.promql.all_promql_expressions()``) parses and returns series
    once the stack has run a while — any that legitimately returned nothing on a healthy stack would be listed
    in ``NO_SERIES_WHEN_HEALTHY`` with the reason and what is checked instead (none today);
 3. SIGTERM the mirror while records keep coming: MirrorwatchTrueLagHigh and MirrorwatchCanaryCritical (and
@@ -25,12 +25,12 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from grafana import promql
+from mirrorwatch.grafana_build import promql
 
-from .helpers import create_topic, produce_numbered
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings
-from .prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
-from .services import Service
+from .support.helpers import create_topic, produce_numbered
+from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings
+from .support.prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
+from .support.services import Service
 
 FLOW = "east-west"
 PARTITIONS = 3
@@ -43,10 +43,19 @@ JOBS = ("mirrorwatch-mirror", "mirrorwatch-canary", "mirrorwatch-monitor")
 # healthy stack it does not (that is the point). For these the query part (split_condition) must return
 # series. Listed by name, not derived, so a new alert is a conscious addition here.
 ALERT_RULES = {
-    "MirrorwatchTrueLagHigh", "MirrorwatchTimeLagHigh", "MirrorwatchEvaluatorError", "MirrorwatchCanaryCritical",
-    "MirrorwatchCanaryUnknown", "MirrorwatchCanaryLostEvents", "MirrorwatchHeartbeatStale",
-    "MirrorwatchMonitorSampleStale", "MirrorwatchClusterUnreachable", "MirrorwatchExporterDown",
-    "MirrorwatchRpoHigh", "MirrorwatchRecordsLost", "MirrorwatchMirrorRecordsLost",
+    "MirrorwatchTrueLagHigh",
+    "MirrorwatchTimeLagHigh",
+    "MirrorwatchEvaluatorError",
+    "MirrorwatchCanaryCritical",
+    "MirrorwatchCanaryUnknown",
+    "MirrorwatchCanaryLostEvents",
+    "MirrorwatchHeartbeatStale",
+    "MirrorwatchMonitorSampleStale",
+    "MirrorwatchClusterUnreachable",
+    "MirrorwatchExporterDown",
+    "MirrorwatchRpoHigh",
+    "MirrorwatchRecordsLost",
+    "MirrorwatchMirrorRecordsLost",
 }
 # where -> (exporter, metric family it must declare instead, reason): healthy-state exceptions to "returns series".
 # None today: the mirror exports its produce-error counters as 0 for every mirrored topic from the start, so the
@@ -68,13 +77,14 @@ class Traffic:
     def _run(self) -> None:
         while not self.stop_event.wait(0.1):
             for _ in range(RATE // 10):
-                self.producer.produce(self.topic, key=f"k{self.sent}".encode(), value=b"x" * 100,
-                                      partition=self.sent % PARTITIONS)
+                self.producer.produce(
+                    self.topic, key=f"k{self.sent}".encode(), value=b"x" * 100, partition=self.sent % PARTITIONS
+                )
                 self.sent += 1
             self.producer.poll(0)
         self.producer.flush(30)
 
-    def start(self) -> "Traffic":
+    def start(self) -> Traffic:
         self.thread.start()
         return self
 
@@ -91,14 +101,33 @@ class Stack:
         self.ports = {"mirror": free_port(), "canary": free_port(), "monitor": free_port()}
         self.config = {
             "clusters": {"east": source.config(), "west": target.config()},
-            "flows": {FLOW: {"source": "east", "target": "west", "topics": [self.topic], "group": f"mw-{self.topic}",
-                             "checkpoint_groups": []}},
-            "mirror": fast_mirror_settings(metrics_port=self.ports["mirror"], heartbeats_topic=f"hb.{self.topic}",
-                                           offset_sync_every=50),
-            "canary": {"topic": f"mw.canary.{self.topic}", "interval_s": 1, "warn_latency_s": 2, "crit_latency_s": 5,
-                       "heartbeat_max_age_s": 10, "metrics_port": self.ports["canary"]},
-            "monitor": {"interval_s": 1, "window": 5, "history": False, "metrics_port": self.ports["monitor"],
-                        "http_port": free_port()},
+            "flows": {
+                FLOW: {
+                    "source": "east",
+                    "target": "west",
+                    "topics": [self.topic],
+                    "group": f"mw-{self.topic}",
+                    "checkpoint_groups": [],
+                }
+            },
+            "mirror": fast_mirror_settings(
+                metrics_port=self.ports["mirror"], heartbeats_topic=f"hb.{self.topic}", offset_sync_every=50
+            ),
+            "canary": {
+                "topic": f"mw.canary.{self.topic}",
+                "interval_s": 1,
+                "warn_latency_s": 2,
+                "crit_latency_s": 5,
+                "heartbeat_max_age_s": 10,
+                "metrics_port": self.ports["canary"],
+            },
+            "monitor": {
+                "interval_s": 1,
+                "window": 5,
+                "history": False,
+                "metrics_port": self.ports["monitor"],
+                "http_port": free_port(),
+            },
         }
         self.config_path = base / "mirrorwatch.yaml"
         self.mirror: MirrorProcess | None = None
@@ -111,7 +140,7 @@ class Stack:
     def targets(self) -> dict[str, list[str]]:
         return {f"mirrorwatch-{name}": [f"127.0.0.1:{port}"] for name, port in self.ports.items()}
 
-    def start(self) -> "Stack":
+    def start(self) -> Stack:
         create_topic(self.source.bootstrap, self.topic, PARTITIONS)
         produce_numbered(self.source.bootstrap, self.topic, 600, PARTITIONS)
         self.mirror = MirrorProcess(self.config, self.config_path).start()  # also writes the config file
@@ -149,11 +178,13 @@ def firing_names(prom) -> set[str]:
 
 def healthy(prom) -> bool:
     up = values(prom, 'up{job=~"mirrorwatch-.*"}')
-    return (all(up.get(job) == 1 for job in JOBS)
-            and values(prom, "mirrorwatch_canary_status").get(FLOW) == 0
-            and values(prom, "flow_group:mirrorwatch_group_status:max").get(FLOW) == 0
-            and values(prom, "flow:mirrorwatch_true_lag_records:sum").get(FLOW, float("inf")) < TRUE_LAG_THRESHOLD / 2
-            and not {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical"} & firing_names(prom))
+    return (
+        all(up.get(job) == 1 for job in JOBS)
+        and values(prom, "mirrorwatch_canary_status").get(FLOW) == 0
+        and values(prom, "flow_group:mirrorwatch_group_status:max").get(FLOW) == 0
+        and values(prom, "flow:mirrorwatch_true_lag_records:sum").get(FLOW, float("inf")) < TRUE_LAG_THRESHOLD / 2
+        and not {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical"} & firing_names(prom)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -164,11 +195,14 @@ def stack(source, target, tmp_path_factory):
     try:
         s.start()
         with prometheus_server(s.targets(), [rules], workdir=base / "prometheus") as prom:
+
             def ready():
                 s.check_alive()
                 return healthy(prom)
-            prom.wait_for(ready, 180, "stack healthy in Prometheus (exporters up, canary OK, evaluator OK, "
-                                      "true lag low)")
+
+            prom.wait_for(
+                ready, 180, "stack healthy in Prometheus (exporters up, canary OK, evaluator OK, true lag low)"
+            )
             yield s, prom
     finally:
         s.stop()
@@ -210,13 +244,16 @@ def test_every_expression_parses_and_returns_series(stack):
     def empty() -> list[str]:
         s.check_alive()
         return [f"{w}: {q}" for w, e in expressions if (q := checked_expression(w, e)) and not prom.query(q)]
+
     try:  # rate()/increase() need two scrapes of a series, recording rules an evaluation: poll
         prom.wait_for(lambda: not empty(), 90, "every expression returning series")
     except AssertionError:
         pytest.fail("expressions without series on the real exporters:\n" + "\n".join(empty()), pytrace=False)
 
     for where, (exporter, family, _reason) in NO_SERIES_WHEN_HEALTHY.items():
-        families = {f.name: f.type for f in text_string_to_metric_families(requests.get(s.url(exporter), timeout=10).text)}
+        families = {
+            f.name: f.type for f in text_string_to_metric_families(requests.get(s.url(exporter), timeout=10).text)
+        }
         assert families.get(family) == "counter", f"{where}: {family} not declared by the live {exporter} exporter"
 
 
@@ -233,6 +270,7 @@ def test_stopped_mirror_fires_lag_and_canary_alerts_and_restart_resolves_them(st
         s.check_alive(mirror_too=False)
         names = firing_names(prom)
         return {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical"} <= names and names
+
     prom.wait_for(fired, 120, "MirrorwatchTrueLagHigh and MirrorwatchCanaryCritical firing after the mirror stopped")
     took_fire = time.monotonic() - stopped
     assert s.traffic.sent > sent_before, "the producer stopped: the lag would not grow"
@@ -252,7 +290,10 @@ def test_stopped_mirror_fires_lag_and_canary_alerts_and_restart_resolves_them(st
 
     def resolved():
         s.check_alive()
-        return not {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical", "MirrorwatchExporterDown"} & firing_names(prom)
+        return not {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical", "MirrorwatchExporterDown"} & firing_names(
+            prom
+        )
+
     prom.wait_for(resolved, 180, "true-lag, canary-critical and exporter-down alerts resolved after the restart")
     took_resolve = time.monotonic() - restarted
     assert values(prom, "flow:mirrorwatch_true_lag_records:sum")[FLOW] <= TRUE_LAG_THRESHOLD

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grafana import build, promql
+from mirrorwatch.grafana_build import build, promql
 
-from .prometheus_server import write_rules_copy
+from .support.prometheus_server import write_rules_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = sorted((promql.RULES.parent / "tests").glob("*.yml"))
@@ -36,7 +36,9 @@ def test_promtool_unit_tests():
 
 
 def test_enough_alert_cases_and_the_saw_tooth_case():
-    cases = [c for t in TESTS for test in yaml.safe_load(t.read_text())["tests"] for c in test.get("alert_rule_test", [])]
+    cases = [
+        c for t in TESTS for test in yaml.safe_load(t.read_text())["tests"] for c in test.get("alert_rule_test", [])
+    ]
     assert len(cases) >= 12
     assert any(c["exp_alerts"] for c in cases) and any(not c["exp_alerts"] for c in cases)
     tested = {c["alertname"] for c in cases}
@@ -76,15 +78,17 @@ def test_grafana_alerts_equivalent_to_prometheus_alerts():
 
 
 def test_checked_in_grafana_alerts_are_generated():
-    assert promql.GRAFANA_ALERTS.read_text() == build.outputs()[promql.GRAFANA_ALERTS], "run python grafana/build.py"
+    assert promql.GRAFANA_ALERTS.read_text() == build.outputs()[promql.GRAFANA_ALERTS], "run scripts/build-grafana"
 
 
 def test_docs_alert_table_matches_rule_file():
     """docs/alerts.md's table (alert | expression | for | severity) is the documented default; keep it true."""
     text = (ROOT / "docs" / "alerts.md").read_text()
     rows = {m[0]: m[1:] for m in re.findall(r"^\| `(Mirrorwatch\w+)` \| `(.+?)` \| (\S+) \| (\w+) \|", text, re.M)}
-    prom = {r["alert"]: (r["expr"], r.get("for", "0m"), r["labels"]["severity"])
-            for r in promql.rules_of(promql.load_rules(), "alert")}
+    prom = {
+        r["alert"]: (r["expr"], r.get("for", "0m"), r["labels"]["severity"])
+        for r in promql.rules_of(promql.load_rules(), "alert")
+    }
     assert rows == {k: (e.replace("|", "\\|"), f, s) for k, (e, f, s) in prom.items()}
 
 
@@ -111,11 +115,14 @@ def test_rules_copy_with_short_for_and_threshold(tmp_path):
     promtool("check", "rules", str(copy))
 
 
-@pytest.mark.parametrize("expr,query,ops", [
-    ("x > 10000", "x", [(">", 10000.0)]),
-    ("max by (a) (x) >= 2 <= 5", "max by (a) (x)", [(">=", 2.0), ("<=", 5.0)]),
-    ('up{job=~"a|b"} == 0', 'up{job=~"a|b"}', [("==", 0.0)]),
-])
+@pytest.mark.parametrize(
+    "expr,query,ops",
+    [
+        ("x > 10000", "x", [(">", 10000.0)]),
+        ("max by (a) (x) >= 2 <= 5", "max by (a) (x)", [(">=", 2.0), ("<=", 5.0)]),
+        ('up{job=~"a|b"} == 0', 'up{job=~"a|b"}', [("==", 0.0)]),
+    ],
+)
 def test_split_condition(expr, query, ops):
     assert promql.split_condition(expr) == (query, ops)
     with pytest.raises(ValueError):

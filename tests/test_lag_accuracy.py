@@ -1,5 +1,5 @@
 """True lag and RPO seconds under steady traffic, prefix and identity, against an independent reader's ground
-truth (tests/lag_accuracy.py), with the real engine and the monitor's real sampling code."""
+truth (tests/support/lag_accuracy.py), with the real engine and the monitor's real sampling code."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
-from tests.helpers import create_topic, produce_numbered
-from tests.lag_accuracy import LatencyReader, RateProducer, measure
-from tests.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from tests.support.helpers import create_topic, produce_numbered
+from tests.support.lag_accuracy import LatencyReader, RateProducer, measure
+from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 
 PARTS = 3
 # The monitor interval the over-report bound is stated in. Prefix: 1 s, five times stricter than the default,
@@ -29,8 +29,16 @@ RPO_TOLERANCE_MS = {"prefix": 250, "identity": 500}
 def flow_config(source, target, topic, policy: str) -> dict:
     return {
         "clusters": {"east": source.config(), "west": target.config()},
-        "flows": {"east-west": {"source": "east", "target": "west", "topics": [topic], "checkpoint_groups": [],
-                              "group": f"mw-mirror-{topic}", "policy": policy}},
+        "flows": {
+            "east-west": {
+                "source": "east",
+                "target": "west",
+                "topics": [topic],
+                "checkpoint_groups": [],
+                "group": f"mw-mirror-{topic}",
+                "policy": policy,
+            }
+        },
         "mirror": fast_mirror_settings(heartbeats=False, metrics_port=None),
         "monitor": {"interval_s": INTERVAL_S[policy], "window": 3, "history": False},
     }
@@ -52,19 +60,38 @@ def test_true_lag_and_rpo_under_steady_traffic(source, target, topic_name, tmp_p
     try:
         with MirrorProcess(cfg, tmp_path / "mirror.yaml") as mirror:
             produce_numbered(source.bootstrap, topic_name, PARTS, PARTS)  # one record each: the engine is assigned
-            wait_until(lambda: all(r["true_lag"] == 0 for r in sampler.sample().views[0].rows()), 90, 0.5,
-                       "mirror caught up", alive=mirror)
+            wait_until(
+                lambda: all(r["true_lag"] == 0 for r in sampler.sample().views[0].rows()),
+                90,
+                0.5,
+                "mirror caught up",
+                alive=mirror,
+            )
             latency = LatencyReader(target.bootstrap, target_topic, PARTS)
             latency.start()
             producer.start()
             time.sleep(1.5)  # steady state
-            m = measure(sampler, source.bootstrap, target.bootstrap, topic_name, target_topic, PARTS, local,
-                        cycles=20, every_s=0.2)
+            m = measure(
+                sampler,
+                source.bootstrap,
+                target.bootstrap,
+                topic_name,
+                target_topic,
+                PARTS,
+                local,
+                cycles=20,
+                every_s=0.2,
+            )
             producer.stop()
             latency.stop()
             # idle again: exactly 0
-            wait_until(lambda: all(r["true_lag"] == 0 and r["rpo_seconds"] == 0.0
-                                   for r in sampler.sample().views[0].rows()), 30, 0.5, "idle at 0", alive=mirror)
+            wait_until(
+                lambda: all(r["true_lag"] == 0 and r["rpo_seconds"] == 0.0 for r in sampler.sample().views[0].rows()),
+                30,
+                0.5,
+                "idle at 0",
+                alive=mirror,
+            )
     finally:
         producer.stop_event.set()
         sampler.close()
@@ -74,12 +101,16 @@ def test_true_lag_and_rpo_under_steady_traffic(source, target, topic_name, tmp_p
     per_interval = rate / PARTS * INTERVAL_S[policy]  # records one partition receives in one monitor interval
     rpo = np.asarray([r for r in m.rpo_ms if not np.isnan(r)])
     lat = latency.latencies_ms(m.start_ms, m.end_ms)
-    print(f"\n{policy} {rate}/s: over truth p50 {np.percentile(over, 50):.0f} p99 {np.percentile(over, 99):.0f} "
-          f"max {over.max():.0f} records (bound {per_interval:.0f}); rpo p50 {np.percentile(rpo, 50):.0f} ms "
-          f"p99 {np.percentile(rpo, 99):.0f} ms; latency p50 {np.percentile(lat, 50):.0f} ms "
-          f"p99 {np.percentile(lat, 99):.0f} ms; cycle p50 {np.percentile(m.cycle_ms, 50):.0f} ms")
+    print(
+        f"\n{policy} {rate}/s: over truth p50 {np.percentile(over, 50):.0f} p99 {np.percentile(over, 99):.0f} "
+        f"max {over.max():.0f} records (bound {per_interval:.0f}); rpo p50 {np.percentile(rpo, 50):.0f} ms "
+        f"p99 {np.percentile(rpo, 99):.0f} ms; latency p50 {np.percentile(lat, 50):.0f} ms "
+        f"p99 {np.percentile(lat, 99):.0f} ms; cycle p50 {np.percentile(m.cycle_ms, 50):.0f} ms"
+    )
     assert (true_lag >= 0).all()
-    assert (true_lag >= lower).all(), f"under-reported: {list(zip(true_lag[true_lag < lower], lower[true_lag < lower]))}"
+    assert (true_lag >= lower).all(), (
+        f"under-reported: {list(zip(true_lag[true_lag < lower], lower[true_lag < lower]))}"
+    )
     assert np.percentile(over, 99) <= per_interval
     assert len(rpo) >= len(m.rpo_ms) * 0.9 and len(lat) > 100
     assert abs(np.percentile(rpo, 50) - np.percentile(lat, 50)) <= RPO_TOLERANCE_MS[policy]

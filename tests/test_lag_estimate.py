@@ -64,36 +64,50 @@ def test_never_above_the_truth_on_a_source_with_gaps():
 
 
 # log start, committed → records lost
-@pytest.mark.parametrize("start,committed,expected", [
-    (0, 0, 0), (1500, 1000, 500), (1000, 1500, 0), (-1, 1000, -1), (1500, -1, -1), (500, 500, 0),
-])
+@pytest.mark.parametrize(
+    "start,committed,expected",
+    [
+        (0, 0, 0),
+        (1500, 1000, 500),
+        (1000, 1500, 0),
+        (-1, 1000, -1),
+        (1500, -1, -1),
+        (500, 500, 0),
+    ],
+)
 def test_records_lost(start, committed, expected):
     assert records_lost([start], [committed]).tolist() == [expected]
 
 
 # lag, produce rate, mirror rate, keeping-up lag → forecast seconds
-@pytest.mark.parametrize("lag,produce,mirror,keeping,expected", [
-    (40, 200.0, 200.0, 1000.0, 0.2),  # steady traffic, a lag within one interval: keeping up
-    (40, 200.0, 190.0, 1000.0, 40 / 190),  # rates measured a little apart: still keeping up
-    (4000, 200.0, 200.0, 1000.0, math.inf),  # a lag beyond one interval of production that does not shrink
-    (40, 200.0, 0.0, 1000.0, math.inf),  # nothing mirrored at all
-    (100, 100.0, 200.0, 0.0, 1.0),  # gaining: lag / gain, as before
-    (0, 200.0, 0.0, 0.0, 0.0),  # caught up
-])
+@pytest.mark.parametrize(
+    "lag,produce,mirror,keeping,expected",
+    [
+        (40, 200.0, 200.0, 1000.0, 0.2),  # steady traffic, a lag within one interval: keeping up
+        (40, 200.0, 190.0, 1000.0, 40 / 190),  # rates measured a little apart: still keeping up
+        (4000, 200.0, 200.0, 1000.0, math.inf),  # a lag beyond one interval of production that does not shrink
+        (40, 200.0, 0.0, 1000.0, math.inf),  # nothing mirrored at all
+        (100, 100.0, 200.0, 0.0, 1.0),  # gaining: lag / gain, as before
+        (0, 200.0, 0.0, 0.0, 0.0),  # caught up
+    ],
+)
 def test_keeping_up_forecast(lag, produce, mirror, keeping, expected):
     got = float(catch_up_seconds([lag], [produce], [mirror], [keeping])[0])
     assert got == pytest.approx(expected)
 
 
 # earlier samples (ts_ms, source end), acked_next, now → seconds the record at acked_next can have been on the source
-@pytest.mark.parametrize("samples,acked,now,expected", [
-    ([(1000, 50), (6000, 90)], 95, 11000, 5.0),  # not there at 6000 (end 90 ≤ 95): at most 5 s on the source
-    ([(1000, 50), (6000, 90)], 70, 11000, 10.0),  # there at 6000, not at 1000: at most 10 s
-    ([(1000, 50), (6000, 90)], 40, 11000, math.inf),  # there at every sample: no bound
-    ([], 40, 11000, math.inf),
-    ([(1000, -1)], 40, 11000, math.inf),  # end unknown then
-    ([(1000, 50)], -1, 11000, math.inf),  # acked unknown
-])
+@pytest.mark.parametrize(
+    "samples,acked,now,expected",
+    [
+        ([(1000, 50), (6000, 90)], 95, 11000, 5.0),  # not there at 6000 (end 90 ≤ 95): at most 5 s on the source
+        ([(1000, 50), (6000, 90)], 70, 11000, 10.0),  # there at 6000, not at 1000: at most 10 s
+        ([(1000, 50), (6000, 90)], 40, 11000, math.inf),  # there at every sample: no bound
+        ([], 40, 11000, math.inf),
+        ([(1000, -1)], 40, 11000, math.inf),  # end unknown then
+        ([(1000, 50)], -1, 11000, math.inf),  # acked unknown
+    ],
+)
 def test_arrival_age_bound(samples, acked, now, expected):
     from mirrorwatch.monitor.timelag import arrival_age_bound
 

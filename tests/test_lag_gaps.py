@@ -10,8 +10,8 @@ from confluent_kafka import Consumer, Producer
 
 from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
-from tests.helpers import create_topic, end_offsets, produce_numbered
-from tests.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from tests.support.helpers import create_topic, end_offsets, produce_numbered
+from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from tests.test_mirror_behaviour import count_on
 
 PARTS = 3
@@ -35,8 +35,14 @@ def produce_transactions(bootstrap: str, topic: str, committed: int, aborted: in
 
 def consume_all(bootstrap: str, topic: str, group: str, expect: int) -> None:
     """A plain librdkafka consumer group reads every committed record and commits (read_committed)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     seen, deadline = 0, time.monotonic() + 60
     try:
@@ -62,20 +68,46 @@ def test_transactional_and_compacted_sources_idle_at_zero(source, target, topic_
     consume_all(source.bootstrap, tx_topic, group, 350 * PARTS)
     cfg = {
         "clusters": {"east": source.config(), "west": target.config()},
-        "flows": {"east-west": {"source": "east", "target": "west", "topics": [tx_topic, compacted],
-                              "checkpoint_groups": [], "group": f"mw-mirror-{topic_name}"}},
+        "flows": {
+            "east-west": {
+                "source": "east",
+                "target": "west",
+                "topics": [tx_topic, compacted],
+                "checkpoint_groups": [],
+                "group": f"mw-mirror-{topic_name}",
+            }
+        },
         "mirror": fast_mirror_settings(heartbeats=False, metrics_port=None),
-        "monitor": {"interval_s": 1, "window": 3, "history": False, "group_commit_interval_s": 1,
-                    "groups": [{"cluster": "east", "group": group}]},
+        "monitor": {
+            "interval_s": 1,
+            "window": 3,
+            "history": False,
+            "group_commit_interval_s": 1,
+            "groups": [{"cluster": "east", "group": group}],
+        },
     }
     sampler = Sampler(config_from_dict(cfg))
     try:
         with MirrorProcess(cfg, tmp_path / "mirror.yaml") as mirror:
-            wait_until(lambda: count_on(target.bootstrap, f"east.{tx_topic}") == 350 * PARTS, 90,
-                       what="committed records mirrored", alive=mirror)
-            flow = wait_until(lambda: (v := sampler.sample().views[0]) and all(
-                r["true_lag"] == 0 and r["committed_lag"] == 0 and r["rpo_seconds"] == 0.0 for r in v.rows()) and v,
-                30, 0.5, "idle flow at lag 0", alive=mirror)
+            wait_until(
+                lambda: count_on(target.bootstrap, f"east.{tx_topic}") == 350 * PARTS,
+                90,
+                what="committed records mirrored",
+                alive=mirror,
+            )
+            flow = wait_until(
+                lambda: (
+                    (v := sampler.sample().views[0])
+                    and all(
+                        r["true_lag"] == 0 and r["committed_lag"] == 0 and r["rpo_seconds"] == 0.0 for r in v.rows()
+                    )
+                    and v
+                ),
+                30,
+                0.5,
+                "idle flow at lag 0",
+                alive=mirror,
+            )
             for _ in range(4):  # stays OK over the window: no STALL on the final commit marker
                 time.sleep(1.0)
                 snap = sampler.sample()

@@ -12,7 +12,7 @@ import pytest
 
 from mirrorwatch.localkafka import LauncherError, LocalCluster
 
-from .helpers import create_topic, produce_numbered, read_all
+from .support.helpers import create_topic, produce_numbered, read_all
 
 BIN = Path(sys.executable).parent
 
@@ -71,8 +71,13 @@ def test_port_taken_fails_with_one_clear_line(tmp_path):
 
 def test_missing_java_fails_with_one_clear_line(tmp_path):
     env = {**os.environ, "PATH": str(BIN)}  # the venv only: no java, no mvn
-    proc = subprocess.run([str(BIN / "mirrorwatch-kafka"), "up", "--dir", str(tmp_path), "solo"],
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        [str(BIN / "mirrorwatch-kafka"), "up", "--dir", str(tmp_path), "solo"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 from confluent_kafka import Consumer, TopicPartition
 
-from .helpers import create_topic, end_offsets, produce_numbered, read_all
-from .mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from .support.helpers import create_topic, end_offsets, produce_numbered, read_all
+from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -25,11 +24,22 @@ def test_100k_records_mirrored_whole(source, target, topic_name, mirror_config, 
     mirror_config["mirror"] = fast_mirror_settings()
     target_topic = f"east.{topic_name}"
     with MirrorProcess(mirror_config, tmp_path / "m.yaml") as mirror:
-        wait_until(lambda: sum(end_offsets(target.bootstrap, target_topic).values()) >= 100_000 if
-                   target_topic in _topics(target.bootstrap) else False, 120, what="100k records on the target", alive=mirror)
+        wait_until(
+            lambda: (
+                sum(end_offsets(target.bootstrap, target_topic).values()) >= 100_000
+                if target_topic in _topics(target.bootstrap)
+                else False
+            ),
+            120,
+            what="100k records on the target",
+            alive=mirror,
+        )
         ends = end_offsets(source.bootstrap, topic_name)
-        wait_until(lambda: committed_offsets(source.bootstrap, "mirrorwatch-east-west", topic_name, 6) == ends, 30,
-                   what="the mirror group's commits to reach the end offsets")
+        wait_until(
+            lambda: committed_offsets(source.bootstrap, "mirrorwatch-east-west", topic_name, 6) == ends,
+            30,
+            what="the mirror group's commits to reach the end offsets",
+        )
         assert mirror.running()
     src = {(m.partition(), m.offset()): m for m in read_all(source.bootstrap, topic_name)}
     dst = read_all(target.bootstrap, target_topic)
@@ -43,5 +53,6 @@ def test_100k_records_mirrored_whole(source, target, topic_name, mirror_config, 
 
 
 def _topics(bootstrap):
-    from .helpers import admin
+    from .support.helpers import admin
+
     return admin(bootstrap).list_topics(timeout=10).topics

@@ -8,8 +8,8 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from mirrorwatch.core.records import OffsetSync
 
-from .helpers import admin, create_topic, end_offsets, produce_numbered, read_all, wait_for_topic
-from .mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all, wait_for_topic
+from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from .test_mirror import committed_offsets
 
 
@@ -38,8 +38,10 @@ def _active_active(source, target, topic, tmp_path, policy):
     create_topic(source.bootstrap, topic, 3)
     create_topic(target.bootstrap, topic, 3)
     clusters = {"east": source.config(), "west": target.config()}
-    flows = {"east-west": {"source": "east", "target": "west", "topics": [topic], "policy": policy, "group": f"ew-{topic}"},
-             "west-east": {"source": "west", "target": "east", "topics": [topic], "policy": policy, "group": f"we-{topic}"}}
+    flows = {
+        "east-west": {"source": "east", "target": "west", "topics": [topic], "policy": policy, "group": f"ew-{topic}"},
+        "west-east": {"source": "west", "target": "east", "topics": [topic], "policy": policy, "group": f"we-{topic}"},
+    }
     cfg = {"clusters": clusters, "flows": flows, "mirror": fast_mirror_settings(heartbeats=False)}
     ew = MirrorProcess(cfg, tmp_path / "aa.yaml", flow="east-west", log_name="ew.log").start()
     we = MirrorProcess(cfg, tmp_path / "aa.yaml", flow="west-east", log_name="we.log").start()
@@ -55,8 +57,15 @@ def _active_active(source, target, topic, tmp_path, policy):
 def test_active_active_prefix_never_loops(source, target, topic_name, tmp_path):
     ew, we = _active_active(source, target, topic_name, tmp_path, "prefix")
     try:
-        wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") >= 500 and
-                   count_on(source.bootstrap, f"west.{topic_name}") >= 400, 60, what="both directions", alive=ew)
+        wait_until(
+            lambda: (
+                count_on(target.bootstrap, f"east.{topic_name}") >= 500
+                and count_on(source.bootstrap, f"west.{topic_name}") >= 400
+            ),
+            60,
+            what="both directions",
+            alive=ew,
+        )
         time.sleep(3)  # quiescence: anything looping would show up by now
     finally:
         assert ew.terminate() == 0 and we.terminate() == 0
@@ -70,8 +79,12 @@ def test_active_active_prefix_never_loops(source, target, topic_name, tmp_path):
 def test_active_active_identity_never_loops(source, target, topic_name, tmp_path):
     ew, we = _active_active(source, target, topic_name, tmp_path, "identity")
     try:
-        wait_until(lambda: count_on(target.bootstrap, topic_name) >= 900 and count_on(source.bootstrap, topic_name) >= 900,
-                   60, what="both directions (identity)", alive=ew)
+        wait_until(
+            lambda: count_on(target.bootstrap, topic_name) >= 900 and count_on(source.bootstrap, topic_name) >= 900,
+            60,
+            what="both directions (identity)",
+            alive=ew,
+        )
         time.sleep(3)
     finally:
         assert ew.terminate() == 0 and we.terminate() == 0
@@ -98,8 +111,12 @@ def test_new_topic_partitions_and_config_are_synced(source, target, topic_name, 
         src_admin.incremental_alter_configs([resource])[resource].result(30)
         wait_for_topic(target.bootstrap, f"east.{first}", 4, timeout_s=30)
         produce_numbered(source.bootstrap, first, 40, partitions=4)
-        wait_until(lambda: end_offsets(target.bootstrap, f"east.{first}").get(3, 0) == 10, 60,
-                   what="records in the new partition", alive=mirror)
+        wait_until(
+            lambda: end_offsets(target.bootstrap, f"east.{first}").get(3, 0) == 10,
+            60,
+            what="records in the new partition",
+            alive=mirror,
+        )
 
         tgt_admin = admin(target.bootstrap)
 
@@ -131,7 +148,10 @@ def test_offset_syncs_exact_when_idle(source, target, topic_name, mirror_config,
 
         def exact():
             syncs = read_syncs(target.bootstrap)
-            return all(syncs.get((topic_name, p)) and syncs[(topic_name, p)].acked_next == end for p, end in source_ends.items())
+            return all(
+                syncs.get((topic_name, p)) and syncs[(topic_name, p)].acked_next == end
+                for p, end in source_ends.items()
+            )
 
         wait_until(exact, 20, what="idle offset syncs", alive=mirror)
     syncs, target_ends = read_syncs(target.bootstrap), end_offsets(target.bootstrap, f"east.{topic_name}")
@@ -150,12 +170,22 @@ def test_sigterm_exits_0_within_10s_with_acked_committed(source, target, topic_n
     cfg["mirror"]["commit_interval_s"] = 30  # so the final commit is the shutdown's own
     # a commit interval must be shorter than the group's session timeout (a config rule): lengthen the latter
     cfg["mirror"]["consumer"] = {"session.timeout.ms": 45_000}
-    producing = threading.Thread(target=produce_numbered, args=(source.bootstrap, topic_name, 60_000),
-                                 kwargs={"partitions": 3, "value_size": 500})
+    producing = threading.Thread(
+        target=produce_numbered,
+        args=(source.bootstrap, topic_name, 60_000),
+        kwargs={"partitions": 3, "value_size": 500},
+    )
     with MirrorProcess(cfg, tmp_path / "m.yaml") as mirror:
         producing.start()
-        wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") > 5000 and
-                   min(end_offsets(target.bootstrap, f"east.{topic_name}").values()) > 1000, 60, what="mirroring", alive=mirror)
+        wait_until(
+            lambda: (
+                count_on(target.bootstrap, f"east.{topic_name}") > 5000
+                and min(end_offsets(target.bootstrap, f"east.{topic_name}").values()) > 1000
+            ),
+            60,
+            what="mirroring",
+            alive=mirror,
+        )
         started = time.monotonic()
         rc = mirror.terminate(timeout=15)
         took = time.monotonic() - started

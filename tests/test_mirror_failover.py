@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from datetime import UTC
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from .helpers import create_topic, end_offsets, produce_numbered
-from .mirror_harness import BIN, MirrorProcess, wait_until
+from .support.helpers import create_topic, end_offsets, produce_numbered
+from .support.mirror_harness import BIN, MirrorProcess, wait_until
 from .test_mirror import committed_offsets
 from .test_mirror_behaviour import config_for, count_on
 
@@ -44,8 +45,15 @@ def test_checkpoints_translate_conservatively_and_apply(source, target, topic_na
     path = tmp_path / "m.yaml"
     with MirrorProcess(cfg, path) as mirror:
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 2000, 60, what="mirroring", alive=mirror)
-        result = wait_until(lambda: (r := run_cli("failover", "translate", "--config", str(path), "--group", group, "--json"))
-                            .returncode == 0 and r, 30, what="a translation")
+        result = wait_until(
+            lambda: (
+                (r := run_cli("failover", "translate", "--config", str(path), "--group", group, "--json")).returncode
+                == 0
+                and r
+            ),
+            30,
+            what="a translation",
+        )
     plan = json.loads(result.stdout)
     assert plan["mode"] == "live"
     rows = {r["partition"]: r for r in plan["partitions"]}
@@ -74,8 +82,9 @@ def test_reset_to_time_picks_first_record_at_or_after(source, target, topic_name
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 100, 60, what="mirroring", alive=mirror)
         wait_until(lambda: end_offsets(target.bootstrap, f"east.{topic_name}")[0] == 100, 10, what="target end")
         time.sleep(2)  # idle sync written
-    from datetime import datetime, timezone
-    when = datetime.fromtimestamp((t0 + 41_500) / 1000, tz=timezone.utc).isoformat()  # between records 41 and 42
+    from datetime import datetime
+
+    when = datetime.fromtimestamp((t0 + 41_500) / 1000, tz=UTC).isoformat()  # between records 41 and 42
     group = f"reset-{topic_name}"
     plan = run_cli("failover", "reset-to-time", "--config", str(path), "--group", group, "--time", when, "--json")
     assert plan.returncode == 0, plan.stderr
@@ -110,7 +119,11 @@ def test_topology_lists_upstream_from_heartbeats(source, target, topic_name, mir
 
 
 def test_unreachable_target_exits_3(tmp_path, write_config):
-    path = write_config({"clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": "127.0.0.1:2"}},
-                         "flows": {"ew": {"source": "east", "target": "west"}}})
+    path = write_config(
+        {
+            "clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": "127.0.0.1:2"}},
+            "flows": {"ew": {"source": "east", "target": "west"}},
+        }
+    )
     result = run_cli("failover", "translate", "--config", str(path), "--group", "g")
     assert result.returncode == 3 and result.stderr.strip() == "mirror: cannot reach cluster 'west' at 127.0.0.1:2"

@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from .helpers import admin, create_topic, end_offsets, produce_numbered, read_all
-from .mirror_harness import MirrorProcess, wait_until
+from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
+from .support.mirror_harness import MirrorProcess, wait_until
 from .test_mirror import committed_offsets
 from .test_mirror_behaviour import config_for, count_on
 
@@ -25,8 +25,11 @@ def test_sigkill_three_times_loses_nothing(source, target, topic_name, mirror_co
     create_topic(source.bootstrap, topic_name, parts)
     cfg = config_for(mirror_config, topic_name, group)
     mirror = MirrorProcess(cfg, tmp_path / "m.yaml")
-    producing = threading.Thread(target=produce_numbered, args=(source.bootstrap, topic_name, total),
-                                 kwargs={"partitions": parts, "value_size": 200, "linger.ms": 20, "batch.num.messages": 500})
+    producing = threading.Thread(
+        target=produce_numbered,
+        args=(source.bootstrap, topic_name, total),
+        kwargs={"partitions": parts, "value_size": 200, "linger.ms": 20, "batch.num.messages": 500},
+    )
     windows = []  # per kill: (committed, source end) per partition — duplicates must lie in between
     producing.start()
     mirror.start()
@@ -34,23 +37,41 @@ def test_sigkill_three_times_loses_nothing(source, target, topic_name, mirror_co
     for kill in range(3):
         # real progress since the last kill: the group committed at least 5000 more records
         floor = min(last_commit + 5000, total)  # or everything, when the mirror has caught up already
-        wait_until(lambda: sum(committed_offsets(source.bootstrap, group, topic_name, parts).values()) >= floor, 90,
-                   what=f"commits before kill {kill}", alive=mirror)
+        wait_until(
+            lambda: sum(committed_offsets(source.bootstrap, group, topic_name, parts).values()) >= floor,
+            90,
+            what=f"commits before kill {kill}",
+            alive=mirror,
+        )
         mirror.kill()
-        windows.append((committed_offsets(source.bootstrap, group, topic_name, parts), end_offsets(source.bootstrap, topic_name)))
+        windows.append(
+            (committed_offsets(source.bootstrap, group, topic_name, parts), end_offsets(source.bootstrap, topic_name))
+        )
         last_commit = sum(max(0, o) for o in windows[-1][0].values())
         mirror.start()
     producing.join()
-    wait_until(lambda: committed_offsets(source.bootstrap, group, topic_name, parts) == end_offsets(source.bootstrap, topic_name),
-               120, what="catching up after the kills", alive=mirror)
+    wait_until(
+        lambda: (
+            committed_offsets(source.bootstrap, group, topic_name, parts) == end_offsets(source.bootstrap, topic_name)
+        ),
+        120,
+        what="catching up after the kills",
+        alive=mirror,
+    )
     assert mirror.terminate() == 0
-    seen = Counter((m.partition(), int(m.value()[1:].split(b".")[0])) for m in read_all(target.bootstrap, f"east.{topic_name}"))
+    seen = Counter(
+        (m.partition(), int(m.value()[1:].split(b".")[0])) for m in read_all(target.bootstrap, f"east.{topic_name}")
+    )
     assert {i for _, i in seen} == set(range(total)), "lost records"
     duplicates = [key for key, n in seen.items() for _ in range(n - 1)]
-    source_offset = {(m.partition(), int(m.value()[1:].split(b".")[0])): m.offset() for m in read_all(source.bootstrap, topic_name)}
+    source_offset = {
+        (m.partition(), int(m.value()[1:].split(b".")[0])): m.offset() for m in read_all(source.bootstrap, topic_name)
+    }
     for partition, i in duplicates:
         offset = source_offset[(partition, i)]
-        assert any(c[partition] <= offset < e[partition] for c, e in windows), f"duplicate {i} outside every in-flight window"
+        assert any(c[partition] <= offset < e[partition] for c, e in windows), (
+            f"duplicate {i} outside every in-flight window"
+        )
     print(f"sigkill x3: {total} records, {len(duplicates)} duplicates, 0 lost")
 
 
@@ -59,8 +80,11 @@ def test_target_restart_mid_stream_recovers(source, target, topic_name, mirror_c
     total = 30_000
     create_topic(source.bootstrap, topic_name, 3)
     cfg = config_for(mirror_config, topic_name, f"g-{topic_name}")
-    producing = threading.Thread(target=produce_numbered, args=(source.bootstrap, topic_name, total),
-                                 kwargs={"partitions": 3, "value_size": 200, "linger.ms": 20})
+    producing = threading.Thread(
+        target=produce_numbered,
+        args=(source.bootstrap, topic_name, total),
+        kwargs={"partitions": 3, "value_size": 200, "linger.ms": 20},
+    )
     with MirrorProcess(cfg, tmp_path / "m.yaml") as mirror:
         producing.start()
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") > 3000, 60, what="mirroring", alive=mirror)
@@ -68,8 +92,15 @@ def test_target_restart_mid_stream_recovers(source, target, topic_name, mirror_c
         time.sleep(3)
         target.local.start()
         producing.join()
-        wait_until(lambda: committed_offsets(source.bootstrap, f"g-{topic_name}", topic_name, 3) == end_offsets(source.bootstrap, topic_name),
-                   120, what="recovery after the target restart", alive=mirror)
+        wait_until(
+            lambda: (
+                committed_offsets(source.bootstrap, f"g-{topic_name}", topic_name, 3)
+                == end_offsets(source.bootstrap, topic_name)
+            ),
+            120,
+            what="recovery after the target restart",
+            alive=mirror,
+        )
         assert mirror.running()
     values = {m.value() for m in read_all(target.bootstrap, f"east.{topic_name}")}
     assert len(values) == total
@@ -97,7 +128,12 @@ def test_record_too_large_for_target_stops_without_skipping(source, target, topi
     res = ConfigResource(ConfigResource.Type.TOPIC, f"east.{topic_name}", incremental_configs=[entry])
     tgt_admin.incremental_alter_configs([res])[res].result(30)
     with MirrorProcess(cfg, tmp_path / "m.yaml", log_name="m2.log") as again:
-        wait_until(lambda: committed_offsets(source.bootstrap, group, topic_name, 1)[0] == 21, 60, what="mirroring after the fix", alive=again)
+        wait_until(
+            lambda: committed_offsets(source.bootstrap, group, topic_name, 1)[0] == 21,
+            60,
+            what="mirroring after the fix",
+            alive=again,
+        )
     keys = [m.key() for m in read_all(target.bootstrap, f"east.{topic_name}")]
     assert set(keys) == {f"k{i}".encode() for i in range(21)}
     assert keys.count(b"k10") == 1

@@ -8,8 +8,8 @@ from collections import Counter
 from mirrorwatch.core.naming import checkpoints_topic
 from mirrorwatch.core.records import Checkpoint
 
-from .helpers import admin, create_topic, end_offsets, produce_numbered, read_all
-from .mirror_harness import MirrorProcess, wait_until
+from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
+from .support.mirror_harness import MirrorProcess, wait_until
 from .test_mirror import committed_offsets
 from .test_mirror_behaviour import config_for, count_on
 from .test_mirror_failover import consume_and_commit
@@ -33,26 +33,38 @@ def test_two_workers_split_a_flow_and_the_survivor_takes_over(source, target, to
     first = MirrorProcess(cfg, tmp_path / "a.yaml", log_name="a.log").start()
     second = MirrorProcess(cfg, tmp_path / "b.yaml", log_name="b.log").start()
     try:
+
         def split():
             # each member's share of this topic (the heartbeats topic is mirrored by the flow too)
             owned = [{p for t, p in m if t == topic_name} for m in assignments(source.bootstrap, group)]
             return len(owned) == 2 and all(owned) and not (owned[0] & owned[1]) and len(owned[0] | owned[1]) == parts
 
         wait_until(split, 60, what="both workers to own part of the flow", alive=second)
-        wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") >= 20_000, 60, what="20k mirrored", alive=first)
+        wait_until(
+            lambda: count_on(target.bootstrap, f"east.{topic_name}") >= 20_000, 60, what="20k mirrored", alive=first
+        )
         # each worker checkpoints only the partitions it owns: together every partition, once per interval
         since = int(time.time() * 1000)
         time.sleep(6)
-        emitted = Counter(cp.partition for cp in (Checkpoint.from_value(m.value()) for m in
-                                                  read_all(target.bootstrap, checkpoints_topic("east")))
-                          if cp.group == app and since <= cp.ts_ms < since + 6000)
+        emitted = Counter(
+            cp.partition
+            for cp in (Checkpoint.from_value(m.value()) for m in read_all(target.bootstrap, checkpoints_topic("east")))
+            if cp.group == app and since <= cp.ts_ms < since + 6000
+        )
         # two writers per partition would give ~12; a reader waiting out its timeout (fixed) gave 1 per ~10 s
         assert set(emitted) == set(range(parts)) and 2 <= min(emitted.values()) and max(emitted.values()) <= 7, emitted
         # one worker dies without a goodbye: after the session timeout the other owns everything and goes on
         first.kill()
         produce_numbered(source.bootstrap, topic_name, 6_000, partitions=parts, start=20_000)
-        wait_until(lambda: committed_offsets(source.bootstrap, group, topic_name, parts) == end_offsets(source.bootstrap, topic_name),
-                   90, what="the survivor to commit everything", alive=second)
+        wait_until(
+            lambda: (
+                committed_offsets(source.bootstrap, group, topic_name, parts)
+                == end_offsets(source.bootstrap, topic_name)
+            ),
+            90,
+            what="the survivor to commit everything",
+            alive=second,
+        )
         members = assignments(source.bootstrap, group)
         assert len(members) == 1 and len(members[0]) >= parts
     finally:

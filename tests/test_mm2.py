@@ -19,18 +19,23 @@ from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
 from mirrorwatch.monitor.sampler import Sampler
 
-from .helpers import admin, create_topic, end_offsets, produce_numbered
-from .mirror_harness import wait_until
+from .support.helpers import admin, create_topic, end_offsets, produce_numbered
+from .support.mirror_harness import wait_until
 from .test_canary_check import run_check
 from .test_mirror_failover import consume_and_commit, run_cli
 
 RUN = uuid.uuid4().hex[:6]
 LAG_TOPIC, FO_TOPIC, CANARY_TOPIC = f"mm2t-{RUN}-lag", f"mm2t-{RUN}-fo", f"mm2t-{RUN}-canary"
-FAST = {"refresh.topics.interval.seconds": "1", "refresh.groups.interval.seconds": "1",
-        "emit.checkpoints.interval.seconds": "1", "tasks.max": "1", "sync.topic.configs.enabled": "false",
-        "groups": f"mm2g-{RUN}-.*",
-        # the Connect worker of the east->west herder runs against the target: worker settings take its prefix
-        "west.offset.flush.interval.ms": "1000"}
+FAST = {
+    "refresh.topics.interval.seconds": "1",
+    "refresh.groups.interval.seconds": "1",
+    "emit.checkpoints.interval.seconds": "1",
+    "tasks.max": "1",
+    "sync.topic.configs.enabled": "false",
+    "groups": f"mm2g-{RUN}-.*",
+    # the Connect worker of the east->west herder runs against the target: worker settings take its prefix
+    "west.offset.flush.interval.ms": "1000",
+}
 
 
 class Env:
@@ -49,15 +54,30 @@ def mm2_env(source, target, tmp_path_factory):
     # LogAppendTime: record timestamps are arrival times on the source, so RPO's ground truth needs no producer clock
     create_topic(source.bootstrap, LAG_TOPIC, 3, {"message.timestamp.type": "LogAppendTime"})
     workdir = tmp_path_factory.mktemp("mm2")
-    props = mm2_properties({"east": source.bootstrap, "west": target.bootstrap}, "east", "west", f"mm2t-{RUN}-.*", **FAST)
+    props = mm2_properties(
+        {"east": source.bootstrap, "west": target.bootstrap}, "east", "west", f"mm2t-{RUN}-.*", **FAST
+    )
     mm2 = LocalMirrorMaker2(workdir, props).start()
-    body = {"clusters": {"east": source.config(), "west": target.config()},
-            "flows": {"ew": {"source": "east", "target": "west", "topics": [f"mm2t-{RUN}-(lag|fo)"],
-                             "checkpoint_groups": [f"mm2g-{RUN}-.*"],
-                             "mirror": {"kind": "mm2", "offset_flush_interval_s": 1, "emit_checkpoints_interval_s": 1}}},
-            "canary": {"topic": CANARY_TOPIC, "metrics_port": None, "heartbeat_max_age_s": 10, "crit_latency_s": 10,
-                       "warn_latency_s": 5},
-            "monitor": {"interval_s": 1, "history": False, "http_port": None, "metrics_port": None}}
+    body = {
+        "clusters": {"east": source.config(), "west": target.config()},
+        "flows": {
+            "ew": {
+                "source": "east",
+                "target": "west",
+                "topics": [f"mm2t-{RUN}-(lag|fo)"],
+                "checkpoint_groups": [f"mm2g-{RUN}-.*"],
+                "mirror": {"kind": "mm2", "offset_flush_interval_s": 1, "emit_checkpoints_interval_s": 1},
+            }
+        },
+        "canary": {
+            "topic": CANARY_TOPIC,
+            "metrics_port": None,
+            "heartbeat_max_age_s": 10,
+            "crit_latency_s": 10,
+            "warn_latency_s": 5,
+        },
+        "monitor": {"interval_s": 1, "history": False, "http_port": None, "metrics_port": None},
+    }
     path = workdir / "mirrorwatch.yaml"
     import yaml
 
@@ -65,8 +85,16 @@ def mm2_env(source, target, tmp_path_factory):
     try:
         # MM2 is up when it has mirrored a first record of each topic
         produce_numbered(source.bootstrap, FO_TOPIC, 2, partitions=2)
-        wait_until(lambda: _exists(target.bootstrap, f"east.{FO_TOPIC}") and sum(end_offsets(target.bootstrap, f"east.{FO_TOPIC}").values()) >= 2,
-                   240, 1, "MM2 mirroring a first record", alive=mm2)
+        wait_until(
+            lambda: (
+                _exists(target.bootstrap, f"east.{FO_TOPIC}")
+                and sum(end_offsets(target.bootstrap, f"east.{FO_TOPIC}").values()) >= 2
+            ),
+            240,
+            1,
+            "MM2 mirroring a first record",
+            alive=mm2,
+        )
         yield Env(source, target, mm2, path, body)
     finally:
         mm2.kill()
@@ -78,8 +106,14 @@ def _exists(bootstrap, topic):
 
 def _connect_offsets(bootstrap) -> dict[tuple[str, int], int]:
     """An independent read of MM2's Connect offsets (raw JSON): the next source offset per partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-never-committed", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused-never-committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     topic = "mm2-offsets.east.internal"
     parts = admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, 0) for p in parts])
@@ -102,8 +136,13 @@ def test_mm2_creates_its_topics_where_the_defaults_say(mm2_env):
     east = set(admin(mm2_env.source.bootstrap).list_topics(timeout=10).topics)
     west = set(admin(mm2_env.target.bootstrap).list_topics(timeout=10).topics)
     assert {"mm2-offset-syncs.west.internal", "heartbeats"} <= east  # offset syncs on the SOURCE by default
-    assert {"east.checkpoints.internal", "mm2-offsets.east.internal", "heartbeats", "east.heartbeats",
-            f"east.{FO_TOPIC}"} <= west
+    assert {
+        "east.checkpoints.internal",
+        "mm2-offsets.east.internal",
+        "heartbeats",
+        "east.heartbeats",
+        f"east.{FO_TOPIC}",
+    } <= west
 
 
 def test_true_lag_rpo_and_committed_lag_under_steady_traffic(mm2_env):
@@ -117,7 +156,15 @@ def test_true_lag_rpo_and_committed_lag_under_steady_traffic(mm2_env):
         i = 0
         while not stop.is_set():
             for _ in range(30):
-                producer.produce(LAG_TOPIC, b"x" * 100, None, i % 3, on_delivery=lambda err, m: err is None and produced.__setitem__((m.partition(), m.offset()), m.timestamp()[1]))
+                producer.produce(
+                    LAG_TOPIC,
+                    b"x" * 100,
+                    None,
+                    i % 3,
+                    on_delivery=lambda err, m: (
+                        err is None and produced.__setitem__((m.partition(), m.offset()), m.timestamp()[1])
+                    ),
+                )
                 i += 1
             producer.poll(0)
             time.sleep(0.05)  # ~600 records/s
@@ -164,16 +211,24 @@ def test_true_lag_rpo_and_committed_lag_under_steady_traffic(mm2_env):
         if checked < 30:
             sampler.close()
     assert checked >= 30
-    print(f"true-lag above the lower truth bound: max {max(errors)} records; RPO above its lower bound: max {max(rpo_errors):.0f} ms")
+    print(
+        f"true-lag above the lower truth bound: max {max(errors)} records; RPO above its lower bound: max {max(rpo_errors):.0f} ms"
+    )
     # idle: every figure is exact, committed lag from MM2's Connect offsets included
     ends = end_offsets(env.source.bootstrap, LAG_TOPIC)
     wait_until(lambda: end_offsets(env.target.bootstrap, f"east.{LAG_TOPIC}") == ends, 60, 0.5, "MM2 caught up")
-    wait_until(lambda: all(_connect_offsets(env.target.bootstrap).get((LAG_TOPIC, p)) == e for p, e in ends.items()), 30, 0.5,
-               "MM2 committed everything")
+    wait_until(
+        lambda: all(_connect_offsets(env.target.bootstrap).get((LAG_TOPIC, p)) == e for p, e in ends.items()),
+        30,
+        0.5,
+        "MM2 committed everything",
+    )
     time.sleep(1.5)
     view = next(v for v in sampler.sample().flow_views() if v.flow == "ew")
     rows = [r for r in view.rows() if r["topic"] == LAG_TOPIC]
-    assert [(r["committed"], r["committed_lag"], r["true_lag"], r["time_lag_s"]) for r in rows] == [(ends[p], 0, 0, 0.0) for p in range(3)]
+    assert [(r["committed"], r["committed_lag"], r["true_lag"], r["time_lag_s"]) for r in rows] == [
+        (ends[p], 0, 0, 0.0) for p in range(3)
+    ]
     assert view.heartbeat_age_s is not None and view.heartbeat_age_s < 5
     sampler.close()
 
@@ -189,9 +244,17 @@ def _resume_and_count(env, group, cps: dict[int, int], committed: dict[int, int]
     i % 2, source offset i // 2)."""
     target_topic = f"east.{FO_TOPIC}"
     a = admin(env.target.bootstrap)
-    a.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(target_topic, p, o) for p, o in cps.items()])])[group].result(30)
-    consumer = Consumer({"bootstrap.servers": env.target.bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+    a.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(target_topic, p, o) for p, o in cps.items()])]
+    )[group].result(30)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": env.target.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.subscribe([target_topic])
     ends = end_offsets(env.target.bootstrap, target_topic)
     again, reached, deadline = 0, {p for p in committed if cps[p] >= ends[p]}, time.monotonic() + 30
@@ -213,7 +276,11 @@ def _mm2_checkpoints(env, group) -> dict[int, tuple[int, int]]:
     from mirrorwatch.mirror.mm2_records import read_mm2_state
 
     state = read_mm2_state(env.config(), env.config().flows["ew"])
-    return {p: (cp.upstream_offset, cp.downstream_offset) for (t, p), cp in state.checkpoints.get(group, {}).items() if t == FO_TOPIC}
+    return {
+        p: (cp.upstream_offset, cp.downstream_offset)
+        for (t, p), cp in state.checkpoints.get(group, {}).items()
+        if t == FO_TOPIC
+    }
 
 
 def test_failover_check_predicts_the_redelivery_of_a_real_resume(mm2_env):
@@ -225,8 +292,12 @@ def test_failover_check_predicts_the_redelivery_of_a_real_resume(mm2_env):
     for group, offsets in groups.items():
         _commit(env.source.bootstrap, group, offsets)
     for group, offsets in groups.items():
-        wait_until(lambda: {p: u for p, (u, _) in _mm2_checkpoints(env, group).items()} == offsets, 60, 1,
-                   f"MM2 checkpoints of {group}")
+        wait_until(
+            lambda: {p: u for p, (u, _) in _mm2_checkpoints(env, group).items()} == offsets,
+            60,
+            1,
+            f"MM2 checkpoints of {group}",
+        )
     result = run_cli("failover", "check", "--config", str(env.config_path), "--json", timeout=120)
     assert result.returncode in (0, 1, 2) and result.stdout, result.stderr
     report = json.loads(result.stdout)
@@ -236,7 +307,9 @@ def test_failover_check_predicts_the_redelivery_of_a_real_resume(mm2_env):
     for group, offsets in groups.items():
         cps = {p: d for p, (_, d) in _mm2_checkpoints(env, group).items()}
         measured = _resume_and_count(env, group, cps, offsets)
-        print(f"{group}: commits {offsets}, MM2 checkpoints {cps}, re-delivered {measured}, predicted {by_group[group]['duplicates']}")
+        print(
+            f"{group}: commits {offsets}, MM2 checkpoints {cps}, re-delivered {measured}, predicted {by_group[group]['duplicates']}"
+        )
         assert by_group[group]["duplicates"] == measured, (group, by_group[group], measured, cps)
         assert by_group[group]["verdict"] == "READY", by_group[group]
         if any(cps[p] != offsets[p] for p in offsets):  # aligned offsets: an exact translation is the commit itself
@@ -246,7 +319,9 @@ def test_failover_check_predicts_the_redelivery_of_a_real_resume(mm2_env):
     assert (coverage["groups"], coverage["translated"], coverage["untranslated"]) == (3, 3, [])
     sampler = Sampler(env.config(), timeout_s=5)  # the monitor's figures: coverage and checkpoint age per group
     try:
-        wait_until(lambda: sampler.coverage["ew"].tracker.caught_up.is_set(), 30, 0.5, "the monitor read the checkpoints")
+        wait_until(
+            lambda: sampler.coverage["ew"].tracker.caught_up.is_set(), 30, 0.5, "the monitor read the checkpoints"
+        )
         monitored = next(v for v in sampler.sample().flow_views() if v.flow == "ew").coverage
         assert (monitored["groups"], monitored["translated"], monitored["untranslated"]) == (3, 3, [])
         assert set(monitored["checkpoint_age_s"]) == set(groups)
@@ -269,10 +344,20 @@ def test_commit_beyond_the_last_sync_is_reported(mm2_env):
     last = state.latest_sync[(FO_TOPIC, 0)][0]
     commit = last + 40
     cp = Checkpoint("g", FO_TOPIC, 0, commit, state.latest_sync[(FO_TOPIC, 0)][1] + 1, int(time.time() * 1000))
-    out = translation_coverage({"g": {(FO_TOPIC, 0): commit}}, {"g": {(FO_TOPIC, 0): cp}},
-                               {k: v[0] for k, v in state.latest_sync.items()}, int(time.time() * 1000), 30)
-    assert out["untranslated"] == [{"group": "g", "reason": f"commit {commit} on {FO_TOPIC}[0] is beyond the last "
-                                    f"offset sync ({last}): translated approximately"}]
+    out = translation_coverage(
+        {"g": {(FO_TOPIC, 0): commit}},
+        {"g": {(FO_TOPIC, 0): cp}},
+        {k: v[0] for k, v in state.latest_sync.items()},
+        int(time.time() * 1000),
+        30,
+    )
+    assert out["untranslated"] == [
+        {
+            "group": "g",
+            "reason": f"commit {commit} on {FO_TOPIC}[0] is beyond the last "
+            f"offset sync ({last}): translated approximately",
+        }
+    ]
 
 
 def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
@@ -281,29 +366,42 @@ def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
     (every ``for:`` 5 s, thresholds lowered as in test_grafana_real_exporters). Restarted: all recover."""
     import yaml
 
-    from .prometheus_server import free_port, prometheus_server, write_rules_copy
-    from .services import Service
+    from .support.prometheus_server import free_port, prometheus_server, write_rules_copy
+    from .support.services import Service
     from .test_grafana_real_exporters import BIN, Traffic
 
     env = mm2_env
     # MM2 has a committed position for every partition of the flow before it dies
     produce_numbered(env.source.bootstrap, LAG_TOPIC, 30, partitions=3)
     ends = end_offsets(env.source.bootstrap, LAG_TOPIC)
-    wait_until(lambda: all(_connect_offsets(env.target.bootstrap).get((LAG_TOPIC, p)) == e for p, e in ends.items()), 60, 0.5,
-               "MM2 committed the first records")
+    wait_until(
+        lambda: all(_connect_offsets(env.target.bootstrap).get((LAG_TOPIC, p)) == e for p, e in ends.items()),
+        60,
+        0.5,
+        "MM2 committed the first records",
+    )
     ports = {"monitor": free_port(), "canary": free_port()}
     body = json.loads(json.dumps(env.config_dict))
     body["monitor"].update({"metrics_port": ports["monitor"], "window": 5})
     body["canary"].update({"metrics_port": ports["canary"], "interval_s": 1})
     path = tmp_path / "services.yaml"
     path.write_text(yaml.safe_dump(body))
-    rules = write_rules_copy(tmp_path / "rules.yml", "5s", {"MirrorwatchTrueLagHigh": 100, "MirrorwatchHeartbeatStale": 5})
+    rules = write_rules_copy(
+        tmp_path / "rules.yml", "5s", {"MirrorwatchTrueLagHigh": 100, "MirrorwatchHeartbeatStale": 5}
+    )
     services = [Service(n, [str(BIN / n), "run", "--config", str(path)], tmp_path) for n in ports]
     traffic = Traffic(env.source.bootstrap, LAG_TOPIC).start()
-    alerts = {"MirrorwatchEvaluatorError", "MirrorwatchCanaryCritical", "MirrorwatchTrueLagHigh", "MirrorwatchHeartbeatStale"}
+    alerts = {
+        "MirrorwatchEvaluatorError",
+        "MirrorwatchCanaryCritical",
+        "MirrorwatchTrueLagHigh",
+        "MirrorwatchHeartbeatStale",
+    }
     try:
-        with prometheus_server({f"mirrorwatch-{n}": [f"127.0.0.1:{p}"] for n, p in ports.items()}, [rules],
-                               workdir=tmp_path / "prometheus") as prom:
+        with prometheus_server(
+            {f"mirrorwatch-{n}": [f"127.0.0.1:{p}"] for n, p in ports.items()}, [rules], workdir=tmp_path / "prometheus"
+        ) as prom:
+
             def flow_value(expr):
                 return {r["metric"].get("flow"): float(r["value"][1]) for r in prom.query(expr)}.get("ew")
 
@@ -312,8 +410,12 @@ def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
                 return {a["labels"]["alertname"] for a in prom.alerts() if a["state"] == "firing"}
 
             def healthy():
-                return (flow_value("flow_group:mirrorwatch_group_status:max") == 0 and flow_value("mirrorwatch_canary_status") == 0
-                        and flow_value('mirrorwatch_flow_info{mirror="mm2"}') == 1 and not alerts & firing())
+                return (
+                    flow_value("flow_group:mirrorwatch_group_status:max") == 0
+                    and flow_value("mirrorwatch_canary_status") == 0
+                    and flow_value('mirrorwatch_flow_info{mirror="mm2"}') == 1
+                    and not alerts & firing()
+                )
 
             prom.wait_for(healthy, 180, "the MM2 flow healthy in Prometheus")
             assert run_check(path, timeout_s=30).rc == 0

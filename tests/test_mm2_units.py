@@ -9,8 +9,15 @@ from pathlib import Path
 import pytest
 
 from mirrorwatch.core.config import config_from_dict
-from mirrorwatch.core.mm2 import (any_heartbeat, decode_checkpoint, decode_connect_offset, decode_heartbeat,
-                                  decode_offset_sync, flow_policy, mm2_topics)
+from mirrorwatch.core.mm2 import (
+    any_heartbeat,
+    decode_checkpoint,
+    decode_connect_offset,
+    decode_heartbeat,
+    decode_offset_sync,
+    flow_policy,
+    mm2_topics,
+)
 from mirrorwatch.core.mm2_lag import checkpoint_redelivery, downstream_of, target_side_acked_next, translation_coverage
 from mirrorwatch.core.records import Checkpoint, Heartbeat, RecordFormatError
 
@@ -18,7 +25,9 @@ CAPTURED = json.loads((Path(__file__).parent / "fixtures" / "mm2_records.json").
 b = bytes.fromhex
 
 
-@pytest.mark.parametrize("i, expected", [(0, ("orders", 0, 0, 0)), (1, ("orders", 0, 101, 101)), (2, ("orders", 0, 202, 202))])
+@pytest.mark.parametrize(
+    "i, expected", [(0, ("orders", 0, 0, 0)), (1, ("orders", 0, 101, 101)), (2, ("orders", 0, 202, 202))]
+)
 def test_offset_sync_from_real_mm2(i, expected):
     r = CAPTURED["offset_syncs"][i]
     s = decode_offset_sync(b(r["k"]), b(r["v"]))
@@ -45,23 +54,32 @@ def test_heartbeats_from_real_mm2():
     assert any_heartbeat(ours.key(), ours.to_value()) == ours
 
 
-@pytest.mark.parametrize("key, value, expected", [
-    (b'["MirrorSourceConnector",{"cluster":"east","partition":2,"topic":"orders"}]', b'{"offset":41}',
-     ("east", "orders", 2, 41, 42)),
-    (b'["MirrorCheckpointConnector",{"cluster":"east"}]', b'{"offset":1}', None),
-    (b'["MirrorSourceConnector",{"cluster":"east","partition":2,"topic":"orders"}]', None, None),
-])
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        (
+            b'["MirrorSourceConnector",{"cluster":"east","partition":2,"topic":"orders"}]',
+            b'{"offset":41}',
+            ("east", "orders", 2, 41, 42),
+        ),
+        (b'["MirrorCheckpointConnector",{"cluster":"east"}]', b'{"offset":1}', None),
+        (b'["MirrorSourceConnector",{"cluster":"east","partition":2,"topic":"orders"}]', None, None),
+    ],
+)
 def test_connect_offsets(key, value, expected):
     pos = decode_connect_offset(key, value)
     assert (None if pos is None else (pos.cluster, pos.topic, pos.partition, pos.offset, pos.next_offset)) == expected
 
 
-@pytest.mark.parametrize("decode, key, value", [
-    (decode_offset_sync, b"\x00\x06orders\x00\x00\x00\x00", b"\x00" * 15),  # truncated
-    (decode_offset_sync, b"\x00\x09orders", b"\x00" * 16),  # string longer than the key
-    (decode_heartbeat, b"\x00\x01a\x00\x01b", b"\x00\x01" + b"\x00" * 8),  # unknown version
-    (decode_heartbeat, None, None),
-])
+@pytest.mark.parametrize(
+    "decode, key, value",
+    [
+        (decode_offset_sync, b"\x00\x06orders\x00\x00\x00\x00", b"\x00" * 15),  # truncated
+        (decode_offset_sync, b"\x00\x09orders", b"\x00" * 16),  # string longer than the key
+        (decode_heartbeat, b"\x00\x01a\x00\x01b", b"\x00\x01" + b"\x00" * 8),  # unknown version
+        (decode_heartbeat, None, None),
+    ],
+)
 def test_bad_records_are_refused(decode, key, value):
     with pytest.raises(RecordFormatError):
         decode(key, value)
@@ -75,15 +93,25 @@ def test_bad_connect_offset_key():
 # ------------------------------------------------------------------------------ target-side estimate
 
 
-@pytest.mark.parametrize("source_end, committed, up, down, target_end, expected", [
-    (1000, 900, 950, 950, 980, 980),  # aligned offsets: the target end is the position
-    (1000, 900, 950, 450, 480, 980),  # target offsets shifted by 500
-    (1000, 990, 950, 950, 980, 990),  # MM2 committed more than the target shows (an older end read): the commit wins
-    (1000, -1, 950, 950, 1200, 1000),  # never past the source end
-    (1000, 700, -1, -1, 980, 700),  # no sync yet: the committed position
-    (1000, -1, -1, -1, -1, -1),  # nothing known
-    (1000, -1, 950, 950, 950, -1),  # target end not past the sync's record: not usable
-])
+@pytest.mark.parametrize(
+    "source_end, committed, up, down, target_end, expected",
+    [
+        (1000, 900, 950, 950, 980, 980),  # aligned offsets: the target end is the position
+        (1000, 900, 950, 450, 480, 980),  # target offsets shifted by 500
+        (
+            1000,
+            990,
+            950,
+            950,
+            980,
+            990,
+        ),  # MM2 committed more than the target shows (an older end read): the commit wins
+        (1000, -1, 950, 950, 1200, 1000),  # never past the source end
+        (1000, 700, -1, -1, 980, 700),  # no sync yet: the committed position
+        (1000, -1, -1, -1, -1, -1),  # nothing known
+        (1000, -1, 950, 950, 950, -1),  # target end not past the sync's record: not usable
+    ],
+)
 def test_target_side_acked_next(source_end, committed, up, down, target_end, expected):
     assert int(target_side_acked_next([source_end], [committed], [up], [down], [target_end])[0]) == expected
 
@@ -105,17 +133,31 @@ def test_redelivery_and_translation_from_the_sync_history():
 def test_translation_coverage_reasons():
     now = 100_000
     cp = lambda up, ts=now: Checkpoint("g", "orders", 0, up, up, ts)  # noqa: E731
-    commits = {"fresh": {("orders", 0): 500}, "none": {("orders", 0): 500}, "stale": {("orders", 0): 500},
-               "idle": {("orders", 0): 400}, "beyond": {("orders", 0): 900}}
-    checkpoints = {"fresh": {("orders", 0): cp(500)}, "stale": {("orders", 0): cp(450, now - 120_000)},
-                   "idle": {("orders", 0): cp(400, now - 600_000)}, "beyond": {("orders", 0): cp(900)}}
+    commits = {
+        "fresh": {("orders", 0): 500},
+        "none": {("orders", 0): 500},
+        "stale": {("orders", 0): 500},
+        "idle": {("orders", 0): 400},
+        "beyond": {("orders", 0): 900},
+    }
+    checkpoints = {
+        "fresh": {("orders", 0): cp(500)},
+        "stale": {("orders", 0): cp(450, now - 120_000)},
+        "idle": {("orders", 0): cp(400, now - 600_000)},
+        "beyond": {("orders", 0): cp(900)},
+    }
     out = translation_coverage(commits, checkpoints, {("orders", 0): 800}, now, 60, {("fresh", "orders", 0): 95})
     assert (out["groups"], out["translated"], out["ratio"]) == (5, 2, 0.4)
     reasons = {u["group"]: u["reason"] for u in out["untranslated"]}
     assert set(reasons) == {"none", "stale", "beyond"}  # an old checkpoint at the group's (unchanged) commit is fine
     assert reasons["none"].startswith("no checkpoint")
-    assert out["approximate"] == [{"group": "fresh", "redelivered": 95,
-                                   "reason": "translated through an older offset sync: resuming re-delivers 95 records"}]
+    assert out["approximate"] == [
+        {
+            "group": "fresh",
+            "redelivered": 95,
+            "reason": "translated through an older offset sync: resuming re-delivers 95 records",
+        }
+    ]
     assert "120 s old" in reasons["stale"]
     assert "beyond the last offset sync (800)" in reasons["beyond"]
 
@@ -124,8 +166,12 @@ def test_translation_coverage_reasons():
 
 
 def _config(**mirror):
-    return config_from_dict({"clusters": {"east": {"bootstrap.servers": "a:1"}, "west": {"bootstrap.servers": "b:1"}},
-                             "flows": {"ew": {"source": "east", "target": "west", "mirror": {"kind": "mm2", **mirror}}}})
+    return config_from_dict(
+        {
+            "clusters": {"east": {"bootstrap.servers": "a:1"}, "west": {"bootstrap.servers": "b:1"}},
+            "flows": {"ew": {"source": "east", "target": "west", "mirror": {"kind": "mm2", **mirror}}},
+        }
+    )
 
 
 def test_mm2_defaults_are_mm2s_own():
@@ -133,15 +179,25 @@ def test_mm2_defaults_are_mm2s_own():
     t = mm2_topics(flow)
     # as the real MM2 4.3.1 created them (tests/test_mm2.py lists both clusters)
     assert (t.offset_syncs, t.offset_syncs_cluster) == ("mm2-offset-syncs.west.internal", "east")
-    assert (t.checkpoints, t.heartbeats, t.mirrored_heartbeats) == ("east.checkpoints.internal", "heartbeats", "east.heartbeats")
+    assert (t.checkpoints, t.heartbeats, t.mirrored_heartbeats) == (
+        "east.checkpoints.internal",
+        "heartbeats",
+        "east.heartbeats",
+    )
     assert t.connect_offsets == "mm2-offsets.east.internal"
     assert flow_policy(flow).target_topic("orders") == "east.orders"
 
 
 def test_mm2_aliases_and_policy():
-    flow = _config(source_alias="dc1", target_alias="dc2", separator="_", offset_syncs_topic_location="target").flows["ew"]
+    flow = _config(source_alias="dc1", target_alias="dc2", separator="_", offset_syncs_topic_location="target").flows[
+        "ew"
+    ]
     t = mm2_topics(flow)
-    assert (t.offset_syncs, t.offset_syncs_cluster, t.checkpoints) == ("mm2-offset-syncs.dc2.internal", "west", "dc1.checkpoints.internal")
+    assert (t.offset_syncs, t.offset_syncs_cluster, t.checkpoints) == (
+        "mm2-offset-syncs.dc2.internal",
+        "west",
+        "dc1.checkpoints.internal",
+    )
     assert flow_policy(flow).target_topic("orders") == "dc1_orders"
     assert flow_policy(_config(policy="identity").flows["ew"]).target_topic("orders") == "orders"
 
@@ -166,24 +222,44 @@ def test_an_mm2_flow_is_marked_on_the_exporter_and_the_api():
 
     from .test_monitor_surfaces import mirror_view, snapshot
 
-    coverage = {"groups": 2, "translated": 1, "ratio": 0.5, "approximate": [], "checkpoint_age_s": {"billing": 3.5},
-                "untranslated": [{"group": "audit", "reason": "no checkpoint for orders[0]"}]}
-    mm2 = mirror_view(flow="mm2-flow", group="MirrorSourceConnector", engine="mm2", heartbeat_age_s=1.25,
-                      read_position=np.array([-1, -1], np.int64), read_lag=np.array([-1, -1], np.int64), coverage=coverage)
+    coverage = {
+        "groups": 2,
+        "translated": 1,
+        "ratio": 0.5,
+        "approximate": [],
+        "checkpoint_age_s": {"billing": 3.5},
+        "untranslated": [{"group": "audit", "reason": "no checkpoint for orders[0]"}],
+    }
+    mm2 = mirror_view(
+        flow="mm2-flow",
+        group="MirrorSourceConnector",
+        engine="mm2",
+        heartbeat_age_s=1.25,
+        read_position=np.array([-1, -1], np.int64),
+        read_lag=np.array([-1, -1], np.int64),
+        coverage=coverage,
+    )
     snap = snapshot(mirror_view(), mm2)
     clock = lambda: 1_700_000_100.0  # noqa: E731
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(lambda: snap, clock))
 
     def parse(text):
-        return sorted((s.name, tuple(sorted(s.labels.items())), s.value)
-                      for f in text_string_to_metric_families(text) for s in f.samples)
+        return sorted(
+            (s.name, tuple(sorted(s.labels.items())), s.value)
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+        )
 
     fast = parse(TextRenderer(clock).render(snap).decode())
     assert fast == parse(generate_latest(registry).decode())
     info = {dict(l)["flow"]: dict(l)["mirror"] for n, l, _ in fast if n == "mirrorwatch_flow_info"}
     assert info == {"ew": "mirrorwatch", "mm2-flow": "mm2"}
-    assert ("mirrorwatch_heartbeat_age_seconds", (("flow", "mm2-flow"), ("source", "east"), ("target", "west")), 1.25) in fast
+    assert (
+        "mirrorwatch_heartbeat_age_seconds",
+        (("flow", "mm2-flow"), ("source", "east"), ("target", "west")),
+        1.25,
+    ) in fast
     assert [v for n, l, v in fast if n == "mirrorwatch_translation_coverage_ratio"] == [0.5]
     assert [dict(l)["group"] for n, l, _ in fast if n == "mirrorwatch_checkpoint_age_seconds"] == ["billing"]
     kinds = {dict(l)["kind"] for n, l, _ in fast if n == "mirrorwatch_lag_records" and dict(l)["flow"] == "mm2-flow"}

@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 
 from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
-from tests.helpers import create_topic, produce_numbered
-from tests.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from tests.support.helpers import create_topic, produce_numbered
+from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from tests.test_monitor_kafka import commit
 
 PARTS = 3
@@ -29,8 +29,15 @@ def group_of(topic: str) -> str:
 def config(source, target, topic, **monitor) -> dict:
     return {
         "clusters": {"east": source.config(), "west": target.config()},
-        "flows": {"east-west": {"source": "east", "target": "west", "topics": [topic], "checkpoint_groups": [],
-                              "group": group_of(topic)}},
+        "flows": {
+            "east-west": {
+                "source": "east",
+                "target": "west",
+                "topics": [topic],
+                "checkpoint_groups": [],
+                "group": group_of(topic),
+            }
+        },
         "mirror": fast_mirror_settings(heartbeats=False, metrics_port=None, offset_sync_every=50),
         "monitor": {"interval_s": 1, "window": 3, "history": False, **monitor},
     }
@@ -52,8 +59,9 @@ def test_idle_then_stopped_with_k_records_then_stop_and_rewind(source, target, t
     mirror = MirrorProcess(cfg, tmp_path / "mirror.yaml").start()
     try:
         # idle: the engine's idle flush makes all three lags exactly 0 on every partition
-        idle = wait_until(lambda: (rs := rows(sampler)) and all_zero(rs) and rs, 90, 0.5, "idle mirror at lag 0",
-                          alive=mirror)
+        idle = wait_until(
+            lambda: (rs := rows(sampler)) and all_zero(rs) and rs, 90, 0.5, "idle mirror at lag 0", alive=mirror
+        )
         assert [r["time_lag_s"] for r in idle] == [0.0] * PARTS
         for _ in range(3):  # alive and caught up: OK, and the window fills
             time.sleep(0.4)
@@ -134,8 +142,12 @@ def test_under_load_invariant_sawtooth_and_pause(source, target, topic_name, tmp
             try:
                 # still a member, so every commit interval (2 s) without a new offset counts as a repeated
                 # commit of the same offset; a window of them is STALL
-                stalled = wait_until(lambda: {r["status"] for r in sampler.sample().views[0].rows()} == {"STALL"},
-                                     20, 0.5, "STALL while paused")
+                stalled = wait_until(
+                    lambda: {r["status"] for r in sampler.sample().views[0].rows()} == {"STALL"},
+                    20,
+                    0.5,
+                    "STALL while paused",
+                )
             finally:
                 os.kill(mirror.proc.pid, signal.SIGCONT)
         checked = 0
@@ -174,8 +186,13 @@ def test_producer_faster_than_a_throttled_mirror_is_warn(source, target, topic_n
     mirror = MirrorProcess(cfg, tmp_path / "mirror.yaml").start()
     try:
         with Load(source.bootstrap, topic_name, rate=6000):
-            view = wait_until(lambda: (v := sampler.sample().views[0]).status_name == "WARN" and v, 40, 0.5,
-                              "WARN while the producer outruns the mirror", alive=mirror)
+            view = wait_until(
+                lambda: (v := sampler.sample().views[0]).status_name == "WARN" and v,
+                40,
+                0.5,
+                "WARN while the producer outruns the mirror",
+                alive=mirror,
+            )
         assert "WARN" in {r["status"] for r in view.rows()}
         assert all(r["committed_lag"] > 0 and r["true_lag"] > 0 for r in view.rows())
         assert all(r["forecast"] in ("not catching up", "unknown") or r["catch_up_s"] > 0 for r in view.rows())

@@ -16,7 +16,7 @@ from mirrorwatch.core.naming import mirror_group, offset_syncs_topic
 from mirrorwatch.core.records import OffsetSync
 from mirrorwatch.monitor.cli import main
 from mirrorwatch.monitor.sampler import Sampler
-from tests.helpers import admin, create_topic, produce_numbered
+from tests.support.helpers import admin, create_topic, produce_numbered
 
 GROUP = mirror_group("east", "west", flow="ew")  # the flow below is "ew": its default group is per flow
 PARTS = 3
@@ -51,8 +51,12 @@ def write_syncs(bootstrap: str, syncs: list[OffsetSync]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     errors = []
     for s in syncs:
-        producer.produce(offset_syncs_topic("east"), key=s.key(), value=s.to_value(),
-                         on_delivery=lambda err, msg: errors.append(err) if err else None)
+        producer.produce(
+            offset_syncs_topic("east"),
+            key=s.key(),
+            value=s.to_value(),
+            on_delivery=lambda err, msg: errors.append(err) if err else None,
+        )
     assert producer.flush(30) == 0 and not errors, errors
 
 
@@ -65,20 +69,40 @@ class StandInMirror:
         create_topic(target.bootstrap, f"east.{topic}", PARTS)
         ensure_syncs_topic(target.bootstrap)
 
-    def state(self, committed: int | None, acked: int, read: int, target_records: int | None = None,
-              downstream: int | None = None) -> None:
+    def state(
+        self,
+        committed: int | None,
+        acked: int,
+        read: int,
+        target_records: int | None = None,
+        downstream: int | None = None,
+    ) -> None:
         """Every partition: committed offset, acked_next and read position as given."""
         if committed is not None:
             commit(self.source.bootstrap, GROUP, self.topic, {p: committed for p in range(PARTS)})
-        write_syncs(self.target.bootstrap, [
-            OffsetSync(self.topic, p, max(acked - 1, 0), downstream if downstream is not None else max(acked - 1, 0),
-                       acked, read, int(time.time() * 1000)) for p in range(PARTS)])
+        write_syncs(
+            self.target.bootstrap,
+            [
+                OffsetSync(
+                    self.topic,
+                    p,
+                    max(acked - 1, 0),
+                    downstream if downstream is not None else max(acked - 1, 0),
+                    acked,
+                    read,
+                    int(time.time() * 1000),
+                )
+                for p in range(PARTS)
+            ],
+        )
 
 
 def flow_config(source, target, topic, **monitor) -> dict:
     return {
         "clusters": {"east": source.config(), "west": target.config()},
-        "flows": {"ew": {"source": "east", "target": "west", "topics": [topic]}},
+        # the stand-in mirrors only ``topic``: the flow does not own the pair's heartbeats and canary topics (which
+        # other tests of the session create on these clusters), so the monitor measures only ``topic``
+        "flows": {"ew": {"source": "east", "target": "west", "topics": [topic], "internal_topics": False}},
         "mirror": {"commit_interval_s": 0.5},  # the stand-in "commits" at most this often
         "monitor": {"interval_s": 1, "window": 3, "history": False, **monitor},
     }
@@ -173,7 +197,9 @@ def test_target_cross_check_flags_missing_target_records(source, target, mirror)
     try:
         wait_for_syncs(sampler, mirror.topic, lambda s: s.downstream_offset == 9)
         view = sampler.sample().views[0]
-        assert all(r["target_behind"] for r in view.rows()), [(r["target_end"], r["target_behind"]) for r in view.rows()]
+        assert all(r["target_behind"] for r in view.rows()), [
+            (r["target_end"], r["target_behind"]) for r in view.rows()
+        ]
     finally:
         sampler.close()
 
@@ -228,7 +254,7 @@ def test_statuses_from_sampled_behaviour(source, target, mirror):
             view = sampler.sample().views[0]
         assert {r["status"] for r in view.rows()} == {"WARN"} and view.status_name == "WARN"
         # caught up → OK
-        commit(source.bootstrap, GROUP, mirror.topic, {p: 10 ** 6 for p in range(PARTS)})
+        commit(source.bootstrap, GROUP, mirror.topic, {p: 10**6 for p in range(PARTS)})
         assert sampler.sample().views[0].status_name == "OK"
     finally:
         sampler.close()
@@ -238,10 +264,15 @@ def test_plain_watched_group_and_notfound(source, target, topic_name):
     create_topic(source.bootstrap, topic_name, 2)
     produce_numbered(source.bootstrap, topic_name, 20, 2)
     commit(source.bootstrap, "billing", topic_name, {0: 4, 1: 10})
-    cfg = config_from_dict({
-        "clusters": {"east": source.config(), "west": target.config()},
-        "monitor": {"window": 3, "groups": [{"cluster": "east", "group": "billing"},
-                                             {"cluster": "west", "group": "nobody-here"}]}})
+    cfg = config_from_dict(
+        {
+            "clusters": {"east": source.config(), "west": target.config()},
+            "monitor": {
+                "window": 3,
+                "groups": [{"cluster": "east", "group": "billing"}, {"cluster": "west", "group": "nobody-here"}],
+            },
+        }
+    )
     sampler = Sampler(cfg)
     try:
         snap = sampler.sample()
@@ -276,12 +307,15 @@ def test_cli_lag_table_and_json(source, target, mirror, write_config, capsys):
     assert (part["committed_lag"], part["read_lag"], part["true_lag"]) == (4, 1, 2)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["lag", "--config", "{path}", "--flow", "nope"], "flow 'nope' is not defined"),
-    (["lag", "--config", "/does/not/exist.yaml"], "cannot read config file"),
-    (["lag"], "Missing option '--config'"),
-    (["run", "--config", "{bad}"], "monitor.window"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["lag", "--config", "{path}", "--flow", "nope"], "flow 'nope' is not defined"),
+        (["lag", "--config", "/does/not/exist.yaml"], "cannot read config file"),
+        (["lag"], "Missing option '--config'"),
+        (["run", "--config", "{bad}"], "monitor.window"),
+    ],
+)
 def test_cli_bad_input_is_one_line_and_nonzero(mirror_config, write_config, capsys, args, message):
     path = write_config(mirror_config)
     bad = write_config({**mirror_config, "monitor": {"window": 1}}, "bad.yaml")

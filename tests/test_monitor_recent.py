@@ -6,26 +6,39 @@ from __future__ import annotations
 
 import sys
 import time
+from datetime import UTC
 
 import numpy as np
 import pytest
 
 from mirrorwatch.core.config import AnalyticsSchedule
 from mirrorwatch.core.redact import register_secret
+from mirrorwatch.core.status import GROUP_STATUS
 from mirrorwatch.monitor.analytics_runs import AnalyticsRunner, failure_reason, job_argv
 from mirrorwatch.monitor.canary_scrape import CanaryScraper, parse
 from mirrorwatch.monitor.model import GroupView, Snapshot
 from mirrorwatch.monitor.recent import CanaryFigures, RecentStore, rpo_seconds
-from mirrorwatch.monitor.status import GROUP_STATUS
 
 OK, ERR = GROUP_STATUS.index("OK"), GROUP_STATUS.index("ERR")
 
 
 def view(ts_ms: int, status: int = OK, true_lag=(0, 0), time_lag=(0.0, 0.0), error=None) -> GroupView:
-    return GroupView(kind="mirror", flow="ew", cluster="east", target="west", group="g", ts_ms=ts_ms,
-                     group_status=status, error=error, topics=["t", "t"], partitions=[0, 1],
-                     committed_lag=np.array([5, -1]), read_lag=np.array([0, 0]),
-                     true_lag=np.array(true_lag), time_lag_s=np.array(time_lag, dtype=float))
+    return GroupView(
+        kind="mirror",
+        flow="ew",
+        cluster="east",
+        target="west",
+        group="g",
+        ts_ms=ts_ms,
+        group_status=status,
+        error=error,
+        topics=["t", "t"],
+        partitions=[0, 1],
+        committed_lag=np.array([5, -1]),
+        read_lag=np.array([0, 0]),
+        true_lag=np.array(true_lag),
+        time_lag_s=np.array(time_lag, dtype=float),
+    )
 
 
 def snap(v: GroupView) -> Snapshot:
@@ -37,10 +50,16 @@ def test_recent_points_sums_rpo_status_changes_and_the_time_limit():
     t0 = 1_767_571_200_000
     store.record(snap(view(t0)))
     store.record(snap(view(t0)))  # the same sample twice: one point
-    store.record(snap(view(t0 + 30_000, ERR, true_lag=(7, 3), time_lag=(2.5, float("nan")))),
-                 {"ew": CanaryFigures(t0 + 29_000, 0.05, 1.5, "OK")}, canary_fresh_ms=5000)
-    store.record(snap(view(t0 + 61_000, OK, true_lag=(-1, 4), time_lag=(float("nan"), float("nan")))),
-                 {"ew": CanaryFigures(t0 + 29_000, 0.05, 1.5, "OK")}, canary_fresh_ms=5000)  # stale canary
+    store.record(
+        snap(view(t0 + 30_000, ERR, true_lag=(7, 3), time_lag=(2.5, float("nan")))),
+        {"ew": CanaryFigures(t0 + 29_000, 0.05, 1.5, "OK")},
+        canary_fresh_ms=5000,
+    )
+    store.record(
+        snap(view(t0 + 61_000, OK, true_lag=(-1, 4), time_lag=(float("nan"), float("nan")))),
+        {"ew": CanaryFigures(t0 + 29_000, 0.05, 1.5, "OK")},
+        canary_fresh_ms=5000,
+    )  # stale canary
     body = store.body("ew")
     points = body["points"]
     assert [p["ts_ms"] for p in points] == [t0 + 30_000, t0 + 61_000]  # t0 is older than a minute now
@@ -80,7 +99,9 @@ def test_canary_round_trip_is_the_mean_of_new_probes_held_for_a_while():
 def test_failure_reason_is_the_jobs_last_line_redacted():
     assert failure_reason(2, "spark noise\nmonitor: history not found: /x\n") == "monitor: history not found: /x"
     assert failure_reason(1, "") == "exit code 1"
-    internal = "analyze: internal error: Py4JJavaError: calling o81.parquet.\n\tat org.apache...\n(set MIRRORWATCH_DEBUG=1)"
+    internal = (
+        "analyze: internal error: Py4JJavaError: calling o81.parquet.\n\tat org.apache...\n(set MIRRORWATCH_DEBUG=1)"
+    )
     assert failure_reason(1, internal).startswith("analyze: internal error: Py4JJavaError")
     assert failure_reason(-9, "").startswith("killed by signal 9")
     register_secret("hunter2-scheduled")  # as loading a config with that password does
@@ -88,12 +109,19 @@ def test_failure_reason_is_the_jobs_last_line_redacted():
 
 
 def test_job_argv_is_monitor_analyze_over_the_lookback():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    argv = job_argv(AnalyticsSchedule(every_s=60, master="spark://h:7077", lookback_days=1), "/h", "/o",
-                    datetime(2026, 1, 5, 12, tzinfo=timezone.utc))
+    argv = job_argv(
+        AnalyticsSchedule(every_s=60, master="spark://h:7077", lookback_days=1),
+        "/h",
+        "/o",
+        datetime(2026, 1, 5, 12, tzinfo=UTC),
+    )
     assert argv[1:3] == ["-m", "mirrorwatch.monitor.analytics.job"]
-    assert argv[argv.index("--from") + 1] == "2026-01-04T12:00:00Z" and argv[argv.index("--master") + 1] == "spark://h:7077"
+    assert (
+        argv[argv.index("--from") + 1] == "2026-01-04T12:00:00Z"
+        and argv[argv.index("--master") + 1] == "spark://h:7077"
+    )
 
 
 @pytest.fixture
@@ -110,7 +138,9 @@ def runner_with(command: str, history, out, timeout_s: float = 30) -> AnalyticsR
     return runner
 
 
-WRITE_OUTPUT = "import os, sys; os.makedirs(sys.argv[1]); open(os.path.join(sys.argv[1], 'summary.json'), 'w').write('{}')"
+WRITE_OUTPUT = (
+    "import os, sys; os.makedirs(sys.argv[1]); open(os.path.join(sys.argv[1], 'summary.json'), 'w').write('{}')"
+)
 
 
 def test_a_good_run_replaces_the_output_whole(history, tmp_path):
@@ -127,8 +157,11 @@ def test_a_failed_run_keeps_the_last_output_and_says_why(history, tmp_path):
     out = tmp_path / "analytics"
     out.mkdir()
     (out / "summary.json").write_text("{}")
-    status = runner_with("import sys; print('monitor: no readable lag history files under x', file=sys.stderr); "
-                         "sys.exit(2)", history, out).run()
+    status = runner_with(
+        "import sys; print('monitor: no readable lag history files under x', file=sys.stderr); sys.exit(2)",
+        history,
+        out,
+    ).run()
     assert status.state == "failed" and status.reason == "monitor: no readable lag history files under x"
     assert status.failures == 1 and (out / "summary.json").exists()
 
@@ -161,6 +194,10 @@ def test_runs_never_overlap_whoever_starts_them(history, tmp_path):
 def test_the_api_body_masks_credentials_in_uris():
     from mirrorwatch.monitor.analytics_runs import RunStatus
 
-    body = RunStatus(state="failed", master="spark://h:7077", out="s3a://AKIA:s3cr3t@bucket/analytics",
-                     reason="cannot write s3a://AKIA:s3cr3t@bucket/analytics/x").body()
+    body = RunStatus(
+        state="failed",
+        master="spark://h:7077",
+        out="s3a://AKIA:s3cr3t@bucket/analytics",
+        reason="cannot write s3a://AKIA:s3cr3t@bucket/analytics/x",
+    ).body()
     assert "s3cr3t" not in str(body) and body["out"] == "s3a://***@bucket/analytics"

@@ -20,7 +20,7 @@ from mirrorwatch.core.records import lag_sample_arrow_schema
 from mirrorwatch.localkafka import LocalCluster
 from mirrorwatch.monitor.history import history_files, read_history
 from mirrorwatch.monitor.service import MonitorService
-from tests.helpers import create_topic, produce_numbered
+from tests.support.helpers import create_topic, produce_numbered
 from tests.test_monitor_kafka import PARTS, StandInMirror, commit
 
 EXTERNAL = bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP"))
@@ -65,13 +65,25 @@ def test_unreachable_cluster_is_unknown_then_recovers(source, target, topic_name
         mirror = StandInMirror(source, target, topic_name)
         produce_numbered(source.bootstrap, topic_name, 30, PARTS)
         mirror.state(committed=10, acked=10, read=10)
-        config = config_from_dict({
-            "clusters": {"east": source.config(), "west": target.config(),
-                         "flaky": {"bootstrap.servers": flaky.bootstrap}},
-            "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
-            "monitor": {"interval_s": 1, "window": 3, "http_port": 0, "metrics_port": 0,
-                        "history_dir": str(tmp_path / "history"), "history_roll_s": 3,
-                        "groups": [{"cluster": "flaky", "group": "billing"}]}})
+        config = config_from_dict(
+            {
+                "clusters": {
+                    "east": source.config(),
+                    "west": target.config(),
+                    "flaky": {"bootstrap.servers": flaky.bootstrap},
+                },
+                "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
+                "monitor": {
+                    "interval_s": 1,
+                    "window": 3,
+                    "http_port": 0,
+                    "metrics_port": 0,
+                    "history_dir": str(tmp_path / "history"),
+                    "history_roll_s": 3,
+                    "groups": [{"cluster": "flaky", "group": "billing"}],
+                },
+            }
+        )
         service = MonitorService(config).start()
         api, prom = service.api_server.port, service.metrics_server.port
         try:
@@ -84,8 +96,15 @@ def test_unreachable_cluster_is_unknown_then_recovers(source, target, topic_name
             assert m[("mirrorwatch_cluster_up", (("cluster", "flaky"),))] == 0
             billing = (("flow", ""), ("group", "billing"), ("source", "flaky"), ("target", ""))
             assert m[("mirrorwatch_group_status", billing)] == 7
-            assert m[("mirrorwatch_partition_status", billing[:2] + (("partition", "0"),) + billing[2:3]
-                      + (("target", ""), ("topic", "payments")))] == 5
+            assert (
+                m[
+                    (
+                        "mirrorwatch_partition_status",
+                        billing[:2] + (("partition", "0"),) + billing[2:3] + (("target", ""), ("topic", "payments")),
+                    )
+                ]
+                == 5
+            )
             body = requests.get(f"http://127.0.0.1:{api}/v3/kafka/flaky/consumer/billing/status", timeout=5).json()
             assert "flaky" in body["status"]["reason"]
             # the rest keeps being monitored
@@ -99,7 +118,13 @@ def test_unreachable_cluster_is_unknown_then_recovers(source, target, topic_name
         finally:
             service.stop()
         table = read_history(tmp_path / "history")
-        assert table.num_rows > 0 and set(table.column("status").to_pylist()) <= {"OK", "WARN", "STOP", "STALL", "REWIND"}
+        assert table.num_rows > 0 and set(table.column("status").to_pylist()) <= {
+            "OK",
+            "WARN",
+            "STOP",
+            "STALL",
+            "REWIND",
+        }
         assert not list((tmp_path / "history").rglob("*.inprogress"))
     finally:
         flaky.stop()
@@ -116,13 +141,21 @@ def test_monitor_run_sigterm_closes_history(source, target, topic_name, tmp_path
     produce_numbered(source.bootstrap, topic_name, 12, PARTS)
     mirror.state(committed=2, acked=3, read=4)
     api = _free_port()
-    path = write_config({
-        "clusters": {"east": source.config(), "west": target.config()},
-        "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
-        "monitor": {"interval_s": 1, "http_port": api, "metrics_port": 0, "history_dir": str(tmp_path / "h")}})
-    proc = subprocess.Popen([sys.executable, "-c", "from mirrorwatch.monitor.cli import main; main()", "run",
-                             "--config", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    path = write_config(
+        {
+            "clusters": {"east": source.config(), "west": target.config()},
+            "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
+            "monitor": {"interval_s": 1, "http_port": api, "metrics_port": 0, "history_dir": str(tmp_path / "h")},
+        }
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from mirrorwatch.monitor.cli import main; main()", "run", "--config", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
+
         def flow():
             body = requests.get(f"http://127.0.0.1:{api}/v1/flows/ew", timeout=2).json()
             return None if body["error"] else body["flow"]
@@ -149,19 +182,32 @@ def test_a_hung_analytics_run_is_killed_and_reported_while_sampling_goes_on(sour
     mirror = StandInMirror(source, target, topic_name)
     produce_numbered(source.bootstrap, topic_name, 12, PARTS)
     mirror.state(committed=12, acked=12, read=12)
-    config = config_from_dict({
-        "clusters": {"east": source.config(), "west": target.config()},
-        "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
-        "canary": {"metrics_port": None},
-        "monitor": {"interval_s": 1, "window": 3, "http_port": 0, "metrics_port": None,
-                    "history_dir": str(tmp_path / "history"), "recent_minutes": 5,
-                    "analytics": {"every_s": 600, "first_delay_s": 5, "timeout_s": 4, "out": str(tmp_path / "a")}}})
+    config = config_from_dict(
+        {
+            "clusters": {"east": source.config(), "west": target.config()},
+            "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
+            "canary": {"metrics_port": None},
+            "monitor": {
+                "interval_s": 1,
+                "window": 3,
+                "http_port": 0,
+                "metrics_port": None,
+                "history_dir": str(tmp_path / "history"),
+                "recent_minutes": 5,
+                "analytics": {"every_s": 600, "first_delay_s": 5, "timeout_s": 4, "out": str(tmp_path / "a")},
+            },
+        }
+    )
     # a closed file from an earlier run, so the first scheduled run does not wait for this run's first roll
     earlier = tmp_path / "history" / "lag" / "date=2026-01-05"
     earlier.mkdir(parents=True)
     pq.write_table(lag_sample_arrow_schema().empty_table(), earlier / "part-000000000000-1.parquet")
     service = MonitorService(config)
-    service.analytics.command = lambda settings, history, out, now: [sys.executable, "-c", "import time; time.sleep(300)"]
+    service.analytics.command = lambda settings, history, out, now: [
+        sys.executable,
+        "-c",
+        "import time; time.sleep(300)",
+    ]
     service.start()
     api = service.api_server.port
 

@@ -14,35 +14,69 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mirrorwatch.core.records import lag_sample_arrow_schema
+from mirrorwatch.core.status import GroupStatus, PartitionStatus
 from mirrorwatch.monitor.api import make_router
 from mirrorwatch.monitor.exporter import MetricsCache
 from mirrorwatch.monitor.history import HistoryWriter, history_files, read_history, snapshot_table
 from mirrorwatch.monitor.model import GroupView, Snapshot
-from mirrorwatch.monitor.status import G_ERR, G_NOTFOUND, G_OK, G_UNKNOWN, P_OK, P_STOP, P_UNKNOWN, P_WARN
 from mirrorwatch.monitor.webhooks import Notifier
 
 A = lambda *v: np.array(v, np.int64)  # noqa: E731
 
 
-def mirror_view(status=G_OK, ts=1_700_000_000_000, statuses=(P_OK, P_WARN), **over) -> GroupView:
+def mirror_view(
+    status=GroupStatus.OK, ts=1_700_000_000_000, statuses=(PartitionStatus.OK, PartitionStatus.WARN), **over
+) -> GroupView:
     values = dict(
-        kind="mirror", flow="ew", cluster="east", target="west", group="mirrorwatch-east-west", ts_ms=ts,
-        group_status=status, last_ok_ms=ts, topics=["orders", "orders"], partitions=[0, 1],
-        source_end=A(100, 50), committed=A(90, 40), read_position=A(98, 50), acked_next=A(95, 45),
-        target_end=A(95, 45), committed_lag=A(10, 10), read_lag=A(2, 0), true_lag=A(5, 5),
-        time_lag_s=np.array([1.5, np.nan]), target_behind=np.array([False, False]),
-        catch_up_s=np.array([10.0, math.inf]), status=np.array(statuses, np.int8),
-        window_start=(A(80, 30), A(ts - 9000, ts - 9000)), window_end=(A(90, 40), A(ts, ts)),
-        window_count=A(10, 3), window_size=10, complete=0.5, totallag=20, maxlag_row=0,
-        topic_catch_up_s={"orders": math.inf})
+        kind="mirror",
+        flow="ew",
+        cluster="east",
+        target="west",
+        group="mirrorwatch-east-west",
+        ts_ms=ts,
+        group_status=status,
+        last_ok_ms=ts,
+        topics=["orders", "orders"],
+        partitions=[0, 1],
+        source_end=A(100, 50),
+        committed=A(90, 40),
+        read_position=A(98, 50),
+        acked_next=A(95, 45),
+        target_end=A(95, 45),
+        committed_lag=A(10, 10),
+        read_lag=A(2, 0),
+        true_lag=A(5, 5),
+        time_lag_s=np.array([1.5, np.nan]),
+        target_behind=np.array([False, False]),
+        catch_up_s=np.array([10.0, math.inf]),
+        status=np.array(statuses, np.int8),
+        window_start=(A(80, 30), A(ts - 9000, ts - 9000)),
+        window_end=(A(90, 40), A(ts, ts)),
+        window_count=A(10, 3),
+        window_size=10,
+        complete=0.5,
+        totallag=20,
+        maxlag_row=0,
+        topic_catch_up_s={"orders": math.inf},
+    )
     values.update(over)
     return GroupView(**values)
 
 
 def unknown_view() -> GroupView:
-    return GroupView(kind="group", flow="", cluster="far", target="", group="billing", ts_ms=1, group_status=G_UNKNOWN,
-                     error="cluster 'far': cannot list topics: timed out", topics=["t"], partitions=[0],
-                     status=np.array([P_UNKNOWN], np.int8))
+    return GroupView(
+        kind="group",
+        flow="",
+        cluster="far",
+        target="",
+        group="billing",
+        ts_ms=1,
+        group_status=GroupStatus.UNKNOWN,
+        error="cluster 'far': cannot list topics: timed out",
+        topics=["t"],
+        partitions=[0],
+        status=np.array([PartitionStatus.UNKNOWN], np.int8),
+    )
 
 
 def snapshot(*views, up=None) -> Snapshot:
@@ -64,8 +98,14 @@ def _metrics(snap) -> dict:
 def test_exporter_names_labels_and_values():
     m = _metrics(snapshot(mirror_view(), unknown_view()))
     lags = {(l["kind"], l["partition"]): v for l, v in m["mirrorwatch_lag_records"]}
-    assert lags == {("committed", "0"): 10, ("read", "0"): 2, ("true", "0"): 5,
-                    ("committed", "1"): 10, ("read", "1"): 0, ("true", "1"): 5}
+    assert lags == {
+        ("committed", "0"): 10,
+        ("read", "0"): 2,
+        ("true", "0"): 5,
+        ("committed", "1"): 10,
+        ("read", "1"): 0,
+        ("true", "1"): 5,
+    }
     labels = m["mirrorwatch_lag_records"][0][0]
     assert set(labels) == {"flow", "source", "target", "group", "topic", "partition", "kind"}
     assert [v for _, v in m["mirrorwatch_time_lag_seconds"]] == [1.5]  # unknown time lag is left out
@@ -73,10 +113,11 @@ def test_exporter_names_labels_and_values():
     statuses = {(l["group"], l["partition"]): v for l, v in m["mirrorwatch_partition_status"]}
     assert statuses == {("mirrorwatch-east-west", "0"): 0, ("mirrorwatch-east-west", "1"): 1, ("billing", "0"): 5}
     groups = {l["group"]: v for l, v in m["mirrorwatch_group_status"]}
-    assert groups == {"mirrorwatch-east-west": G_OK, "billing": G_UNKNOWN}
+    assert groups == {"mirrorwatch-east-west": GroupStatus.OK, "billing": GroupStatus.UNKNOWN}
     assert {l["cluster"]: v for l, v in m["mirrorwatch_cluster_up"]} == {"east": 1, "west": 1, "far": 0}
-    assert m["mirrorwatch_window_complete_ratio"] == [({"flow": "ew", "source": "east", "target": "west",
-                                                        "group": "mirrorwatch-east-west"}, 0.5)]
+    assert m["mirrorwatch_window_complete_ratio"] == [
+        ({"flow": "ew", "source": "east", "target": "west", "group": "mirrorwatch-east-west"}, 0.5)
+    ]
     assert "mirrorwatch_sample_age_seconds" in m
 
 
@@ -85,7 +126,9 @@ def test_exporter_names_labels_and_values():
 
 @pytest.fixture
 def route():
-    snap = snapshot(mirror_view(status=G_ERR, statuses=(P_STOP, P_OK)), unknown_view())
+    snap = snapshot(
+        mirror_view(status=GroupStatus.ERR, statuses=(PartitionStatus.STOP, PartitionStatus.OK)), unknown_view()
+    )
     r = make_router(lambda: snap, ["east", "west", "far"])
 
     def get(path):
@@ -127,12 +170,19 @@ def test_api_unknown_cluster_is_reported_with_reason(route):
     assert status["partitions"][0]["status"] == "UNKNOWN"
 
 
-@pytest.mark.parametrize("path,word", [
-    ("/v3/kafka/nope", "cluster 'nope'"), ("/v3/kafka/nope/consumer", "cluster 'nope'"),
-    ("/v3/kafka/east/consumer/ghost/status", "group 'ghost'"), ("/v3/kafka/east/consumer/ghost/lag", "'ghost'"),
-    ("/v1/flows/nope", "flow 'nope'"), ("/v3/kafka/east/topic", "no such path"), ("/nothing", "no such path"),
-    ("/v3/kafka/east/consumer/mirrorwatch-east-west/bogus", "no such path"),
-])
+@pytest.mark.parametrize(
+    "path,word",
+    [
+        ("/v3/kafka/nope", "cluster 'nope'"),
+        ("/v3/kafka/nope/consumer", "cluster 'nope'"),
+        ("/v3/kafka/east/consumer/ghost/status", "group 'ghost'"),
+        ("/v3/kafka/east/consumer/ghost/lag", "'ghost'"),
+        ("/v1/flows/nope", "flow 'nope'"),
+        ("/v3/kafka/east/topic", "no such path"),
+        ("/nothing", "no such path"),
+        ("/v3/kafka/east/consumer/mirrorwatch-east-west/bogus", "no such path"),
+    ],
+)
 def test_api_unknown_names_are_404_json(route, path, word):
     code, body = route(path)
     assert code == 404 and body["error"] is True and word in body["message"]
@@ -152,7 +202,7 @@ class FakeClock:
 def test_history_rows_roll_and_read_back(tmp_path):
     clock = FakeClock(1_700_000_000.0)
     writer = HistoryWriter(tmp_path, roll_s=60, clock=clock)
-    for i in range(3):
+    for _ in range(3):
         writer.append(snapshot_table(snapshot(mirror_view(ts=int(clock.t * 1000)), unknown_view())))
         clock.t += 25  # the third append is 50 s in: same file; the next one rolls
     assert history_files(tmp_path) == []  # still in progress: hidden from readers
@@ -232,14 +282,25 @@ def test_webhook_one_post_per_change_with_retries():
     receiver = _Receiver(fail_first=1)
     notifier = Notifier([receiver.url], timeout_s=2, retries=2, backoff_s=0.01)
     try:
-        for status in (G_OK, G_OK, G_ERR, G_ERR, G_ERR, G_OK, G_NOTFOUND):
+        for status in (
+            GroupStatus.OK,
+            GroupStatus.OK,
+            GroupStatus.ERR,
+            GroupStatus.ERR,
+            GroupStatus.ERR,
+            GroupStatus.OK,
+            GroupStatus.NOTFOUND,
+        ):
             notifier.observe(snapshot(mirror_view(status=status)))
         notifier.drain()
         deadline = __import__("time").monotonic() + 10
         while len(receiver.bodies) < 3 and __import__("time").monotonic() < deadline:
             __import__("time").sleep(0.05)
         assert [(b["previous_status"], b["status"]) for b in receiver.bodies] == [
-            ("OK", "ERR"), ("ERR", "OK"), ("OK", "NOTFOUND")]
+            ("OK", "ERR"),
+            ("ERR", "OK"),
+            ("OK", "NOTFOUND"),
+        ]
         assert receiver.calls == 4  # the first POST failed (503) and was retried
         assert receiver.bodies[0]["group"] == "mirrorwatch-east-west" and receiver.bodies[0]["flow"] == "ew"
     finally:
@@ -251,7 +312,7 @@ def test_failing_webhook_never_blocks_or_raises(caplog):
     notifier = Notifier(["http://127.0.0.1:9/hook/secret-token"], timeout_s=0.5, retries=1, backoff_s=0.01)
     try:
         with caplog.at_level(logging.WARNING, logger="mirrorwatch.monitor.webhooks"):
-            events = notifier.observe(snapshot(mirror_view(status=G_ERR)))  # returns at once
+            events = notifier.observe(snapshot(mirror_view(status=GroupStatus.ERR)))  # returns at once
             assert len(events) == 1
             notifier.drain()
             deadline = __import__("time").monotonic() + 10
@@ -275,8 +336,11 @@ def test_fast_text_renderer_matches_the_collector():
     registry.register(SnapshotCollector(lambda: snap, clock))
 
     def parse(text):
-        return sorted((s.name, tuple(sorted(s.labels.items())), s.value)
-                      for f in text_string_to_metric_families(text) for s in f.samples)
+        return sorted(
+            (s.name, tuple(sorted(s.labels.items())), s.value)
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+        )
 
     fast = TextRenderer(clock).render(snap).decode()
     assert parse(fast) == parse(generate_latest(registry).decode())

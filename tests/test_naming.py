@@ -3,21 +3,30 @@ import pytest
 from mirrorwatch.core.naming import ReplicationPolicy, is_internal, mirror_group, offset_syncs_topic
 
 
-@pytest.mark.parametrize("kind,sep,topic,expected", [
-    ("prefix", ".", "orders", "east.orders"),
-    ("prefix", "_", "orders", "east_orders"),
-    ("identity", ".", "orders", "orders"),
-])
+@pytest.mark.parametrize(
+    "kind,sep,topic,expected",
+    [
+        ("prefix", ".", "orders", "east.orders"),
+        ("prefix", "_", "orders", "east_orders"),
+        ("identity", ".", "orders", "orders"),
+    ],
+)
 def test_target_topic_and_back(kind, sep, topic, expected):
     policy = ReplicationPolicy(kind, "east", "west", sep)
     assert policy.target_topic(topic) == expected
     assert policy.source_topic(expected) == topic
 
 
-@pytest.mark.parametrize("topic,internal", [
-    ("__consumer_offsets", True), ("mw.offset-syncs.east.internal", True), ("east.checkpoints.internal", True),
-    ("orders", False), ("heartbeats", False),
-])
+@pytest.mark.parametrize(
+    "topic,internal",
+    [
+        ("__consumer_offsets", True),
+        ("mw.offset-syncs.east.internal", True),
+        ("east.checkpoints.internal", True),
+        ("orders", False),
+        ("heartbeats", False),
+    ],
+)
 def test_internal_topics(topic, internal):
     assert is_internal(topic) is internal
 

@@ -13,18 +13,21 @@ def store_with(*pairs, limit=2000):
     return store
 
 
-@pytest.mark.parametrize("pairs,committed,expected", [
-    ([], 5, None),                                    # no syncs: no safe answer
-    ([(10, 110)], 10, None),                          # only a sync at/after the commit
-    ([(10, 110)], 11, (111, 0)),                      # exact: the sync is the record just before
-    ([(10, 110)], 15, (111, 4)),                      # 11..14 re-delivered at most
-    ([(10, 110), (20, 120)], 20, (111, 9)),           # newest sync strictly below the commit
-    ([(10, 110), (20, 120)], 21, (121, 0)),
-    ([(10, 110), (20, 120)], 1000, (121, 979)),
-    ([(0, 0)], 1, (1, 0)),
-    ([(10, 110), (20, 120), (15, 200)], 21, (201, 5)),  # a re-sent mapping replaces what came after it
-    ([(10, 110), (20, 120), (15, 200)], 16, (201, 0)),
-])
+@pytest.mark.parametrize(
+    "pairs,committed,expected",
+    [
+        ([], 5, None),  # no syncs: no safe answer
+        ([(10, 110)], 10, None),  # only a sync at/after the commit
+        ([(10, 110)], 11, (111, 0)),  # exact: the sync is the record just before
+        ([(10, 110)], 15, (111, 4)),  # 11..14 re-delivered at most
+        ([(10, 110), (20, 120)], 20, (111, 9)),  # newest sync strictly below the commit
+        ([(10, 110), (20, 120)], 21, (121, 0)),
+        ([(10, 110), (20, 120)], 1000, (121, 979)),
+        ([(0, 0)], 1, (1, 0)),
+        ([(10, 110), (20, 120), (15, 200)], 21, (201, 5)),  # a re-sent mapping replaces what came after it
+        ([(10, 110), (20, 120), (15, 200)], 16, (201, 0)),
+    ],
+)
 def test_translate(pairs, committed, expected):
     result = store_with(*pairs).translate("t", 0, committed)
     assert (None if result is None else (result.downstream_offset, result.duplicates)) == expected

@@ -22,8 +22,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from bench.soak import PARTITIONS, Producing, _read, check
 
-from .helpers import create_topic, end_offsets
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
+from .support.helpers import create_topic, end_offsets
+from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
 from .test_mirror import committed_offsets as _committed_once
 
 FREEZE_S = 15
@@ -35,7 +35,9 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
         try:
             return _committed_once(bootstrap, group, topic, partitions)
         except KafkaException as exc:
-            if attempt == 59 or not (exc.args[0].retriable() or exc.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError._TIMED_OUT)):
+            if attempt == 59 or not (
+                exc.args[0].retriable() or exc.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError._TIMED_OUT)
+            ):
                 raise
             time.sleep(0.5)
 
@@ -65,7 +67,8 @@ def cluster_up(mirror: MirrorProcess, role: str) -> float | None:
         text = urllib.request.urlopen(f"http://{match[1]}:{match[2]}/metrics", timeout=2).read().decode()
     except OSError:
         return None
-    found = re.search(r'^mirrorwatch_mirror_cluster_up\{[^}]*role="%s"[^}]*\} (\S+)' % role, text, re.M)
+    pattern = r'^mirrorwatch_mirror_cluster_up\{[^}]*role="' + re.escape(role) + r'"[^}]*\} (\S+)'
+    found = re.search(pattern, text, re.M)
     return float(found[1]) if found else None
 
 
@@ -75,19 +78,27 @@ def caught_up(source, group, topic) -> dict[int, int] | None:
 
 
 def verdict(source, target, topic, windows):
-    lost, duplicates, outside, order = check(_read(source.bootstrap, topic), _read(target.bootstrap, f"east.{topic}"), windows)
-    print(f"{topic}: lost {lost}, duplicates {duplicates} ({outside} outside the in-flight windows), order violations {order}")
+    lost, duplicates, outside, order = check(
+        _read(source.bootstrap, topic), _read(target.bootstrap, f"east.{topic}"), windows
+    )
+    print(
+        f"{topic}: lost {lost}, duplicates {duplicates} ({outside} outside the in-flight windows), order violations {order}"
+    )
     assert lost == 0, f"{lost} records lost"
     assert outside == 0, f"{outside} duplicates outside the faults' in-flight windows"
     assert order == 0
 
 
 def state_lines(log: str, role: str) -> tuple[int, int]:
-    return (len(re.findall(rf"{role} cluster '\w+' at \S+ is unreachable", log)),
-            len(re.findall(rf"{role} cluster '\w+' at \S+ is reachable again", log)))
+    return (
+        len(re.findall(rf"{role} cluster '\w+' at \S+ is unreachable", log)),
+        len(re.findall(rf"{role} cluster '\w+' at \S+ is reachable again", log)),
+    )
 
 
-def test_freeze_of_either_broker_while_running_costs_no_exit_and_loses_nothing(source, target, topic_name, mirror_config, tmp_path):
+def test_freeze_of_either_broker_while_running_costs_no_exit_and_loses_nothing(
+    source, target, topic_name, mirror_config, tmp_path
+):
     local_only(source, target)
     group = f"g-{topic_name}"
     create_topic(source.bootstrap, topic_name, PARTITIONS)
@@ -97,8 +108,15 @@ def test_freeze_of_either_broker_while_running_costs_no_exit_and_loses_nothing(s
     windows = []
     with MirrorProcess(mirror_config, tmp_path / "m.yaml") as mirror:
         producing.start()
-        wait_until(lambda: sum(max(0, o) for o in committed_offsets(source.bootstrap, group, topic_name, PARTITIONS).values()) > 2000,
-                   60, what="mirroring before the faults", alive=mirror)
+        wait_until(
+            lambda: (
+                sum(max(0, o) for o in committed_offsets(source.bootstrap, group, topic_name, PARTITIONS).values())
+                > 2000
+            ),
+            60,
+            what="mirroring before the faults",
+            alive=mirror,
+        )
         for role, cluster in (("source", source), ("target", target)):
             before = committed_offsets(source.bootstrap, group, topic_name, PARTITIONS)
             seen_down = False
@@ -107,10 +125,19 @@ def test_freeze_of_either_broker_while_running_costs_no_exit_and_loses_nothing(s
                 while time.monotonic() < deadline:
                     seen_down = seen_down or cluster_up(mirror, role) == 0.0
                     time.sleep(0.5)
-            assert seen_down, f"mirrorwatch_mirror_cluster_up{{role={role}}} never showed 0 during a {FREEZE_S} s freeze"
+            assert seen_down, (
+                f"mirrorwatch_mirror_cluster_up{{role={role}}} never showed 0 during a {FREEZE_S} s freeze"
+            )
             at_resume = end_offsets(source.bootstrap, topic_name)
-            wait_until(lambda: all(c >= at_resume[p] for p, c in committed_offsets(source.bootstrap, group, topic_name, PARTITIONS).items()),
-                       90, what=f"commits past the {role} freeze", alive=mirror)
+            wait_until(
+                lambda: all(
+                    c >= at_resume[p]
+                    for p, c in committed_offsets(source.bootstrap, group, topic_name, PARTITIONS).items()
+                ),
+                90,
+                what=f"commits past the {role} freeze",
+                alive=mirror,
+            )
             windows.append((before, end_offsets(source.bootstrap, topic_name)))
             wait_until(lambda: cluster_up(mirror, role) == 1.0, 30, what=f"{role} reported up again", alive=mirror)
         producing.join(120)
@@ -125,7 +152,9 @@ def test_freeze_of_either_broker_while_running_costs_no_exit_and_loses_nothing(s
 
 
 @pytest.mark.parametrize("role", ["source", "target"])
-def test_freeze_while_the_mirror_starts_costs_no_exit_and_loses_nothing(role, source, target, topic_name, mirror_config, tmp_path):
+def test_freeze_while_the_mirror_starts_costs_no_exit_and_loses_nothing(
+    role, source, target, topic_name, mirror_config, tmp_path
+):
     local_only(source, target)
     group = f"g-{topic_name}"
     create_topic(source.bootstrap, topic_name, PARTITIONS)
@@ -165,8 +194,10 @@ def test_gives_up_after_max_unreachable_s_with_one_line_and_exit_3(mirror_config
     log = mirror.log_text()
     assert rc == 3, log
     last = log.strip().splitlines()[-1]
-    assert last == (f"mirror: source cluster 'east' at {nobody} has been unreachable for "
-                    f"{last.split('for ')[1].split(' s')[0]} s (mirror.max_unreachable_s = 3); giving up"), last
+    assert last == (
+        f"mirror: source cluster 'east' at {nobody} has been unreachable for "
+        f"{last.split('for ')[1].split(' s')[0]} s (mirror.max_unreachable_s = 3); giving up"
+    ), last
     assert state_lines(log, "source") == (1, 0), log
 
 
@@ -178,12 +209,16 @@ def test_one_shot_commands_answer_in_one_line_while_the_source_is_frozen(source,
     mirror_config["canary"] = {"connect_timeout_s": 2, "crit_latency_s": 4, "warn_latency_s": 2}
     path = tmp_path / "m.yaml"
     path.write_text(yaml.safe_dump(mirror_config))
-    commands = {"monitor lag": [str(BIN / "monitor"), "lag", "--config", str(path), "--timeout", "6"],
-                "failover check": [str(BIN / "mirror"), "failover", "check", "--config", str(path), "--timeout", "6"],
-                "canary check": [str(BIN / "canary"), "check", "--config", str(path), "--timeout", "4"]}
+    commands = {
+        "monitor lag": [str(BIN / "monitor"), "lag", "--config", str(path), "--timeout", "6"],
+        "failover check": [str(BIN / "mirror"), "failover", "check", "--config", str(path), "--timeout", "6"],
+        "canary check": [str(BIN / "canary"), "check", "--config", str(path), "--timeout", "4"],
+    }
     with frozen(source):
-        running = {name: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                   for name, argv in commands.items()}
+        running = {
+            name: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for name, argv in commands.items()
+        }
         outputs = {name: proc.communicate(timeout=90) for name, proc in running.items()}
     where = f"source cluster 'east' at {source.bootstrap}"
     for name, (out, err) in outputs.items():
@@ -195,7 +230,9 @@ def test_one_shot_commands_answer_in_one_line_while_the_source_is_frozen(source,
         print(f"{name}: {lines[0]}")
 
 
-def test_source_killed_and_restarted_while_running_costs_no_exit_and_loses_nothing(source, target, topic_name, mirror_config, tmp_path):
+def test_source_killed_and_restarted_while_running_costs_no_exit_and_loses_nothing(
+    source, target, topic_name, mirror_config, tmp_path
+):
     """The source vanishes (SIGKILL, as a machine crash) for a few seconds and comes back."""
     local_only(source)
     group = f"g-{topic_name}"
@@ -223,13 +260,23 @@ def test_source_killed_and_restarted_while_running_costs_no_exit_and_loses_nothi
     verdict(source, target, topic_name, windows)
 
 
-@pytest.mark.parametrize("code, transient", [
-    (KafkaError._TRANSPORT, True), (KafkaError._TIMED_OUT, True), (KafkaError._ALL_BROKERS_DOWN, True),
-    (KafkaError.REQUEST_TIMED_OUT, True), (KafkaError.NOT_COORDINATOR, True), (KafkaError.LEADER_NOT_AVAILABLE, True),
-    (KafkaError._AUTHENTICATION, False), (KafkaError._SSL, False), (KafkaError.SASL_AUTHENTICATION_FAILED, False),
-    (KafkaError.TOPIC_AUTHORIZATION_FAILED, False), (KafkaError.CLUSTER_AUTHORIZATION_FAILED, False),
-    (KafkaError.INVALID_CONFIG, False),
-])
+@pytest.mark.parametrize(
+    "code, transient",
+    [
+        (KafkaError._TRANSPORT, True),
+        (KafkaError._TIMED_OUT, True),
+        (KafkaError._ALL_BROKERS_DOWN, True),
+        (KafkaError.REQUEST_TIMED_OUT, True),
+        (KafkaError.NOT_COORDINATOR, True),
+        (KafkaError.LEADER_NOT_AVAILABLE, True),
+        (KafkaError._AUTHENTICATION, False),
+        (KafkaError._SSL, False),
+        (KafkaError.SASL_AUTHENTICATION_FAILED, False),
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, False),
+        (KafkaError.CLUSTER_AUTHORIZATION_FAILED, False),
+        (KafkaError.INVALID_CONFIG, False),
+    ],
+)
 def test_which_errors_are_waited_out(code, transient):
     from mirrorwatch.mirror.outage import is_transient
 

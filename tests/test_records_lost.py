@@ -11,8 +11,8 @@ from confluent_kafka import Producer, TopicPartition
 
 from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
-from tests.helpers import admin, create_topic, produce_numbered
-from tests.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+from tests.support.helpers import admin, create_topic, produce_numbered
+from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from tests.test_failover_check import check
 from tests.test_mirror_behaviour import count_on
 
@@ -22,8 +22,15 @@ PARTS = 2
 def config(source, target, topic, **mirror) -> dict:
     return {
         "clusters": {"east": source.config(), "west": target.config()},
-        "flows": {"east-west": {"source": "east", "target": "west", "topics": [topic], "checkpoint_groups": [],
-                              "group": f"mw-mirror-{topic}"}},
+        "flows": {
+            "east-west": {
+                "source": "east",
+                "target": "west",
+                "topics": [topic],
+                "checkpoint_groups": [],
+                "group": f"mw-mirror-{topic}",
+            }
+        },
         "mirror": fast_mirror_settings(heartbeats=False, **mirror),
         "monitor": {"interval_s": 1, "window": 3, "history": False},
     }
@@ -44,8 +51,9 @@ def test_retention_gap_refused_then_counted(source, target, topic_name, tmp_path
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 3000, 90, what="mirrored", alive=mirror)
         sampler = Sampler(config_from_dict(cfg))
         try:
-            wait_until(lambda: all(r["committed_lag"] == 0 for r in sampler.sample().views[0].rows()), 30,
-                       what="committed")
+            wait_until(
+                lambda: all(r["committed_lag"] == 0 for r in sampler.sample().views[0].rows()), 30, what="committed"
+            )
         finally:
             sampler.close()
     # stopped: 1000 more on partition 0 (offsets 1500-2499), then offsets 1500-1999 removed
@@ -80,12 +88,18 @@ def test_retention_gap_refused_then_counted(source, target, topic_name, tmp_path
     cfg["mirror"]["on_records_lost"] = "continue"
     cfg["mirror"]["metrics_port"] = 0
     with MirrorProcess(cfg, path, log_name="continue.log") as mirror:
-        wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 3500, 90, what="the rest mirrored",
-                   alive=mirror)
+        wait_until(
+            lambda: count_on(target.bootstrap, f"east.{topic_name}") == 3500, 90, what="the rest mirrored", alive=mirror
+        )
         port = int(re.search(r"metrics on http://[^:]+:(\d+)/", mirror.log_text()).group(1))
         body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-        lost = {l.rsplit(" ", 1)[0]: l.rsplit(" ", 1)[1] for l in body.splitlines()
-                if l.startswith("mirrorwatch_mirror_records_lost_total{") and f'topic="{topic_name}"' in l}
+        lost = {
+            l.rsplit(" ", 1)[0]: l.rsplit(" ", 1)[1]
+            for l in body.splitlines()
+            if l.startswith("mirrorwatch_mirror_records_lost_total{") and f'topic="{topic_name}"' in l
+        }
         assert sorted(lost.values()) == ["0.0", "500.0"]  # partition 1 lost nothing
         assert [k for k, v in lost.items() if v == "500.0"][0].count('partition="0"') == 1
-        assert re.search(r"ERROR.*records lost before they were mirrored: .*offsets 1500-1999 \(500 record", mirror.log_text())
+        assert re.search(
+            r"ERROR.*records lost before they were mirrored: .*offsets 1500-1999 \(500 record", mirror.log_text()
+        )

@@ -24,10 +24,10 @@ from mirrorwatch.core.acls import mirror_needs
 from mirrorwatch.core.config import config_from_dict
 
 from .error_cases import CREDENTIAL_CASES, message_pattern, missing_acl_cases
-from .helpers import create_topic, produce_numbered, read_all
-from .mirror_harness import MirrorProcess, fast_mirror_settings
-from .sasl import ADMIN_PASSWORD, MIRROR_PASSWORD
-from .services import Service
+from .support.helpers import create_topic, produce_numbered, read_all
+from .support.mirror_harness import MirrorProcess, fast_mirror_settings
+from .support.sasl import ADMIN_PASSWORD, MIRROR_PASSWORD
+from .support.services import Service
 
 BIN = Path(sys.executable).parent
 

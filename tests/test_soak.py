@@ -9,8 +9,10 @@ import pytest
 
 from bench.soak import run_soak
 
-pytestmark = [pytest.mark.kafka,
-              pytest.mark.skipif(bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP")), reason="restarts its own clusters")]
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.skipif(bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP")), reason="restarts its own clusters"),
+]
 
 
 def test_soak_100k(tmp_path):

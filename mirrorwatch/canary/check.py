@@ -45,9 +45,15 @@ def run_check(config: Config, flow_name: str | None = None, timeout_s: float | N
     run_id = new_run_id()
     topics = FlowTopics(config, flow_name, f"mirrorwatch-canary-check-{run_id}")
     result = CheckResult(
-        flow=topics.flow_name, source=topics.source_alias, target=topics.target_alias,
-        source_topic=topics.source_topic, target_topic=topics.target_topic, run_id=run_id, timeout_s=timeout_s,
-        warn_latency_s=settings.warn_latency_s, heartbeat_max_age_s=settings.heartbeat_max_age_s,
+        flow=topics.flow_name,
+        source=topics.source_alias,
+        target=topics.target_alias,
+        source_topic=topics.source_topic,
+        target_topic=topics.target_topic,
+        run_id=run_id,
+        timeout_s=timeout_s,
+        warn_latency_s=settings.warn_latency_s,
+        heartbeat_max_age_s=settings.heartbeat_max_age_s,
         heartbeat_checked=topics.heartbeats_expected,
     )
     clock = _Clock()
@@ -68,22 +74,44 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
     if topics.created:
         # a running mirror finds a new topic only at its next refresh: what this check would measure now is
         # that discovery, not replication (a mirror that starts after this creates and subscribes at once)
-        raise ProbeUnknown(f"the canary topic is new (this check created {' and '.join(topics.created)}); a running "
-                           f"mirror picks it up within mirror.refresh_interval_s ({topics.refresh_interval_s:g} s): "
-                           "check again after that")
-    heartbeat_partitions = (topics.partitions("target", topics.heartbeat_topic, connect_s) or []) if topics.heartbeats_expected else []
+        raise ProbeUnknown(
+            f"the canary topic is new (this check created {' and '.join(topics.created)}); a running "
+            f"mirror picks it up within mirror.refresh_interval_s ({topics.refresh_interval_s:g} s): "
+            "check again after that"
+        )
+    heartbeat_partitions = (
+        (topics.partitions("target", topics.heartbeat_topic, connect_s) or []) if topics.heartbeats_expected else []
+    )
     clock.mark("connect")
-    starts = {p: 0 for p in target_partitions} if created else topics.end_offsets("target", topics.target_topic, target_partitions, connect_s)
+    starts = (
+        {p: 0 for p in target_partitions}
+        if created
+        else topics.end_offsets("target", topics.target_topic, target_partitions, connect_s)
+    )
     heartbeat_ends = topics.end_offsets("target", topics.heartbeat_topic, heartbeat_partitions, connect_s)
     clock.mark("offsets")
 
-    reader = make_consumer(topics.target_cluster, f"mirrorwatch-canary-check-{result.run_id}",
-                           group_id=f"mirrorwatch-canary-check-{result.run_id}-never-committed",
-                           **{"auto.offset.reset": "earliest", "enable.auto.offset.store": False,
-                              "enable.partition.eof": False, "fetch.wait.max.ms": 100})
-    producer = make_producer(topics.source_cluster, f"mirrorwatch-canary-check-{result.run_id}",
-                             **{"acks": "all", "enable.idempotence": True, "linger.ms": 0,
-                                "message.timeout.ms": max(1000, int(timeout_s * 1000))})
+    reader = make_consumer(
+        topics.target_cluster,
+        f"mirrorwatch-canary-check-{result.run_id}",
+        group_id=f"mirrorwatch-canary-check-{result.run_id}-never-committed",
+        **{
+            "auto.offset.reset": "earliest",
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": 100,
+        },
+    )
+    producer = make_producer(
+        topics.source_cluster,
+        f"mirrorwatch-canary-check-{result.run_id}",
+        **{
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "message.timeout.ms": max(1000, int(timeout_s * 1000)),
+        },
+    )
     try:
         assignment = [TopicPartition(topics.target_topic, p, o) for p, o in starts.items()]
         assignment += [TopicPartition(topics.heartbeat_topic, p, lookback_offset(e)) for p, e in heartbeat_ends.items()]
@@ -109,8 +137,9 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
     result.heartbeat_age_s = heartbeat.age_s(now_ms())
     if probe.unsent and not probe.latencies_ms and not probe.missing:
         alias, where = topics.source_alias, topics.source_cluster.bootstrap_servers
-        raise ProbeUnknown(f"cannot write canary events to source cluster '{alias}' at {where}: "
-                           f"{next(iter(probe.unsent.values()))}")
+        raise ProbeUnknown(
+            f"cannot write canary events to source cluster '{alias}' at {where}: {next(iter(probe.unsent.values()))}"
+        )
 
 
 def _produce(producer, topics: FlowTopics, result: CheckResult, tracker: Tracker, partitions: list[int]) -> None:
@@ -123,13 +152,28 @@ def _produce(producer, topics: FlowTopics, result: CheckResult, tracker: Tracker
 
     for partition in partitions:
         event = CanaryEvent(result.run_id, 0, int(produced_at), topics.source_alias, partition)
-        producer.produce(topics.source_topic, key=result.run_id.encode(), value=event.to_value(), partition=partition,
-                         timestamp=int(produced_at), headers=[(CANARY_MARKER_HEADER, MARKER_VALUE)], on_delivery=delivered)
+        producer.produce(
+            topics.source_topic,
+            key=result.run_id.encode(),
+            value=event.to_value(),
+            partition=partition,
+            timestamp=int(produced_at),
+            headers=[(CANARY_MARKER_HEADER, MARKER_VALUE)],
+            on_delivery=delivered,
+        )
     producer.poll(0)
 
 
-def _read(reader, producer, topics: FlowTopics, tracker: Tracker, heartbeat: HeartbeatWatch,
-          starts: dict[int, int], heartbeat_ends: dict[int, int], timeout_s: float) -> None:
+def _read(
+    reader,
+    producer,
+    topics: FlowTopics,
+    tracker: Tracker,
+    heartbeat: HeartbeatWatch,
+    starts: dict[int, int],
+    heartbeat_ends: dict[int, int],
+    timeout_s: float,
+) -> None:
     """Read until our events are all in and heartbeats caught up, or the timeout.
 
     Once every event is in, read on to the target's end offsets of that moment (at most DRAIN_S): a
@@ -141,8 +185,11 @@ def _read(reader, producer, topics: FlowTopics, tracker: Tracker, heartbeat: Hea
     drain_ends: dict[int, int] | None = None
     drain_deadline = deadline
     while time.monotonic() < deadline:
-        if drain_ends is not None and not heartbeat_pending and (
-                time.monotonic() >= drain_deadline or all(positions.get(p, 0) >= e for p, e in drain_ends.items())):
+        if (
+            drain_ends is not None
+            and not heartbeat_pending
+            and (time.monotonic() >= drain_deadline or all(positions.get(p, 0) >= e for p, e in drain_ends.items()))
+        ):
             break
         messages = reader.consume(500, 0.1)
         received = now_ms()
@@ -169,6 +216,8 @@ def _read(reader, producer, topics: FlowTopics, tracker: Tracker, heartbeat: Hea
 
 def _target_ends(reader, topic: str, partitions: list[int]) -> dict[int, int] | None:
     try:
-        return {p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=0.5, cached=False)[1] for p in partitions}
+        return {
+            p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=0.5, cached=False)[1] for p in partitions
+        }
     except Exception:  # could not ask: drain for the full DRAIN_S instead
         return None

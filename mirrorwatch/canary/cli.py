@@ -25,8 +25,13 @@ def cli() -> None:
 @cli.command(help="One probe now. Prints one line (or --json) and exits 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.")
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False), help="YAML config file")
 @click.option("--flow", default=None, help="flow name (needed when the config has several)")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.5), default=None,
-              help="seconds to wait for the events (default: canary.crit_latency_s)")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0.5),
+    default=None,
+    help="seconds to wait for the events (default: canary.crit_latency_s)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object with every figure")
 @click.option("-v", "--verbose", is_flag=True, help="log to stderr")
 def check(config_path: str, flow: str | None, timeout_s: float | None, as_json: bool, verbose: bool) -> int:
@@ -81,5 +86,10 @@ def run(config_path: str, flows: tuple[str, ...], verbose: bool) -> int:
 
 
 # exit 3 (UNKNOWN) for bad input and for our own faults alike: on-call tools must not read them as WARNING
-main = run_click(cli, "canary", config_exit_code=3, internal_exit_code=3,
-                 json_error_fields={"schema": "mirrorwatch.canary.check/1", "status": UNKNOWN})
+main = run_click(
+    cli,
+    "canary",
+    config_exit_code=3,
+    internal_exit_code=3,
+    json_error_fields={"schema": "mirrorwatch.canary.check/1", "status": UNKNOWN},
+)

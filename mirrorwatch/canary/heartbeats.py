@@ -21,7 +21,9 @@ class HeartbeatWatch:
             beat = any_heartbeat(key, value)
         except RecordFormatError:
             return
-        if (self.any_pair or (beat.source == self.source and beat.target == self.target)) and isinstance(beat.ts_ms, int):
+        if (self.any_pair or (beat.source == self.source and beat.target == self.target)) and isinstance(
+            beat.ts_ms, int
+        ):
             if self.newest_ms is None or beat.ts_ms > self.newest_ms:
                 self.newest_ms = beat.ts_ms
 

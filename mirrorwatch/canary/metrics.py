@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+from ..core.status import CanaryStatus, codes_help
+
 # *_created series are not part of the metrics contract (docs/metrics.md) and only add noise to every scrape
 disable_created_metrics()
 
@@ -15,15 +17,35 @@ ROUND_TRIP_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30
 class CanaryMetrics:
     def __init__(self, registry: CollectorRegistry):
         self.registry = registry
-        self.round_trip = Histogram("mirrorwatch_canary_round_trip_seconds", "Canary event produce on source to seen on target",
-                                    LABELS, buckets=ROUND_TRIP_BUCKETS, registry=registry)
-        self.lost = Counter("mirrorwatch_canary_lost", "Canary events not seen within crit_latency_s", LABELS, registry=registry)
-        self.late = Counter("mirrorwatch_canary_late", "Canary events seen after they were counted lost", LABELS, registry=registry)
-        self.duplicates = Counter("mirrorwatch_canary_duplicates", "Canary events seen more than once", LABELS, registry=registry)
-        self.reordered = Counter("mirrorwatch_canary_reordered", "Lower sequence seen after a higher one on a partition",
-                                 LABELS, registry=registry)
+        self.round_trip = Histogram(
+            "mirrorwatch_canary_round_trip_seconds",
+            "Canary event produce on source to seen on target",
+            LABELS,
+            buckets=ROUND_TRIP_BUCKETS,
+            registry=registry,
+        )
+        self.lost = Counter(
+            "mirrorwatch_canary_lost", "Canary events not seen within crit_latency_s", LABELS, registry=registry
+        )
+        self.late = Counter(
+            "mirrorwatch_canary_late", "Canary events seen after they were counted lost", LABELS, registry=registry
+        )
+        self.duplicates = Counter(
+            "mirrorwatch_canary_duplicates", "Canary events seen more than once", LABELS, registry=registry
+        )
+        self.reordered = Counter(
+            "mirrorwatch_canary_reordered",
+            "Lower sequence seen after a higher one on a partition",
+            LABELS,
+            registry=registry,
+        )
         self.probes = Counter("mirrorwatch_canary_probes", "Canary probes run", LABELS, registry=registry)
-        self.status = Gauge("mirrorwatch_canary_status", "Last status: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN", LABELS,
-                            registry=registry)
-        self.heartbeat_age = Gauge("mirrorwatch_canary_heartbeat_age_seconds", "Age of the newest mirrored heartbeat",
-                                   LABELS, registry=registry)
+        self.status = Gauge(
+            "mirrorwatch_canary_status", f"Last status: {codes_help(CanaryStatus)}", LABELS, registry=registry
+        )
+        self.heartbeat_age = Gauge(
+            "mirrorwatch_canary_heartbeat_age_seconds",
+            "Age of the newest mirrored heartbeat",
+            LABELS,
+            registry=registry,
+        )

@@ -50,7 +50,9 @@ class CheckResult:
             self.status = CRITICAL
         elif not self.latencies_ms:
             self.status, self.error = UNKNOWN, "no canary event could be written to the source"
-        elif self.duplicates or self.reordered or self.unsent or (self.max_latency_ms or 0) > self.warn_latency_s * 1000:
+        elif (
+            self.duplicates or self.reordered or self.unsent or (self.max_latency_ms or 0) > self.warn_latency_s * 1000
+        ):
             self.status = WARNING
         else:
             self.status = OK
@@ -66,8 +68,10 @@ class CheckResult:
         parts = [f"{self.status} {flow}"]
         n, seen = len(self.partitions), len(self.latencies_ms)
         if self.missing:
-            parts.append(f"{seen}/{n} canary events mirrored within {_num(self.timeout_s)} s "
-                         f"(missing partition{'s' if len(self.missing) > 1 else ''} {', '.join(map(str, self.missing))})")
+            parts.append(
+                f"{seen}/{n} canary events mirrored within {_num(self.timeout_s)} s "
+                f"(missing partition{'s' if len(self.missing) > 1 else ''} {', '.join(map(str, self.missing))})"
+            )
         else:
             parts.append(f"round trip {_ms(self.max_latency_ms)} ({seen}/{n} partitions)")
         text = " ".join(parts)
@@ -111,22 +115,31 @@ class CheckResult:
             "target_topic": self.target_topic,
             "run_id": self.run_id,
             "partitions": [
-                {"partition": p, "seen": p in self.latencies_ms,
-                 "latency_ms": _round(self.latencies_ms.get(p)), "unsent": self.unsent.get(p)}
+                {
+                    "partition": p,
+                    "seen": p in self.latencies_ms,
+                    "latency_ms": _round(self.latencies_ms.get(p)),
+                    "unsent": self.unsent.get(p),
+                }
                 for p in self.partitions
             ],
             "partitions_total": len(self.partitions),
             "partitions_seen": len(self.latencies_ms),
             "missing_partitions": list(self.missing),
-            "latency_ms": {"max": _round(self.max_latency_ms),
-                           "min": _round(min(self.latencies_ms.values()) if self.latencies_ms else None)},
+            "latency_ms": {
+                "max": _round(self.max_latency_ms),
+                "min": _round(min(self.latencies_ms.values()) if self.latencies_ms else None),
+            },
             "latency_basis": self.latency_basis,
             "lost": self.lost,
             "duplicates": self.duplicates,
             "reordered": self.reordered,
             "heartbeat_age_s": _round(self.heartbeat_age_s),
-            "thresholds": {"timeout_s": self.timeout_s, "warn_latency_s": self.warn_latency_s,
-                           "heartbeat_max_age_s": self.heartbeat_max_age_s},
+            "thresholds": {
+                "timeout_s": self.timeout_s,
+                "warn_latency_s": self.warn_latency_s,
+                "heartbeat_max_age_s": self.heartbeat_max_age_s,
+            },
             "timings_ms": {k: _round(v) for k, v in self.timings_ms.items()},
         }
 

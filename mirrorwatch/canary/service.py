@@ -12,6 +12,7 @@ import functools
 import logging
 import signal
 import threading
+from datetime import UTC
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -38,16 +39,35 @@ class FlowCanary:
         self.topics = FlowTopics(config, flow_name, "mirrorwatch-canary")
         self.run_id = new_run_id()
         self.labels = metrics, (self.topics.flow_name, self.topics.source_alias, self.topics.target_alias)
-        self.tracker = Tracker(self.run_id, self.topics.source_alias, self.settings.warn_latency_s,
-                               self.settings.crit_latency_s, own_only=True)
+        self.tracker = Tracker(
+            self.run_id,
+            self.topics.source_alias,
+            self.settings.warn_latency_s,
+            self.settings.crit_latency_s,
+            own_only=True,
+        )
         self.heartbeat = HeartbeatWatch(self.topics.source_alias, self.topics.target_alias, self.topics.mm2)
-        self.producer = make_producer(self.topics.source_cluster, f"mirrorwatch-canary-{self.run_id}",
-                                      **{"acks": "all", "enable.idempotence": True, "linger.ms": 0,
-                                         "message.timeout.ms": int(self.settings.crit_latency_s * 1000)})
-        self.reader = make_consumer(self.topics.target_cluster, f"mirrorwatch-canary-{self.run_id}",
-                                    group_id=f"mirrorwatch-canary-{self.run_id}-never-committed",
-                                    **{"auto.offset.reset": "earliest", "enable.auto.offset.store": False,
-                                       "enable.partition.eof": False, "fetch.wait.max.ms": 100})
+        self.producer = make_producer(
+            self.topics.source_cluster,
+            f"mirrorwatch-canary-{self.run_id}",
+            **{
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "message.timeout.ms": int(self.settings.crit_latency_s * 1000),
+            },
+        )
+        self.reader = make_consumer(
+            self.topics.target_cluster,
+            f"mirrorwatch-canary-{self.run_id}",
+            group_id=f"mirrorwatch-canary-{self.run_id}-never-committed",
+            **{
+                "auto.offset.reset": "earliest",
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": False,
+                "fetch.wait.max.ms": 100,
+            },
+        )
         self.lock = threading.Lock()
         self.seq = 0
         self.assigned: set[tuple[str, int]] = set()
@@ -86,10 +106,15 @@ class FlowCanary:
         for partition in source_partitions:
             event = CanaryEvent(self.run_id, self.seq, int(produced_at), self.topics.source_alias, partition)
             try:
-                self.producer.produce(self.topics.source_topic, key=self.run_id.encode(), value=event.to_value(),
-                                      partition=partition, timestamp=int(produced_at),
-                                      headers=[(CANARY_MARKER_HEADER, MARKER_VALUE)],
-                                      on_delivery=functools.partial(self._delivered, self.seq))
+                self.producer.produce(
+                    self.topics.source_topic,
+                    key=self.run_id.encode(),
+                    value=event.to_value(),
+                    partition=partition,
+                    timestamp=int(produced_at),
+                    headers=[(CANARY_MARKER_HEADER, MARKER_VALUE)],
+                    on_delivery=functools.partial(self._delivered, self.seq),
+                )
             except Exception as exc:  # queue full while the source is away, or a partition gone
                 with self.lock:
                     self.tracker.unsent(self.seq, partition, str(exc))
@@ -106,7 +131,11 @@ class FlowCanary:
             heartbeat_new = [p for p in found if (self.topics.heartbeat_topic, p) not in self.assigned]
         if not new and not heartbeat_new:
             return
-        starts = {p: 0 for p in new} if created else self.topics.end_offsets("target", self.topics.target_topic, new, connect_s)
+        starts = (
+            {p: 0 for p in new}
+            if created
+            else self.topics.end_offsets("target", self.topics.target_topic, new, connect_s)
+        )
         beat_ends = self.topics.end_offsets("target", self.topics.heartbeat_topic, heartbeat_new, connect_s)
         assignment = [TopicPartition(self.topics.target_topic, p, o) for p, o in starts.items()]
         assignment += [TopicPartition(self.topics.heartbeat_topic, p, lookback_offset(e)) for p, e in beat_ends.items()]
@@ -164,8 +193,13 @@ class FlowCanary:
     def _judge(self) -> None:
         for probe in self.tracker.take_resolved():
             if probe.status == CRITICAL and probe.status != self.probe_status:
-                log.warning("%s: CRITICAL probe %d: partition(s) %s not seen within %g s", self.topics.flow_name,
-                            probe.seq, ", ".join(map(str, probe.missing)), self.settings.crit_latency_s)
+                log.warning(
+                    "%s: CRITICAL probe %d: partition(s) %s not seen within %g s",
+                    self.topics.flow_name,
+                    probe.seq,
+                    ", ".join(map(str, probe.missing)),
+                    self.settings.crit_latency_s,
+                )
             self.probe_status = probe.status
         metrics, labels = self.labels
         for seconds in self.tracker.take_latencies():
@@ -220,23 +254,35 @@ class CanaryService:
             try:
                 server, _ = start_http_server(settings.metrics_port, settings.metrics_host, registry=self.registry)
             except OSError as exc:
-                raise UserError(listen_error(exc, settings.metrics_host, settings.metrics_port, "canary.metrics_port"), 3) from None
+                raise UserError(
+                    listen_error(exc, settings.metrics_host, settings.metrics_port, "canary.metrics_port"), 3
+                ) from None
             log.info("metrics on http://%s:%d/metrics", settings.metrics_host, server.server_address[1])
         # a probe held up by a slow cluster makes the next ones skip (max_instances=1); that is expected, not news
         logging.getLogger("apscheduler.executors.default").setLevel(logging.ERROR)
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
-        scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(len(self.flows) + 1)},
-                                        job_defaults={"coalesce": True, "max_instances": 1,
-                                                      "misfire_grace_time": max(1, int(settings.interval_s))})
+        scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(len(self.flows) + 1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(settings.interval_s))},
+        )
         for flow in self.flows:
             flow.start()
-            scheduler.add_job(flow.probe, "interval", seconds=settings.interval_s, next_run_time=_now(),
-                              id=f"probe-{flow.topics.flow_name}")
+            scheduler.add_job(
+                flow.probe,
+                "interval",
+                seconds=settings.interval_s,
+                next_run_time=_now(),
+                id=f"probe-{flow.topics.flow_name}",
+            )
         signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
         signal.signal(signal.SIGINT, lambda *_: self._stop.set())
         scheduler.start()
-        log.info("canary running: %d flow(s), a probe every %g s, critical after %g s", len(self.flows),
-                 settings.interval_s, settings.crit_latency_s)
+        log.info(
+            "canary running: %d flow(s), a probe every %g s, critical after %g s",
+            len(self.flows),
+            settings.interval_s,
+            settings.crit_latency_s,
+        )
         try:
             while not self._stop.wait(1.0):
                 pass
@@ -248,6 +294,6 @@ class CanaryService:
 
 
 def _now():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

@@ -1,9 +1,12 @@
-"""Nagios statuses: the words, their exit codes, and which is worse."""
+"""Nagios statuses: the words, their exit codes, and which is worse (the codes live in core.status)."""
 
 from __future__ import annotations
 
-OK, WARNING, CRITICAL, UNKNOWN = "OK", "WARNING", "CRITICAL", "UNKNOWN"
-EXIT_CODES = {OK: 0, WARNING: 1, CRITICAL: 2, UNKNOWN: 3}
+from ..core.status import CanaryStatus
+
+# The canary's reports and JSON carry the word; the metric and the exit code carry CanaryStatus's value.
+OK, WARNING, CRITICAL, UNKNOWN = (s.name for s in CanaryStatus)
+EXIT_CODES = {s.name: int(s) for s in CanaryStatus}
 
 
 def worst(*statuses: str | None) -> str:

@@ -10,8 +10,9 @@ from confluent_kafka.admin import NewTopic, OffsetSpec
 from ..core.access import connection_problem, serve_callbacks
 from ..core.clients import make_admin
 from ..core.config import Config
-from ..core.mm2 import flow_policy, is_mm2, mm2_topics
+from ..core.mm2 import is_mm2, mm2_topics
 from ..core.redact import redact_text
+from ..core.topic_selection import policy_of
 
 log = logging.getLogger("mirrorwatch.canary.topics")
 
@@ -43,7 +44,7 @@ class FlowTopics:
         self.source_alias, self.target_alias = self.flow.source, self.flow.target
         self.source_cluster = config.clusters[self.flow.source]
         self.target_cluster = config.clusters[self.flow.target]
-        policy = flow_policy(self.flow)  # MirrorMaker 2 flows: renamed by MM2's policy and aliases
+        policy = policy_of(self.flow)  # MirrorMaker 2 flows: renamed by MM2's policy and aliases
         self.mm2 = is_mm2(self.flow)
         self.source_topic = self.settings.topic
         self.target_topic = policy.target_topic(self.settings.topic)
@@ -89,7 +90,9 @@ class FlowTopics:
         except (KafkaException, TimeoutError) as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 alias, _ = self._where(role)
-                raise ProbeUnknown(f"cannot create canary topic {topic} on {role} cluster '{alias}': {_reason(exc)}") from None
+                raise ProbeUnknown(
+                    f"cannot create canary topic {topic} on {role} cluster '{alias}': {_reason(exc)}"
+                ) from None
 
     def ensure_source(self, timeout_s: float) -> list[int]:
         found = self.partitions("source", self.source_topic, timeout_s)
@@ -124,7 +127,9 @@ class FlowTopics:
             return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
         except (KafkaException, TimeoutError) as exc:
             alias, bootstrap = self._where(role)
-            raise ProbeUnknown(f"cannot read end offsets of {topic} on {role} cluster '{alias}' at {bootstrap}: {_reason(exc)}") from None
+            raise ProbeUnknown(
+                f"cannot read end offsets of {topic} on {role} cluster '{alias}' at {bootstrap}: {_reason(exc)}"
+            ) from None
 
 
 WARM_UP_HEADER = "mw.canary.warmup"  # not the canary marker: every reader skips this record
@@ -141,11 +146,20 @@ def warm_up(producer, topics: FlowTopics, partition: int, timeout_s: float) -> N
         producer.list_topics(topics.source_topic, timeout=timeout_s)
     except KafkaException as exc:
         serve_callbacks(producer)
-        raise ClusterUnreachable("source", topics.source_alias, topics.source_cluster.bootstrap_servers, _reason(exc)) from None
+        raise ClusterUnreachable(
+            "source", topics.source_alias, topics.source_cluster.bootstrap_servers, _reason(exc)
+        ) from None
     failed: list = []
-    producer.produce(topics.source_topic, value=b"", partition=partition, headers=[(WARM_UP_HEADER, b"1")],
-                     on_delivery=lambda err, _msg: failed.append(err) if err is not None else None)
+    producer.produce(
+        topics.source_topic,
+        value=b"",
+        partition=partition,
+        headers=[(WARM_UP_HEADER, b"1")],
+        on_delivery=lambda err, _msg: failed.append(err) if err is not None else None,
+    )
     if producer.flush(timeout_s) > 0 or failed:
         reason = failed[0].str() if failed else f"no acknowledgement within {timeout_s:g} s"
-        raise ProbeUnknown(f"source cluster '{topics.source_alias}' at {topics.source_cluster.bootstrap_servers} "
-                           f"did not take a record: {reason}")
+        raise ProbeUnknown(
+            f"source cluster '{topics.source_alias}' at {topics.source_cluster.bootstrap_servers} "
+            f"did not take a record: {reason}"
+        )

@@ -33,8 +33,15 @@ class Probe:
 
 
 class Tracker:
-    def __init__(self, run_id: str, source: str, warn_s: float, crit_s: float, own_only: bool = True,
-                 retain_s: float | None = None):
+    def __init__(
+        self,
+        run_id: str,
+        source: str,
+        warn_s: float,
+        crit_s: float,
+        own_only: bool = True,
+        retain_s: float | None = None,
+    ):
         self.run_id, self.source = run_id, source
         self.warn_ms, self.crit_ms = warn_s * 1000.0, crit_s * 1000.0
         # the service judges only its own events; the one-shot check also judges every other canary run

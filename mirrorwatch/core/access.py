@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -114,10 +115,14 @@ def connection_problem(bootstrap: str, alias: str | None = None) -> str | None:
     reason = _short(reason)
     if kind == "authentication":
         who = f" as user '{user}'" if user else ""
-        return (f"authentication failed on {where}{who}: {reason}; check sasl.username, sasl.password and "
-                f"sasl.mechanism (see {DOC})")
-    return (f"TLS handshake with {where} failed: {reason}; check ssl.ca.location (the CA that signed the broker's "
-            f"certificate) (see {DOC})")
+        return (
+            f"authentication failed on {where}{who}: {reason}; check sasl.username, sasl.password and "
+            f"sasl.mechanism (see {DOC})"
+        )
+    return (
+        f"TLS handshake with {where} failed: {reason}; check ssl.ca.location (the CA that signed the broker's "
+        f"certificate) (see {DOC})"
+    )
 
 
 def any_connection_problem() -> str | None:
@@ -155,16 +160,21 @@ def is_denied(err: KafkaError | BaseException | None) -> bool:
 
 def denied_line(operation: str, resource_type: str, resource: str, alias: str, principal: str) -> str:
     target = "the cluster resource" if resource_type == "cluster" else f"{resource_type} {resource}"
-    return (f"not authorised to {operation} {target} on cluster '{alias}' (principal {principal}): "
-            f"grant it (see {DOC})")
+    return f"not authorised to {operation} {target} on cluster '{alias}' (principal {principal}): grant it (see {DOC})"
 
 
-def denied(operation: str, resource_type: str, resource: str, alias: str, properties: dict[str, str],
-           exit_code: int | None = None) -> AccessProblem:
+def denied(
+    operation: str,
+    resource_type: str,
+    resource: str,
+    alias: str,
+    properties: dict[str, str],
+    exit_code: int | None = None,
+) -> AccessProblem:
     return AccessProblem(denied_line(operation, resource_type, resource, alias, principal_of(properties)), exit_code)
 
 
-def wait_for_connection(admin, bootstrap: str, alias: str, timeout_s: float) -> bool:
+def wait_for_connection(admin: Any, bootstrap: str, alias: str, timeout_s: float) -> bool:
     """Ask for metadata until it comes (True), an authentication/TLS failure is recorded (AccessProblem), or
     ``timeout_s`` passes (False: unreachable, or too slow; the caller decides what that means).
 
@@ -187,7 +197,7 @@ def wait_for_connection(admin, bootstrap: str, alias: str, timeout_s: float) -> 
         serve_callbacks(admin)
 
 
-def serve_callbacks(client) -> None:
+def serve_callbacks(client: Any) -> None:
     """Error callbacks are served only by poll(): an admin client that is never polled never reports a failed
     handshake. Call before deciding a cluster is unreachable."""
     try:

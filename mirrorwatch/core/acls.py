@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .config import Config
+from .config import Config, FlowConfig
 from .naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
 
 LITERAL, PREFIXED, MATCHING = "literal", "prefixed", "matching"  # MATCHING: a regex; grant what it matches
@@ -29,7 +29,9 @@ class AclNeed:
     required: bool = True
 
     def describe(self) -> str:
-        shown = {LITERAL: self.name, PREFIXED: f"{self.name}* (prefixed)", MATCHING: f"matching {self.name}"}[self.pattern]
+        shown = {LITERAL: self.name, PREFIXED: f"{self.name}* (prefixed)", MATCHING: f"matching {self.name}"}[
+            self.pattern
+        ]
         return f"{self.operation} {self.resource_type} {shown}"
 
 
@@ -41,7 +43,7 @@ def is_literal(pattern: str) -> bool:
     return not _REGEX_CHARS.search(pattern)
 
 
-def _source_topics(config: Config, flow) -> list[tuple[str, str]]:
+def _source_topics(config: Config, flow: FlowConfig) -> list[tuple[str, str]]:
     """(name or regex, pattern kind) of the source topics a flow mirrors, mirrorwatch's own topics included."""
     out = [(p, LITERAL if is_literal(p) else MATCHING) for p in flow.topics]
     for own in (config.mirror.heartbeats_topic, config.canary.topic):
@@ -64,10 +66,28 @@ def mirror_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
     add = needs.append
     for topic, kind in topics:
         add(AclNeed("mirror", "source", "READ", "topic", topic, kind, "consume the topics it mirrors"))
-        add(AclNeed("mirror", "source", "DESCRIBE_CONFIGS", "topic", topic, kind,
-                    "copy the topic's explicitly set configs when it creates the target topic"))
-    add(AclNeed("mirror", "source", "READ", "group", mirror_group(flow.source, flow.target, flow.group, name), LITERAL,
-                "join its consumer group and commit what the target acknowledged"))
+        add(
+            AclNeed(
+                "mirror",
+                "source",
+                "DESCRIBE_CONFIGS",
+                "topic",
+                topic,
+                kind,
+                "copy the topic's explicitly set configs when it creates the target topic",
+            )
+        )
+    add(
+        AclNeed(
+            "mirror",
+            "source",
+            "READ",
+            "group",
+            mirror_group(flow.source, flow.target, flow.group, name),
+            LITERAL,
+            "join its consumer group and commit what the target acknowledged",
+        )
+    )
     if config.mirror.heartbeats:
         hb = config.mirror.heartbeats_topic
         add(AclNeed("mirror", "source", "CREATE", "topic", hb, LITERAL, "create the heartbeats topic (once)"))
@@ -75,23 +95,71 @@ def mirror_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
     for topic, kind in _target_topics(policy, topics):
         add(AclNeed("mirror", "target", "CREATE", "topic", topic, kind, "create the target topics"))
         add(AclNeed("mirror", "target", "WRITE", "topic", topic, kind, "write the mirrored records and checkpoints"))
-        add(AclNeed("mirror", "target", "DESCRIBE_CONFIGS", "topic", topic, kind,
-                    "compare configs when syncing them onto target topics (the heartbeats topic always sets some)"))
-        add(AclNeed("mirror", "target", "ALTER_CONFIGS", "topic", topic, kind,
-                    "sync changed source configs onto target topics", required=False))
-        add(AclNeed("mirror", "target", "ALTER", "topic", topic, kind,
-                    "add partitions when a source topic grows", required=False))
+        add(
+            AclNeed(
+                "mirror",
+                "target",
+                "DESCRIBE_CONFIGS",
+                "topic",
+                topic,
+                kind,
+                "compare configs when syncing them onto target topics (the heartbeats topic always sets some)",
+            )
+        )
+        add(
+            AclNeed(
+                "mirror",
+                "target",
+                "ALTER_CONFIGS",
+                "topic",
+                topic,
+                kind,
+                "sync changed source configs onto target topics",
+                required=False,
+            )
+        )
+        add(
+            AclNeed(
+                "mirror",
+                "target",
+                "ALTER",
+                "topic",
+                topic,
+                kind,
+                "add partitions when a source topic grows",
+                required=False,
+            )
+        )
     if policy.kind != "prefix":
-        add(AclNeed("mirror", "target", "CREATE", "topic", checkpoints_topic(flow.source), LITERAL, "create the checkpoints topic"))
+        add(
+            AclNeed(
+                "mirror",
+                "target",
+                "CREATE",
+                "topic",
+                checkpoints_topic(flow.source),
+                LITERAL,
+                "create the checkpoints topic",
+            )
+        )
         add(AclNeed("mirror", "target", "WRITE", "topic", checkpoints_topic(flow.source), LITERAL, "write checkpoints"))
     syncs = offset_syncs_topic(flow.source)
     add(AclNeed("mirror", "target", "CREATE", "topic", syncs, LITERAL, "create the offset-syncs topic"))
     add(AclNeed("mirror", "target", "WRITE", "topic", syncs, LITERAL, "publish offset syncs (true lag, checkpoints)"))
     add(AclNeed("mirror", "target", "READ", "topic", syncs, LITERAL, "read offset syncs back to translate checkpoints"))
     for pattern in flow.checkpoint_groups:
-        add(AclNeed("mirror", "source", "DESCRIBE", "group", pattern, LITERAL if is_literal(pattern) else MATCHING,
-                    "read the committed offsets of the groups it checkpoints (invisible groups are skipped)",
-                    required=False))
+        add(
+            AclNeed(
+                "mirror",
+                "source",
+                "DESCRIBE",
+                "group",
+                pattern,
+                LITERAL if is_literal(pattern) else MATCHING,
+                "read the committed offsets of the groups it checkpoints (invisible groups are skipped)",
+                required=False,
+            )
+        )
     return needs
 
 
@@ -101,26 +169,65 @@ def canary_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
     canary = config.canary.topic
     return [
         AclNeed("canary", "source", "CREATE", "topic", canary, LITERAL, "create the canary topic when it is missing"),
-        AclNeed("canary", "target", "CREATE", "topic", policy.target_topic(canary), LITERAL,
-                "create the target canary topic with LogAppendTime before the mirror does", required=False),
+        AclNeed(
+            "canary",
+            "target",
+            "CREATE",
+            "topic",
+            policy.target_topic(canary),
+            LITERAL,
+            "create the target canary topic with LogAppendTime before the mirror does",
+            required=False,
+        ),
         AclNeed("canary", "source", "WRITE", "topic", canary, LITERAL, "write the canary events"),
-        AclNeed("canary", "target", "READ", "topic", policy.target_topic(canary), LITERAL, "read the mirrored events back"),
-        AclNeed("canary", "target", "READ", "topic", policy.target_topic(config.mirror.heartbeats_topic), LITERAL,
-                "read the mirrored heartbeats (their age)"),
+        AclNeed(
+            "canary", "target", "READ", "topic", policy.target_topic(canary), LITERAL, "read the mirrored events back"
+        ),
+        AclNeed(
+            "canary",
+            "target",
+            "READ",
+            "topic",
+            policy.target_topic(config.mirror.heartbeats_topic),
+            LITERAL,
+            "read the mirrored heartbeats (their age)",
+        ),
     ]
 
 
 def monitor_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
     name, flow = config.flow(flow_name)
     policy = ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
-    needs = [AclNeed("monitor", "source", "READ", "topic", t, k, "end offsets, and record times for the time lag")
-             for t, k in _source_topics(config, flow)]
-    needs.append(AclNeed("monitor", "source", "DESCRIBE", "group", mirror_group(flow.source, flow.target, flow.group, name),
-                         LITERAL, "the mirror group's committed offsets (committed lag)"))
-    needs += [AclNeed("monitor", "target", "DESCRIBE", "topic", t, k, "target end offsets")
-              for t, k in _target_topics(policy, _source_topics(config, flow))]
-    needs.append(AclNeed("monitor", "target", "READ", "topic", offset_syncs_topic(flow.source), LITERAL,
-                         "read offset syncs (true lag)"))
+    needs = [
+        AclNeed("monitor", "source", "READ", "topic", t, k, "end offsets, and record times for the time lag")
+        for t, k in _source_topics(config, flow)
+    ]
+    needs.append(
+        AclNeed(
+            "monitor",
+            "source",
+            "DESCRIBE",
+            "group",
+            mirror_group(flow.source, flow.target, flow.group, name),
+            LITERAL,
+            "the mirror group's committed offsets (committed lag)",
+        )
+    )
+    needs += [
+        AclNeed("monitor", "target", "DESCRIBE", "topic", t, k, "target end offsets")
+        for t, k in _target_topics(policy, _source_topics(config, flow))
+    ]
+    needs.append(
+        AclNeed(
+            "monitor",
+            "target",
+            "READ",
+            "topic",
+            offset_syncs_topic(flow.source),
+            LITERAL,
+            "read offset syncs (true lag)",
+        )
+    )
     return needs
 
 

@@ -7,7 +7,8 @@ import json
 import logging
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -52,8 +53,13 @@ def setup_logging(verbose: bool = False) -> None:
     install_log_redaction()
 
 
-def run_click(group: click.Command, prog: str, config_exit_code: int = 2, internal_exit_code: int = 1,
-              json_error_fields: dict | None = None) -> Callable[[], None]:
+def run_click(
+    group: click.Command,
+    prog: str,
+    config_exit_code: int = 2,
+    internal_exit_code: int = 1,
+    json_error_fields: dict[str, Any] | None = None,
+) -> Callable[[], None]:
     """Wrap a click command so that errors become one line and an exit code.
 
     With ``--json`` on the command line an error is also one JSON object on stdout (``{"error": line,
@@ -96,14 +102,24 @@ def run_click(group: click.Command, prog: str, config_exit_code: int = 2, intern
         except BaseException as exc:  # the last line of defence (librdkafka errors can arrive as non-Exception types)
             if os.environ.get("MIRRORWATCH_DEBUG"):
                 raise
-            _fail(prog, f"internal error: {type(exc).__name__}: {exc} (set MIRRORWATCH_DEBUG=1 for a traceback)", internal_exit_code)
+            _fail(
+                prog,
+                f"internal error: {type(exc).__name__}: {exc} (set MIRRORWATCH_DEBUG=1 for a traceback)",
+                internal_exit_code,
+            )
         sys.exit(rv if isinstance(rv, int) else 0)
 
     return main
 
 
-def _report(prog: str, message: str, code: int, as_json: bool = False, json_fields: dict | None = None,
-            hard: bool = False) -> None:
+def _report(
+    prog: str,
+    message: str,
+    code: int,
+    as_json: bool = False,
+    json_fields: dict[str, Any] | None = None,
+    hard: bool = False,
+) -> None:
     # A failed SASL/TLS handshake makes requests time out; whatever the command concluded ("cannot reach",
     # a timeout), the recorded handshake failure is the cause the user can fix.
     line = redact_text(any_connection_problem() or message)

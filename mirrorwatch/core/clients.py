@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -50,8 +51,8 @@ _TRANSIENT_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaEr
 log.addHandler(logging.NullHandler())
 
 
-def _error_callback(bootstrap: str):
-    def on_error(err) -> None:
+def _error_callback(bootstrap: str) -> Callable[[KafkaError], None]:
+    def on_error(err: KafkaError) -> None:
         # librdkafka reports broker errors here and retries them internally, so log, don't raise. A broker that
         # is away is the caller's to report (once, by state change); anything else (authentication, TLS) is news.
         # A failed SASL or TLS handshake comes only this way (the request then times out): remember it, so the
@@ -65,7 +66,9 @@ def _error_callback(bootstrap: str):
     return on_error
 
 
-def client_properties(cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None) -> dict:
+def client_properties(
+    cluster: ClusterConfig, client_id: str, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
     props: dict[str, Any] = {"client.id": f"{client_id}@{socket.gethostname()}"}
     props.update(cluster.properties)
     for key, value in (overrides or {}).items():

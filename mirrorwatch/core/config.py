@@ -15,18 +15,14 @@ defined (defined: east, west)``.
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .access import register_cluster
-from .redact import MASK, is_secret_key, register_secret
+from .redact import MASK, is_secret_key
 
-ENV_PREFIX = "MIRRORWATCH__"
 _SCALARS = (str, int, float, bool)
 
 
@@ -36,29 +32,6 @@ class ConfigError(Exception):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last one silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                if key in seen:
-                    raise _DuplicateKey(key, seen[key], line)
-                seen[key] = line
-            except TypeError:  # an unhashable key: let PyYAML report it
-                continue
-        return super().construct_mapping(node, deep=deep)
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key, first: int, second: int):
-        super().__init__(f"key '{key}' appears twice (lines {first} and {second}); merge the two or remove one")
-        self.line = second
 
 
 class ClusterConfig(_Section):
@@ -97,7 +70,7 @@ class ClusterConfig(_Section):
     def redacted(self) -> dict[str, str]:
         return {k: (MASK if is_secret_key(k) else v) for k, v in self.properties.items()}
 
-    def __repr_args__(self):
+    def __repr_args__(self) -> Iterator[tuple[str, dict[str, str]]]:
         yield "properties", self.redacted()
 
 
@@ -112,21 +85,32 @@ class MirrorMaker2Settings(_Section):
     source_alias: str | None = Field(None, description="MM2's alias of the source cluster; default: the flow's source")
     target_alias: str | None = Field(None, description="MM2's alias of the target cluster; default: the flow's target")
     policy: Literal["default", "identity"] = Field(
-        "default", description="replication.policy.class: DefaultReplicationPolicy (<source><separator>topic) or "
-        "IdentityReplicationPolicy")
+        "default",
+        description="replication.policy.class: DefaultReplicationPolicy (<source><separator>topic) or "
+        "IdentityReplicationPolicy",
+    )
     separator: str = Field(".", min_length=1, description="replication.policy.separator")
     offset_syncs_topic: str | None = Field(None, description="default mm2-offset-syncs.<target_alias>.internal")
     offset_syncs_topic_location: Literal["source", "target"] = Field(
-        "source", description="offset-syncs.topic.location: the cluster that holds the offset syncs")
-    checkpoints_topic: str | None = Field(None, description="on the target; default <source_alias>.checkpoints.internal")
-    heartbeats_topic: str = Field("heartbeats", description="MM2's heartbeats topic name (its heartbeat connector "
-                                  "writes it on the target; the source's, mirrored, is <source_alias>.heartbeats)")
+        "source", description="offset-syncs.topic.location: the cluster that holds the offset syncs"
+    )
+    checkpoints_topic: str | None = Field(
+        None, description="on the target; default <source_alias>.checkpoints.internal"
+    )
+    heartbeats_topic: str = Field(
+        "heartbeats",
+        description="MM2's heartbeats topic name (its heartbeat connector "
+        "writes it on the target; the source's, mirrored, is <source_alias>.heartbeats)",
+    )
     connector: str = Field("MirrorSourceConnector", description="the source connector's name in the Connect offsets")
     connect_offsets_topic: str | None = Field(
-        None, description="the source connector's Connect offsets topic, on the target; default (dedicated mode) "
-        "mm2-offsets.<source_alias>.internal")
+        None,
+        description="the source connector's Connect offsets topic, on the target; default (dedicated mode) "
+        "mm2-offsets.<source_alias>.internal",
+    )
     offset_flush_interval_s: float = Field(
-        60.0, gt=0, description="offset.flush.interval.ms / 1000: how often MM2 commits its source positions")
+        60.0, gt=0, description="offset.flush.interval.ms / 1000: how often MM2 commits its source positions"
+    )
     emit_checkpoints_interval_s: float = Field(60.0, gt=0, description="emit.checkpoints.interval.seconds")
 
 
@@ -143,10 +127,13 @@ class FlowConfig(_Section):
     checkpoint_groups: list[str] = Field(default_factory=lambda: [".*"], description="source groups to checkpoint")
     sync_group_offsets: bool = False
     internal_topics: bool = Field(
-        True, description="this flow creates and mirrors the pair's heartbeats and canary topics; with several flows "
-        "on one cluster pair set it false on all but one, or every heartbeat and canary event arrives twice")
+        True,
+        description="this flow creates and mirrors the pair's heartbeats and canary topics; with several flows "
+        "on one cluster pair set it false on all but one, or every heartbeat and canary event arrives twice",
+    )
     mirror: MirrorMaker2Settings | None = Field(
-        None, description="set when the flow is mirrored by MirrorMaker 2 (then policy/separator/group come from here)")
+        None, description="set when the flow is mirrored by MirrorMaker 2 (then policy/separator/group come from here)"
+    )
 
     @field_validator("topics", "exclude", "checkpoint_groups")
     @classmethod
@@ -165,28 +152,42 @@ class MirrorSettings(_Section):
     config_sync_interval_s: float = Field(60.0, gt=0, description="topic config / partition count sync period")
     offset_sync_every: int = Field(1000, ge=1, description="emit an offset sync at least every N records")
     offset_sync_interval_s: float | None = Field(
-        None, gt=0, description="emit an offset sync for every partition that moved at least this often; default: "
+        None,
+        gt=0,
+        description="emit an offset sync for every partition that moved at least this often; default: "
         "0.1 s under the identity policy (the monitor's true lag and RPO seconds rest on them there), the commit "
-        "interval under prefix (the monitor reads progress off the target's end offsets)")
+        "interval under prefix (the monitor reads progress off the target's end offsets)",
+    )
     on_records_lost: Literal["stop", "continue"] = Field(
-        "stop", description="source records removed before they were mirrored (retention, DeleteRecords, a "
+        "stop",
+        description="source records removed before they were mirrored (retention, DeleteRecords, a "
         "recreated topic): stop with one line and exit code 4, or continue, logging at ERROR and counting them "
-        "in mirrorwatch_mirror_records_lost_total")
+        "in mirrorwatch_mirror_records_lost_total",
+    )
     checkpoint_interval_s: float = Field(10.0, gt=0)
     heartbeats: bool = True
     heartbeat_interval_s: float = Field(1.0, gt=0)
     heartbeats_topic: str = "heartbeats"
     batch_size: int = Field(5000, ge=1, description="records per consume() call")
-    max_in_flight: int = Field(200_000, ge=1, description="stop reading while this many records are sent but not yet acknowledged (checked per consume batch)")
+    max_in_flight: int = Field(
+        200_000,
+        ge=1,
+        description="stop reading while this many records are sent but not yet acknowledged (checked per consume batch)",
+    )
     instance_id: str | None = Field(None, description="static group membership id; unique per worker")
     provenance_header: bool | None = Field(
-        None, description="add the mw.origin header (source alias) to every record; default: only under the identity "
+        None,
+        description="add the mw.origin header (source alias) to every record; default: only under the identity "
         "policy, where it is what stops active-active loops (under the prefix policy the topic name already says "
-        "where a record came from, and ~15 bytes per record is not free)")
+        "where a record came from, and ~15 bytes per record is not free)",
+    )
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9641, ge=0, le=65535, description="0 = any free port, null = off")
     max_unreachable_s: float | None = Field(
-        None, gt=0, description="exit (code 3) after a cluster has been unreachable this long; null = wait for it forever")
+        None,
+        gt=0,
+        description="exit (code 3) after a cluster has been unreachable this long; null = wait for it forever",
+    )
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
     consumer: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
@@ -201,14 +202,20 @@ class CanarySettings(_Section):
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(9642, ge=0, le=65535)
     # added by the canary (issue 4)
-    connect_timeout_s: float = Field(5.0, gt=0, description="metadata request limit; a cluster slower than this is UNKNOWN")
+    connect_timeout_s: float = Field(
+        5.0, gt=0, description="metadata request limit; a cluster slower than this is UNKNOWN"
+    )
     replication_factor: int = Field(-1, description="for the canary topics it creates; -1 = broker default")
-    log_append_time: bool = Field(True, description="create the target canary topic with LogAppendTime (exact arrival times)")
+    log_append_time: bool = Field(
+        True, description="create the target canary topic with LogAppendTime (exact arrival times)"
+    )
 
     @model_validator(mode="after")
-    def _warn_below_crit(self) -> "CanarySettings":
+    def _warn_below_crit(self) -> CanarySettings:
         if self.warn_latency_s >= self.crit_latency_s:
-            raise ValueError(f"warn_latency_s ({self.warn_latency_s}) must be below crit_latency_s ({self.crit_latency_s})")
+            raise ValueError(
+                f"warn_latency_s ({self.warn_latency_s}) must be below crit_latency_s ({self.crit_latency_s})"
+            )
         return self
 
 
@@ -276,7 +283,7 @@ class Config(_Section):
     dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
 
     @model_validator(mode="after")
-    def _references_resolve(self) -> "Config":
+    def _references_resolve(self) -> Config:
         defined = ", ".join(sorted(self.clusters)) or "none"
         for name, flow in self.flows.items():
             for role in ("source", "target"):
@@ -286,8 +293,11 @@ class Config(_Section):
             if flow.source == flow.target:
                 raise _KeyedError(f"flows.{name}.target", "must differ from the source cluster")
             if flow.policy == "identity" and self.mirror.provenance_header is False:
-                raise _KeyedError("mirror.provenance_header", f"flow '{name}' uses the identity policy, which needs the "
-                                  "header to stop active-active loops; remove the setting or set it to true")
+                raise _KeyedError(
+                    "mirror.provenance_header",
+                    f"flow '{name}' uses the identity policy, which needs the "
+                    "header to stop active-active loops; remove the setting or set it to true",
+                )
         self._no_contradictions()
         for i, watched in enumerate(self.monitor.groups):
             if watched.cluster not in self.clusters:
@@ -300,19 +310,27 @@ class Config(_Section):
         """Settings that are each valid but cannot hold together: one line naming both."""
         session_ms = float(self.mirror.consumer.get("session.timeout.ms", 10_000))
         if self.mirror.commit_interval_s * 1000 >= session_ms:
-            raise _KeyedError("mirror.commit_interval_s", f"{self.mirror.commit_interval_s:g} s is not shorter than the "
-                              f"mirror group's session timeout ({session_ms / 1000:g} s, mirror.consumer.session.timeout.ms): "
-                              "a worker taken over by another re-sends everything since its last commit; lower it")
+            raise _KeyedError(
+                "mirror.commit_interval_s",
+                f"{self.mirror.commit_interval_s:g} s is not shorter than the "
+                f"mirror group's session timeout ({session_ms / 1000:g} s, mirror.consumer.session.timeout.ms): "
+                "a worker taken over by another re-sends everything since its last commit; lower it",
+            )
         if self.mirror.heartbeats and self.canary.heartbeat_max_age_s <= self.mirror.heartbeat_interval_s:
-            raise _KeyedError("canary.heartbeat_max_age_s", f"{self.canary.heartbeat_max_age_s:g} s is not longer than "
-                              f"mirror.heartbeat_interval_s ({self.mirror.heartbeat_interval_s:g} s): every heartbeat "
-                              "would look stale; raise it")
+            raise _KeyedError(
+                "canary.heartbeat_max_age_s",
+                f"{self.canary.heartbeat_max_age_s:g} s is not longer than "
+                f"mirror.heartbeat_interval_s ({self.mirror.heartbeat_interval_s:g} s): every heartbeat "
+                "would look stale; raise it",
+            )
         ports: dict[tuple[str, int], str] = {}
-        for key, host, port in (("mirror.metrics_port", self.mirror.metrics_host, self.mirror.metrics_port),
-                                ("canary.metrics_port", self.canary.metrics_host, self.canary.metrics_port),
-                                ("monitor.metrics_port", self.monitor.host, self.monitor.metrics_port),
-                                ("monitor.http_port", self.monitor.host, self.monitor.http_port),
-                                ("dashboard.port", self.dashboard.host, self.dashboard.port)):
+        for key, host, port in (
+            ("mirror.metrics_port", self.mirror.metrics_host, self.mirror.metrics_port),
+            ("canary.metrics_port", self.canary.metrics_host, self.canary.metrics_port),
+            ("monitor.metrics_port", self.monitor.host, self.monitor.metrics_port),
+            ("monitor.http_port", self.monitor.host, self.monitor.http_port),
+            ("dashboard.port", self.dashboard.host, self.dashboard.port),
+        ):
             if not port:  # null = off, 0 = any free port
                 continue
             if (host, port) in ports:
@@ -338,114 +356,7 @@ class _KeyedError(ValueError):
         self.key, self.problem = key, problem
 
 
-# ---------------------------------------------------------------- loading
-
-
-def load_config(path: str | os.PathLike, environ: dict[str, str] | None = None) -> Config:
-    environ = dict(os.environ if environ is None else environ)
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    try:
-        raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-    except _DuplicateKey as exc:
-        raise ConfigError(f"{path} line {exc.line}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise ConfigError(f"{path}{where}: invalid YAML: {problem}") from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping with 'clusters:' (and 'flows:', ...)")
-    apply_env_overrides(raw, environ)
-    raw = _interpolate(raw, environ, "")
-    return config_from_dict(raw, origin=str(path))
-
-
-def config_from_dict(raw: dict, origin: str = "config") -> Config:
-    try:
-        config = Config.model_validate(raw)
-    except _KeyedError as exc:  # raised from the model validator (pydantic re-raises non-ValueError only)
-        raise ConfigError(f"config error in {origin}: {exc.key}: {exc.problem}") from None
-    except ValidationError as exc:
-        raise ConfigError(f"config error in {origin}: {_describe(exc)}") from None
-    for alias, cluster in config.clusters.items():
-        register_cluster(alias, cluster.properties)  # so an authentication failure can name the cluster
-        for key, value in cluster.properties.items():
-            if is_secret_key(key):
-                register_secret(value)
-    return config
-
-
-def _describe(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    ctx_error = (err.get("ctx") or {}).get("error")
-    if isinstance(ctx_error, _KeyedError):
-        return f"{ctx_error.key}: {ctx_error.problem}"
-    loc = [str(p) for p in err["loc"] if p != "properties"]
-    key = ".".join(loc) or "(top level)"
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return f"{key}: unknown key"
-    if kind == "missing":
-        return f"{key}: required key is missing"
-    message = err["msg"].removeprefix("Value error, ")
-    if kind not in ("value_error", "assertion_error") and "input" in err:
-        shown = MASK if is_secret_key(key) else repr(err["input"])
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
-        message = f"{message} (got {shown})"
-    return f"{key}: {message}"
-
-
-def _norm(segment: str) -> str:
-    return re.sub(r"[._-]", "_", segment).lower()
-
-
-def apply_env_overrides(raw: dict, environ: dict[str, str]) -> None:
-    for name in sorted(environ):
-        if not name.startswith(ENV_PREFIX):
-            continue
-        segments = [s for s in name[len(ENV_PREFIX):].split("__") if s]
-        if not segments:
-            continue
-        node: dict = raw
-        for depth, segment in enumerate(segments):
-            match = next((k for k in node if _norm(str(k)) == _norm(segment)), None)
-            if match is None:
-                is_client_property = depth >= 2 and _norm(segments[0]) == "clusters"
-                match = segment.lower().replace("_", ".") if is_client_property else segment.lower()
-            if depth == len(segments) - 1:
-                value = yaml.safe_load(environ[name]) if environ[name] != "" else ""
-                node[match] = value
-            else:
-                child = node.get(match)
-                if not isinstance(child, dict):
-                    child = node[match] = {}
-                node = child
-
-
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def _interpolate(node: Any, environ: dict[str, str], key: str) -> Any:
-    if isinstance(node, dict):
-        return {k: _interpolate(v, environ, f"{key}.{k}" if key else str(k)) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_interpolate(v, environ, f"{key}.{i}") for i, v in enumerate(node)]
-    if isinstance(node, str) and "${" in node:
-
-        def substitute(m: re.Match) -> str:
-            var, default = m.group(1), m.group(2)
-            if var in environ:
-                return environ[var]
-            if default is not None:
-                return default
-            raise ConfigError(f"config error: {key}: environment variable {var} is not set")
-
-        return _VAR_RE.sub(substitute, node)
-    return node
+# the loading functions live in config_loading.py; imported here so that callers keep one place to import from
+from .config_loading import apply_env_overrides as apply_env_overrides  # noqa: E402
+from .config_loading import config_from_dict as config_from_dict  # noqa: E402
+from .config_loading import load_config as load_config  # noqa: E402

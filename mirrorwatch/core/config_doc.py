@@ -6,15 +6,21 @@ Run: python -m mirrorwatch.core.config_doc > docs/config.md (a test checks the f
 from __future__ import annotations
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from . import config as c
 
-SECTIONS = [("flows.<name>", c.FlowConfig), ("flows.<name>.mirror (MirrorMaker 2, docs/mirrormaker2.md)", c.MirrorMaker2Settings),
-            ("mirror", c.MirrorSettings), ("canary", c.CanarySettings),
-            ("monitor", c.MonitorSettings), ("monitor.analytics", c.AnalyticsSchedule)]
+SECTIONS = [
+    ("flows.<name>", c.FlowConfig),
+    ("flows.<name>.mirror (MirrorMaker 2, docs/mirrormaker2.md)", c.MirrorMaker2Settings),
+    ("mirror", c.MirrorSettings),
+    ("canary", c.CanarySettings),
+    ("monitor", c.MonitorSettings),
+    ("monitor.analytics", c.AnalyticsSchedule),
+]
 
 
-def _default(field) -> str:
+def _default(field: FieldInfo) -> str:
     if field.is_required():
         return "required"
     value = field.get_default(call_default_factory=True)
@@ -22,13 +28,19 @@ def _default(field) -> str:
 
 
 def render() -> str:
-    out = ["# Configuration reference", "",
-           "Generated from `mirrorwatch/core/config.py` by `python -m mirrorwatch.core.config_doc`. One YAML file;",
-           "environment overrides `MIRRORWATCH__<SECTION>__<KEY>=value` and `${VAR}` values are described in the",
-           "module's docstring and the README. Unknown keys are errors.", "",
-           "## clusters.<alias>", "",
-           "Any librdkafka client property (`bootstrap.servers` required; SASL/SSL properties pass through).",
-           "Keys matching password/secret/token/credential are masked in every repr, log line and error.", ""]
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from `mirrorwatch/core/config.py` by `python -m mirrorwatch.core.config_doc`. One YAML file;",
+        "environment overrides `MIRRORWATCH__<SECTION>__<KEY>=value` and `${VAR}` values are described in the",
+        "module's docstring and the README. Unknown keys are errors.",
+        "",
+        "## clusters.<alias>",
+        "",
+        "Any librdkafka client property (`bootstrap.servers` required; SASL/SSL properties pass through).",
+        "Keys matching password/secret/token/credential are masked in every repr, log line and error.",
+        "",
+    ]
     extra = getattr(c, "DashboardSettings", None)
     sections = SECTIONS + ([("dashboard", extra)] if extra is not None else [])
     for name, model in sections:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from .config import FlowConfig
 from .naming import ReplicationPolicy
@@ -77,6 +78,7 @@ def flow_policy(flow: FlowConfig) -> ReplicationPolicy:
     """How the flow names source topics on the target, for either engine."""
     if not is_mm2(flow):
         return ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
+    assert flow.mirror is not None  # is_mm2
     source, target = aliases(flow)
     kind = "identity" if flow.mirror.policy == "identity" else "prefix"
     return ReplicationPolicy(kind, source, target, flow.mirror.separator)
@@ -84,6 +86,7 @@ def flow_policy(flow: FlowConfig) -> ReplicationPolicy:
 
 def mm2_topics(flow: FlowConfig) -> Mm2Topics:
     m = flow.mirror
+    assert m is not None, "mm2_topics is for MirrorMaker 2 flows"
     source, target = aliases(flow)
     sep = m.separator
     return Mm2Topics(
@@ -106,7 +109,7 @@ class _Reader:
             raise RecordFormatError(f"{what}: empty record")
         self.data, self.pos, self.what = data, 0, what
 
-    def _take(self, fmt: str):
+    def _take(self, fmt: str) -> Any:
         size = struct.calcsize(fmt)
         if self.pos + size > len(self.data):
             raise RecordFormatError(f"{self.what}: truncated at byte {self.pos}")
@@ -115,19 +118,19 @@ class _Reader:
         return value
 
     def int16(self) -> int:
-        return self._take(">h")
+        return int(self._take(">h"))
 
     def int32(self) -> int:
-        return self._take(">i")
+        return int(self._take(">i"))
 
     def int64(self) -> int:
-        return self._take(">q")
+        return int(self._take(">q"))
 
     def string(self) -> str:
         length = self.int16()
         if length < 0 or self.pos + length > len(self.data):
             raise RecordFormatError(f"{self.what}: bad string length {length} at byte {self.pos - 2}")
-        text = self.data[self.pos:self.pos + length]
+        text = self.data[self.pos : self.pos + length]
         self.pos += length
         try:
             return text.decode("utf-8")
@@ -201,7 +204,8 @@ def decode_connect_offset(key: bytes | None, value: bytes | None) -> ConnectSour
         return None
     try:
         offset = json.loads(value)["offset"]
-        return ConnectSourceOffset(name, str(partition["cluster"]), str(partition["topic"]), int(partition["partition"]),
-                                   int(offset))
+        return ConnectSourceOffset(
+            name, str(partition["cluster"]), str(partition["topic"]), int(partition["partition"]), int(offset)
+        )
     except (ValueError, TypeError, KeyError, UnicodeDecodeError):
         raise RecordFormatError("Connect offset: not a MirrorSourceConnector position") from None

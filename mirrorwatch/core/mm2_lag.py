@@ -20,11 +20,19 @@ Bounds (docs/mirrormaker2.md):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
-def target_side_acked_next(source_end, committed_next, sync_upstream, sync_downstream, target_end,
-                           one_to_one=True) -> np.ndarray:
+def target_side_acked_next(
+    source_end: np.ndarray,
+    committed_next: np.ndarray,
+    sync_upstream: np.ndarray,
+    sync_downstream: np.ndarray,
+    target_end: np.ndarray,
+    one_to_one: bool = True,
+) -> np.ndarray:
     """The monitor uses the same rule through ``monitor.lag.target_side_acked_next`` (issue 13's estimator);
     this copy serves ``mirror failover check``, which may import only core. ``one_to_one`` False (identity
     policy: other writers share the target partition): the target end proves nothing, MM2's commit counts."""
@@ -59,9 +67,14 @@ def checkpoint_redelivery(syncs: list[tuple[int, int]], cp_upstream: int, cp_dow
     return None if exact is None else max(0, exact - cp_downstream)
 
 
-def translation_coverage(commits: dict[str, dict[tuple[str, int], int]], checkpoints: dict[str, dict],
-                         last_sync_upstream: dict[tuple[str, int], int], now_ms: int, max_age_s: float,
-                         redelivery: dict[tuple[str, str, int], int] | None = None) -> dict:
+def translation_coverage(
+    commits: dict[str, dict[tuple[str, int], int]],
+    checkpoints: dict[str, dict[Any, Any]],
+    last_sync_upstream: dict[tuple[str, int], int],
+    now_ms: int,
+    max_age_s: float,
+    redelivery: dict[tuple[str, str, int], int] | None = None,
+) -> dict[str, Any]:
     """Of the groups with commits on mirrored partitions, which have a usable checkpoint for every one of them.
 
     ``checkpoints[group][(topic, partition)]`` has ``upstream_offset`` and ``ts_ms`` (source topic names).
@@ -80,20 +93,34 @@ def translation_coverage(commits: dict[str, dict[tuple[str, int], int]], checkpo
             if cp is None:
                 reason = f"no checkpoint for {where}"
             elif cp.upstream_offset != committed and (now_ms - cp.ts_ms) / 1000 > max_age_s:
-                reason = (f"checkpoint for {where} is {(now_ms - cp.ts_ms) / 1000:.0f} s old (limit {max_age_s:.0f} s) "
-                          f"and behind the commit")
+                reason = (
+                    f"checkpoint for {where} is {(now_ms - cp.ts_ms) / 1000:.0f} s old (limit {max_age_s:.0f} s) "
+                    f"and behind the commit"
+                )
             elif committed > last_sync_upstream.get((topic, partition), committed) + 1:
-                reason = (f"commit {committed} on {where} is beyond the last offset sync "
-                          f"({last_sync_upstream[(topic, partition)]}): translated approximately")
+                reason = (
+                    f"commit {committed} on {where} is beyond the last offset sync "
+                    f"({last_sync_upstream[(topic, partition)]}): translated approximately"
+                )
             if reason:
                 break
             again += redelivery.get((group, topic, partition)) or 0
         if reason:
             untranslated.append({"group": group, "reason": reason})
         elif again > 0:
-            approximate.append({"group": group, "redelivered": again,
-                                "reason": f"translated through an older offset sync: resuming re-delivers {again} records"})
+            approximate.append(
+                {
+                    "group": group,
+                    "redelivered": again,
+                    "reason": f"translated through an older offset sync: resuming re-delivers {again} records",
+                }
+            )
     count = len(commits)
     translated = count - len(untranslated)
-    return {"groups": count, "translated": translated, "ratio": None if count == 0 else round(translated / count, 4),
-            "untranslated": untranslated, "approximate": approximate}
+    return {
+        "groups": count,
+        "translated": translated,
+        "ratio": None if count == 0 else round(translated / count, 4),
+        "untranslated": untranslated,
+        "approximate": approximate,
+    }

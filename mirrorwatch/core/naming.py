@@ -55,7 +55,7 @@ class ReplicationPolicy:
         if self.kind == "identity":
             return target_topic
         prefix = f"{self.source}{self.separator}"
-        return target_topic[len(prefix):] if target_topic.startswith(prefix) else None
+        return target_topic[len(prefix) :] if target_topic.startswith(prefix) else None
 
     def came_from_target(self, topic: str) -> bool:
         """A source topic that is itself a mirror of the target cluster's topic (would loop)."""

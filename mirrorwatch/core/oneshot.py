@@ -11,33 +11,44 @@ connections and never replies, and some client calls outlive their own timeouts)
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import click
 
-from .cli import UserError
 from .access import AccessProblem, connection_problem, serve_callbacks
+from .cli import UserError
 from .clients import make_admin
 from .config import ClusterConfig
 
 DEFAULT_TIMEOUT_S = 15.0
 UNREACHABLE_EXIT = 3
 
-timeout_option = click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=DEFAULT_TIMEOUT_S,
-                              show_default=True, help="seconds to answer within (a cluster that is away: exit 3)")
+timeout_option = click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    help="seconds to answer within (a cluster that is away: exit 3)",
+)
 
 
 def _reason(exc: BaseException) -> str:
     err = exc.args[0] if exc.args else None
-    return err.str() if hasattr(err, "str") else (str(exc) or type(exc).__name__)
+    if err is not None and hasattr(err, "str"):  # a KafkaError
+        return str(err.str())
+    return str(exc) or type(exc).__name__
 
 
 def probe_timeout(timeout_s: float) -> float:
     return max(1.0, min(5.0, timeout_s / 3))
 
 
-def require_clusters(clusters: list[tuple[str, ClusterConfig]], timeout_s: float, role: dict[str, str] | None = None) -> None:
+def require_clusters(
+    clusters: list[tuple[str, ClusterConfig]], timeout_s: float, role: dict[str, str] | None = None
+) -> None:
     """One bounded metadata request per cluster, concurrently; UserError (exit 3) naming the first that is away."""
     wait_s = probe_timeout(timeout_s)
 
@@ -60,8 +71,10 @@ def require_clusters(clusters: list[tuple[str, ClusterConfig]], timeout_s: float
                 if recorded:
                     raise AccessProblem(recorded, UNREACHABLE_EXIT)
                 what = f"{role[alias]} cluster" if role and alias in role else "cluster"
-                raise UserError(f"cannot reach {what} '{alias}' at {cluster.bootstrap_servers} within "
-                                f"{wait_s:g} s: {problem}", UNREACHABLE_EXIT)
+                raise UserError(
+                    f"cannot reach {what} '{alias}' at {cluster.bootstrap_servers} within {wait_s:g} s: {problem}",
+                    UNREACHABLE_EXIT,
+                )
 
 
 def within(timeout_s: float, work: Callable[[], Any], what: str) -> Any:
@@ -78,8 +91,12 @@ def within(timeout_s: float, work: Callable[[], Any], what: str) -> Any:
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
-        raise UserError(f"no answer within {timeout_s:g} s ({what}); a cluster may be frozen or overloaded "
-                        "(--timeout to wait longer)", UNREACHABLE_EXIT, hard=True)
+        raise UserError(
+            f"no answer within {timeout_s:g} s ({what}); a cluster may be frozen or overloaded "
+            "(--timeout to wait longer)",
+            UNREACHABLE_EXIT,
+            hard=True,
+        )
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("result")

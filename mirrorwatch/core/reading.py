@@ -8,17 +8,23 @@ with nothing new waits out its whole timeout (that once made checkpoints run eve
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 
-def end_offsets(consumer: Consumer, partitions: list[tuple[str, int]], timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+def end_offsets(
+    consumer: Consumer, partitions: list[tuple[str, int]], timeout_s: float = 10.0
+) -> dict[tuple[str, int], int]:
     return {(t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s)[1] for t, p in partitions}
 
 
-def read_to_end(consumer: Consumer, positions: dict[tuple[str, int], int], timeout_s: float,
-                ends: dict[tuple[str, int], int] | None = None) -> Iterator:
+def read_to_end(
+    consumer: Consumer,
+    positions: dict[tuple[str, int], int],
+    timeout_s: float,
+    ends: dict[tuple[str, int], int] | None = None,
+) -> Iterator[Message]:
     """Yield the records of the consumer's assigned partitions from ``positions`` (next offset to read, per
     (topic, partition); updated as records come) up to the end offsets at the start (or ``ends``, when the
     caller has them already), or until ``timeout_s``.
@@ -32,13 +38,16 @@ def read_to_end(consumer: Consumer, positions: dict[tuple[str, int], int], timeo
     deadline = time.monotonic() + timeout_s
     while any(positions[key] < end for key, end in ends.items()) and time.monotonic() < deadline:
         for msg in consumer.consume(1000, 0.2):
-            key = (msg.topic(), msg.partition())
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            if topic is None or partition is None or offset is None:
+                continue  # a client-level error event: no partition to move
+            key = (topic, partition)
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF and key in positions:
-                    positions[key] = max(positions[key], msg.offset())
+                    positions[key] = max(positions[key], offset)
                 elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                     raise KafkaException(err)  # no ACL to read: waiting out the timeout would only hide it
                 continue
-            positions[key] = msg.offset() + 1
+            positions[key] = offset + 1
             yield msg

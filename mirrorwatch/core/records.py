@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+if TYPE_CHECKING:
+    import pyarrow
 
 PROVENANCE_HEADER = "mw.origin"  # added by the mirror: the source cluster alias a record was mirrored from
 CANARY_MARKER_HEADER = "mw.canary"
@@ -32,7 +35,7 @@ class _JsonRecord:
         return _dumps(body)
 
     @classmethod
-    def from_value(cls, value: bytes | None):
+    def from_value(cls, value: bytes | None) -> Self:
         if value is None:
             raise RecordFormatError(f"{cls.__name__}: empty record")
         try:
@@ -40,7 +43,9 @@ class _JsonRecord:
         except (ValueError, UnicodeDecodeError) as exc:
             raise RecordFormatError(f"{cls.__name__}: not JSON: {exc}") from None
         if not isinstance(body, dict) or body.get("v") != cls.VERSION:
-            raise RecordFormatError(f"{cls.__name__}: unsupported version {body.get('v') if isinstance(body, dict) else '?'}")
+            raise RecordFormatError(
+                f"{cls.__name__}: unsupported version {body.get('v') if isinstance(body, dict) else '?'}"
+            )
         try:
             return cls(**{f.name: body.get(f.name) for f in fields(cls)})  # type: ignore[arg-type]
         except TypeError as exc:
@@ -130,7 +135,7 @@ class LagSample:
     status: str  # evaluator partition status: OK, WARN, STOP, STALL, REWIND, UNKNOWN
 
 
-def lag_sample_arrow_schema():
+def lag_sample_arrow_schema() -> pyarrow.Schema:
     """The Parquet schema of the lag history (``history/lag/date=YYYY-MM-DD/*.parquet``)."""
     import pyarrow as pa
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from typing import Any
 
 SECRET_KEY_RE = re.compile(r"(password|secret|token|credential|ssl\.key\.pem|oauthbearer\.config)", re.I)
 MASK = "***"
@@ -40,7 +41,7 @@ def redact_text(text: str) -> str:
     return text
 
 
-def redact_mapping(props: dict) -> dict:
+def redact_mapping(props: dict[str, Any]) -> dict[str, Any]:
     return {k: (MASK if is_secret_key(k) else v) for k, v in props.items()}
 
 

@@ -37,8 +37,10 @@ def config_path() -> str | None:
 def load_settings() -> PageSettings:
     path = config_path()
     if not path:
-        st.error("No config given: start the page with `monitor dashboard --config FILE` or "
-                 "`streamlit run mirrorwatch/dashboards/app.py -- --config FILE`.")
+        st.error(
+            "No config given: start the page with `monitor dashboard --config FILE` or "
+            "`streamlit run mirrorwatch/dashboards/app.py -- --config FILE`."
+        )
         st.stop()
     try:
         return settings_from_path(path)
@@ -51,12 +53,19 @@ def sidebar(settings: PageSettings) -> tuple[str, int, str | None]:
     with st.sidebar:
         view = st.radio("View", VIEWS, key="view")
         choices = sorted(set(REFRESH_CHOICES) | {int(settings.refresh_s)})
-        refresh = st.selectbox("Auto-refresh", choices, index=choices.index(int(settings.refresh_s)), key="refresh",
-                               format_func=lambda s: "off" if s == 0 else f"every {s} s")
+        refresh = st.selectbox(
+            "Auto-refresh",
+            choices,
+            index=choices.index(int(settings.refresh_s)),
+            key="refresh",
+            format_func=lambda s: "off" if s == 0 else f"every {s} s",
+        )
         names = [f.name for f in settings.flows]
         flow = st.selectbox("Flow", names, key="flow") if names else None
-        st.caption(f"Monitor API: `{settings.monitor_url}`  \nCanary metrics: `{settings.canary_url or 'none'}`  \n"
-                   f"Analytics: `{settings.analytics_dir}`")
+        st.caption(
+            f"Monitor API: `{settings.monitor_url}`  \nCanary metrics: `{settings.canary_url or 'none'}`  \n"
+            f"Analytics: `{settings.analytics_dir}`"
+        )
         st.caption(legend())
     return view, refresh, flow
 
@@ -66,6 +75,7 @@ def main() -> None:
     settings = load_settings()
     view, refresh, flow = sidebar(settings)
     st.title("mirrorwatch — mirror status")
+
     def live() -> None:
         with guarded("the live view"):
             result = poll(settings, only_flow=None if view == "Overview" else flow)
@@ -73,8 +83,10 @@ def main() -> None:
                 overview(settings, result)
             else:
                 flow_detail(settings, result, flow)
-            st.caption(f"Polled {result.polled_at:%Y-%m-%d %H:%M:%S} UTC"
-                       + (f" · refreshing every {refresh} s" if refresh else " · auto-refresh off"))
+            st.caption(
+                f"Polled {result.polled_at:%Y-%m-%d %H:%M:%S} UTC"
+                + (f" · refreshing every {refresh} s" if refresh else " · auto-refresh off")
+            )
 
     if view == "History":
         with guarded("the history view"):
@@ -92,8 +104,10 @@ def guarded(what: str):
         yield
     except Exception as exc:
         log.exception("dashboard: %s failed", what)
-        st.error(f"Could not draw {what}: {type(exc).__name__}: {redact_text(str(exc))[:200]} "
-                 "(details in the dashboard's log; the page retries on the next refresh).")
+        st.error(
+            f"Could not draw {what}: {type(exc).__name__}: {redact_text(str(exc))[:200]} "
+            "(details in the dashboard's log; the page retries on the next refresh)."
+        )
 
 
 main()

@@ -18,16 +18,39 @@ PAGE = Path(__file__).with_name("app.py")
 
 
 def streamlit_argv(config_path: str, port: int, host: str) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(PAGE),
-            "--server.headless", "true", "--server.address", host, "--server.port", str(port),
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-            "--global.developmentMode", "false", "--client.toolbarMode", "viewer",
-            "--client.showErrorDetails", "type",  # a bug shows its type in the browser, the traceback only in the log
-            "--", "--config", config_path]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(PAGE),
+        "--server.headless",
+        "true",
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--global.developmentMode",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
+        "--client.showErrorDetails",
+        "type",  # a bug shows its type in the browser, the traceback only in the log
+        "--",
+        "--config",
+        config_path,
+    ]
 
 
-@click.command("dashboard", help="Serve the Streamlit status page (read-only; reads the monitor's HTTP API, "
-                                 "the canary's metrics and the analytics output).")
+@click.command(
+    "dashboard",
+    help="Serve the Streamlit status page (read-only; reads the monitor's HTTP API, "
+    "the canary's metrics and the analytics output).",
+)
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False), help="the YAML config")
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="default: dashboard.port (8501)")
 def dashboard(config_path: str, port: int | None) -> None:

@@ -3,7 +3,7 @@ them alike); no Streamlit here."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 
@@ -11,8 +11,17 @@ LAG_COLUMNS = ("committed_lag", "read_lag", "true_lag")
 RECENT_COLUMNS = ("rpo_seconds", *LAG_COLUMNS, "canary_round_trip_s", "heartbeat_age_s")
 # what someone paged needs first, in this order; everything else goes behind an expander
 KEY_PARTITION_COLUMNS = ["topic", "partition", "status", "time_lag_s", "true_lag", "committed_lag", "forecast"]
-OTHER_PARTITION_COLUMNS = ["records_lost", "read_lag", "target_behind", "catch_up_s", "source_end", "committed", "read_position",
-                           "acked_next", "target_end"]
+OTHER_PARTITION_COLUMNS = [
+    "records_lost",
+    "read_lag",
+    "target_behind",
+    "catch_up_s",
+    "source_end",
+    "committed",
+    "read_position",
+    "acked_next",
+    "target_end",
+]
 STATUS_RANK = {"LOST": -1, "STOP": 0, "STALL": 1, "REWIND": 2, "WARN": 3, "UNKNOWN": 4, "OK": 5}
 SORTS = {  # label → (column, descending)
     "RPO (time lag) — worst first": ("time_lag_s", True),
@@ -44,7 +53,7 @@ def status_changes(changes: list[dict], limit: int = 5) -> list[str]:
     lines = []
     for change in reversed(changes[-limit:]):
         ts = change.get("ts_ms")
-        when = datetime.fromtimestamp(ts / 1000, timezone.utc).strftime("%H:%M:%S") if isinstance(ts, (int, float)) else "?"
+        when = datetime.fromtimestamp(ts / 1000, UTC).strftime("%H:%M:%S") if isinstance(ts, (int, float)) else "?"
         before = change.get("from")
         text = f"{when} {before} → {change.get('to')}" if before else f"{when} first seen {change.get('to')}"
         if change.get("reason"):
@@ -66,8 +75,9 @@ def sorted_partitions(frame: pd.DataFrame, sort: str) -> pd.DataFrame:
     column, descending = SORTS.get(sort, (None, False))
     if column is None:
         return frame.sort_values(["topic", "partition"], kind="stable")
-    return frame.sort_values([column, "topic", "partition"], ascending=[not descending, True, True],
-                             na_position="last", kind="stable")
+    return frame.sort_values(
+        [column, "topic", "partition"], ascending=[not descending, True, True], na_position="last", kind="stable"
+    )
 
 
 def topic_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -77,11 +87,13 @@ def topic_frame(frame: pd.DataFrame) -> pd.DataFrame:
     grouped = frame.groupby("topic", sort=False)
     worst = grouped["status_rank"].min()
     rank_to_status = {v: k for k, v in STATUS_RANK.items()}
-    topics = pd.DataFrame({
-        "status": worst.map(rank_to_status),
-        "partitions": grouped.size(),
-        "time_lag_s": pd.to_numeric(grouped["time_lag_s"].max(), errors="coerce"),
-        "true_lag": grouped["true_lag"].sum(min_count=1),
-        "committed_lag": grouped["committed_lag"].sum(min_count=1),
-    }).reset_index()
+    topics = pd.DataFrame(
+        {
+            "status": worst.map(rank_to_status),
+            "partitions": grouped.size(),
+            "time_lag_s": pd.to_numeric(grouped["time_lag_s"].max(), errors="coerce"),
+            "true_lag": grouped["true_lag"].sum(min_count=1),
+            "committed_lag": grouped["committed_lag"].sum(min_count=1),
+        }
+    ).reset_index()
     return topics.sort_values(["time_lag_s", "topic"], ascending=[False, True], na_position="last")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.status import CanaryStatus, GroupStatus, PartitionStatus
 from .sources import CanaryReading
 
 GREEN, AMBER, RED, GREY = "green", "amber", "red", "grey"
@@ -16,11 +17,11 @@ WORD = {GREEN: "OK", AMBER: "DEGRADED", RED: "DOWN", GREY: "UNKNOWN"}
 
 # What each partition status means for a mirror, said for someone who does not know Burrow's rules.
 PARTITION_MEANING = {
-    "STOP": "the mirror stopped committing while new records arrived",
-    "STALL": "the mirror commits but its offset does not move",
-    "REWIND": "the mirror's committed offset went backwards",
-    "WARN": "lag is not going down",
-    "LOST": "records were removed from the source before they were mirrored",
+    PartitionStatus.STOP.name: "the mirror stopped committing while new records arrived",
+    PartitionStatus.STALL.name: "the mirror commits but its offset does not move",
+    PartitionStatus.REWIND.name: "the mirror's committed offset went backwards",
+    PartitionStatus.WARN.name: "lag is not going down",
+    PartitionStatus.LOST.name: "records were removed from the source before they were mirrored",
 }
 
 
@@ -59,45 +60,59 @@ def _count_statuses(partitions: list[dict]) -> dict[str, int]:
 
 
 def _judge_evaluator(flow: dict, verdict: Verdict) -> None:
-    status = flow.get("status", "UNKNOWN")
-    if status == "OK":
+    status = flow.get("status", GroupStatus.UNKNOWN.name)
+    if status == GroupStatus.OK.name:
         return
-    if status == "UNKNOWN":
+    if status == GroupStatus.UNKNOWN.name:
         reason = flow.get("reason") or "the monitor could not sample this flow"
         verdict.worsen(GREY, f"evaluator UNKNOWN: {reason}")
         return
-    if status == "NOTFOUND":
+    if status == GroupStatus.NOTFOUND.name:
         verdict.worsen(AMBER, "evaluator NOTFOUND: the mirror group has committed no offsets yet (not started?)")
         return
     counts = _count_statuses(flow.get("partitions") or [])
-    parts = [f"{n} partition{'s' if n > 1 else ''} {s} ({PARTITION_MEANING[s]})"
-             for s, n in sorted(counts.items()) if s in PARTITION_MEANING]
+    parts = [
+        f"{n} partition{'s' if n > 1 else ''} {s} ({PARTITION_MEANING[s]})"
+        for s, n in sorted(counts.items())
+        if s in PARTITION_MEANING
+    ]
     detail = ": " + ", ".join(parts) if parts else ""
-    verdict.worsen(AMBER if status == "WARN" else RED, f"evaluator {status}{detail}")
+    verdict.worsen(AMBER if status == GroupStatus.WARN.name else RED, f"evaluator {status}{detail}")
 
 
 def _judge_lag(flow: dict, warn_time_lag_s: float, verdict: Verdict) -> None:
     # A mirror keeping pace under steady traffic holds a small constant lag, which the forecast calls "not
     # catching up"; that is only worth a colour once records wait longer than the canary's warning latency.
     max_time_lag = (flow.get("totals") or {}).get("max_time_lag_s")
-    if flow.get("not_catching_up") and flow.get("status") == "OK" and (max_time_lag or 0) > warn_time_lag_s:
-        verdict.worsen(AMBER, f"not catching up on {', '.join(flow['not_catching_up'])} "
-                              f"(oldest record waiting {max_time_lag:.0f} s)")
+    if (
+        flow.get("not_catching_up")
+        and flow.get("status") == GroupStatus.OK.name
+        and (max_time_lag or 0) > warn_time_lag_s
+    ):
+        verdict.worsen(
+            AMBER,
+            f"not catching up on {', '.join(flow['not_catching_up'])} (oldest record waiting {max_time_lag:.0f} s)",
+        )
 
 
-def _judge_canary(canary: CanaryReading | None, canary_problem: str | None, heartbeat_max_age_s: float,
-                  heartbeats_expected: bool, verdict: Verdict) -> None:
+def _judge_canary(
+    canary: CanaryReading | None,
+    canary_problem: str | None,
+    heartbeat_max_age_s: float,
+    heartbeats_expected: bool,
+    verdict: Verdict,
+) -> None:
     if canary_problem:
         verdict.worsen(AMBER, f"canary metrics unavailable: {canary_problem}")
         return
     if canary is None:
         verdict.worsen(AMBER, "the canary reports nothing for this flow (is `canary run` running for it?)")
         return
-    if canary.status == "CRITICAL":
+    if canary.status == CanaryStatus.CRITICAL.name:
         verdict.worsen(RED, "canary CRITICAL: probe events are lost or too slow")
-    elif canary.status == "WARNING":
+    elif canary.status == CanaryStatus.WARNING.name:
         verdict.worsen(AMBER, "canary WARNING: probe round trips are slow")
-    elif canary.status in ("UNKNOWN", None):
+    elif canary.status in (CanaryStatus.UNKNOWN.name, None):
         verdict.worsen(AMBER, "canary UNKNOWN: it cannot reach a cluster or has not probed yet")
     age = canary.heartbeat_age_s
     if not heartbeats_expected:
@@ -105,8 +120,12 @@ def _judge_canary(canary: CanaryReading | None, canary_problem: str | None, hear
     if age is None:
         verdict.worsen(AMBER, "no mirrored heartbeat seen yet")
     elif age > heartbeat_max_age_s:
-        verdict.worsen(RED, f"heartbeat {age:.1f} s old (limit {heartbeat_max_age_s:g} s)" if age < 10 else
-                       f"heartbeat {age:.0f} s old (limit {heartbeat_max_age_s:g} s)")
+        verdict.worsen(
+            RED,
+            f"heartbeat {age:.1f} s old (limit {heartbeat_max_age_s:g} s)"
+            if age < 10
+            else f"heartbeat {age:.0f} s old (limit {heartbeat_max_age_s:g} s)",
+        )
 
 
 def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdict) -> None:
@@ -117,9 +136,18 @@ def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdic
             verdict.worsen(AMBER, f"the monitor's last sample is {age_s:.0f} s old")
 
 
-def judge_flow(flow: dict, canary: CanaryReading | None, *, canary_configured: bool, canary_problem: str | None,
-               heartbeat_max_age_s: float, monitor_interval_s: float, now_ms: int,
-               warn_time_lag_s: float = 5.0, heartbeats_expected: bool = True) -> Verdict:
+def judge_flow(
+    flow: dict,
+    canary: CanaryReading | None,
+    *,
+    canary_configured: bool,
+    canary_problem: str | None,
+    heartbeat_max_age_s: float,
+    monitor_interval_s: float,
+    now_ms: int,
+    warn_time_lag_s: float = 5.0,
+    heartbeats_expected: bool = True,
+) -> Verdict:
     verdict = Verdict()
     _judge_evaluator(flow, verdict)
     _judge_lag(flow, warn_time_lag_s, verdict)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .health import Verdict, judge_flow
 from .settings import PageSettings
@@ -21,7 +21,7 @@ class Poll:
     # the monitor's last minutes per flow (``/v1/flows/<flow>/recent``): ``points``, ``status_changes``
     recent: dict[str, dict] = field(default_factory=dict)
     recent_problem: str | None = None
-    polled_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    polled_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     def flow(self, name: str) -> dict | None:
         return next((f for f in self.flows if f.get("flow") == name), None)
@@ -43,10 +43,16 @@ def poll(settings: PageSettings, only_flow: str | None = None) -> Poll:
     for flow in result.flows:
         name = flow.get("flow", "?")
         result.verdicts[name] = judge_flow(
-            flow, result.canary.get(name), canary_configured=bool(settings.canary_url),
-            canary_problem=result.canary_problem, heartbeat_max_age_s=settings.heartbeat_max_age_s,
-            monitor_interval_s=settings.monitor_interval_s, now_ms=now_ms,
-            warn_time_lag_s=settings.warn_time_lag_s, heartbeats_expected=settings.heartbeats_expected)
+            flow,
+            result.canary.get(name),
+            canary_configured=bool(settings.canary_url),
+            canary_problem=result.canary_problem,
+            heartbeat_max_age_s=settings.heartbeat_max_age_s,
+            monitor_interval_s=settings.monitor_interval_s,
+            now_ms=now_ms,
+            warn_time_lag_s=settings.warn_time_lag_s,
+            heartbeats_expected=settings.heartbeats_expected,
+        )
         if only_flow is not None and name != only_flow:
             continue
         try:

@@ -54,12 +54,19 @@ def page_settings(config: Config) -> PageSettings:
     else:
         canary_url = None
     return PageSettings(
-        monitor_url=monitor_url.rstrip("/"), canary_url=canary_url,
-        analytics_dir=dash.analytics_dir or monitor.analytics.out or DEFAULT_ANALYTICS_DIR, refresh_s=dash.refresh_s,
-        overview_minutes=dash.overview_minutes, timeout_s=dash.timeout_s,
-        heartbeat_max_age_s=canary.heartbeat_max_age_s, heartbeats_expected=config.mirror.heartbeats,
-        warn_time_lag_s=canary.warn_latency_s, monitor_interval_s=monitor.interval_s, history_dir=monitor.history_dir,
-        flows=tuple(FlowInfo(n, f.source, f.target) for n, f in config.flows.items()))
+        monitor_url=monitor_url.rstrip("/"),
+        canary_url=canary_url,
+        analytics_dir=dash.analytics_dir or monitor.analytics.out or DEFAULT_ANALYTICS_DIR,
+        refresh_s=dash.refresh_s,
+        overview_minutes=dash.overview_minutes,
+        timeout_s=dash.timeout_s,
+        heartbeat_max_age_s=canary.heartbeat_max_age_s,
+        heartbeats_expected=config.mirror.heartbeats,
+        warn_time_lag_s=canary.warn_latency_s,
+        monitor_interval_s=monitor.interval_s,
+        history_dir=monitor.history_dir,
+        flows=tuple(FlowInfo(n, f.source, f.target) for n, f in config.flows.items()),
+    )
 
 
 def settings_from_path(path: str | os.PathLike) -> PageSettings:

@@ -12,6 +12,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..core.redact import redact_text
+from ..core.status import CanaryStatus, GroupStatus
 
 
 class SourceError(Exception):
@@ -39,7 +40,9 @@ def fetch_flows(monitor_url: str, timeout_s: float) -> list[dict]:
     try:
         body = response.json()
     except ValueError:
-        raise SourceError(f"{url} answered HTTP {response.status_code} without JSON — is this the monitor's API port?") from None
+        raise SourceError(
+            f"{url} answered HTTP {response.status_code} without JSON — is this the monitor's API port?"
+        ) from None
     if response.status_code != 200 or not isinstance(body, dict) or body.get("error"):
         message = body.get("message") if isinstance(body, dict) else None
         raise SourceError(f"{url} answered HTTP {response.status_code}: {redact_text(str(message or 'error'))}")
@@ -55,7 +58,12 @@ def _get_json(url: str, timeout_s: float, key: str) -> dict:
         body = response.json()
     except ValueError:
         raise SourceError(f"{url} answered HTTP {response.status_code} without JSON") from None
-    if response.status_code != 200 or not isinstance(body, dict) or body.get("error") or not isinstance(body.get(key), dict):
+    if (
+        response.status_code != 200
+        or not isinstance(body, dict)
+        or body.get("error")
+        or not isinstance(body.get(key), dict)
+    ):
         message = body.get("message") if isinstance(body, dict) else None
         raise SourceError(f"{url} answered HTTP {response.status_code}: {redact_text(str(message or 'error'))}")
     return body[key]
@@ -68,9 +76,12 @@ def fetch_recent(monitor_url: str, flow: str, timeout_s: float) -> dict:
     recent = _get_json(f"{monitor_url}/v1/flows/{quote(flow, safe='')}/recent", timeout_s, "recent")
     points = recent.get("points")
     changes = recent.get("status_changes")
-    return {"points": [p for p in points if isinstance(p, dict) and isinstance(p.get("ts_ms"), (int, float))]
-            if isinstance(points, list) else [],
-            "status_changes": [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []}
+    return {
+        "points": [p for p in points if isinstance(p, dict) and isinstance(p.get("ts_ms"), (int, float))]
+        if isinstance(points, list)
+        else [],
+        "status_changes": [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else [],
+    }
 
 
 def fetch_analytics_status(monitor_url: str, timeout_s: float) -> dict:
@@ -83,8 +94,11 @@ def _normalised(flow: dict) -> dict:
     flow = dict(flow)
     if not isinstance(flow.get("totals"), dict):
         flow["totals"] = {}
-    flow["partitions"] = [p for p in flow.get("partitions") or [] if isinstance(p, dict)] \
-        if isinstance(flow.get("partitions"), list) else []
+    flow["partitions"] = (
+        [p for p in flow.get("partitions") or [] if isinstance(p, dict)]
+        if isinstance(flow.get("partitions"), list)
+        else []
+    )
     for key in ("catch_up_s",):
         if not isinstance(flow.get(key), dict):
             flow[key] = {}
@@ -93,13 +107,13 @@ def _normalised(flow: dict) -> dict:
     if not isinstance(flow.get("ts_ms"), (int, float)) or isinstance(flow.get("ts_ms"), bool):
         flow["ts_ms"] = None
     flow["flow"] = str(flow.get("flow", "?"))
-    flow["status"] = str(flow.get("status", "UNKNOWN"))
+    flow["status"] = str(flow.get("status", GroupStatus.UNKNOWN.name))
     return flow
 
 
 # ------------------------------------------------------------------ canary /metrics
 
-CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
+CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
 
 
 @dataclass
@@ -120,10 +134,14 @@ class CanaryReading:
         return self.round_trip_sum_s / self.round_trip_count if self.round_trip_count else None
 
 
-_COUNTERS = {"mirrorwatch_canary_probes_total": "probes", "mirrorwatch_canary_lost_total": "lost",
-             "mirrorwatch_canary_duplicates_total": "duplicates", "mirrorwatch_canary_reordered_total": "reordered",
-             "mirrorwatch_canary_round_trip_seconds_sum": "round_trip_sum_s",
-             "mirrorwatch_canary_round_trip_seconds_count": "round_trip_count"}
+_COUNTERS = {
+    "mirrorwatch_canary_probes_total": "probes",
+    "mirrorwatch_canary_lost_total": "lost",
+    "mirrorwatch_canary_duplicates_total": "duplicates",
+    "mirrorwatch_canary_reordered_total": "reordered",
+    "mirrorwatch_canary_round_trip_seconds_sum": "round_trip_sum_s",
+    "mirrorwatch_canary_round_trip_seconds_count": "round_trip_count",
+}
 
 
 def parse_canary_metrics(text: str) -> dict[str, CanaryReading]:
@@ -139,7 +157,9 @@ def parse_canary_metrics(text: str) -> dict[str, CanaryReading]:
             reading = readings.setdefault(flow, CanaryReading())
             value = float(sample.value)
             if sample.name == "mirrorwatch_canary_status":
-                reading.status = CANARY_STATUS.get(int(value), "UNKNOWN") if not math.isnan(value) else None
+                reading.status = (
+                    CANARY_STATUS.get(int(value), CanaryStatus.UNKNOWN.name) if not math.isnan(value) else None
+                )
             elif sample.name == "mirrorwatch_canary_heartbeat_age_seconds":
                 reading.heartbeat_age_s = None if math.isnan(value) else value
             elif sample.name == "mirrorwatch_canary_round_trip_seconds_bucket":

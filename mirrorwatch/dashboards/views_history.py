@@ -3,7 +3,7 @@ charts, the tables behind expanders, and the state of the monitor's scheduled an
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import streamlit as st
 
@@ -23,7 +23,7 @@ def _load(folder: str, stamp: float):
 def _when(ms) -> str:
     if not isinstance(ms, (int, float)):
         return "?"
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def run_status(settings: PageSettings) -> dict | None:
@@ -36,18 +36,24 @@ def run_status(settings: PageSettings) -> dict | None:
     every = status.get("every_s")
     schedule = f"every {every:g} s on `{status.get('master')}`" if isinstance(every, (int, float)) else ""
     if state in ("failed", "timeout"):
-        st.error(f"**The last scheduled analytics run {'timed out' if state == 'timeout' else 'failed'}** "
-                 f"({_when(status.get('finished_ms'))}): {status.get('reason')}. Sampling is not affected; "
-                 f"the results below are from the last good run ({_when(status.get('last_ok_ms'))}).",
-                 icon=":material/error:")
+        st.error(
+            f"**The last scheduled analytics run {'timed out' if state == 'timeout' else 'failed'}** "
+            f"({_when(status.get('finished_ms'))}): {status.get('reason')}. Sampling is not affected; "
+            f"the results below are from the last good run ({_when(status.get('last_ok_ms'))}).",
+            icon=":material/error:",
+        )
     elif state == "running":
-        st.info(f"The monitor is running the Spark job now (started {_when(status.get('started_ms'))}; {schedule}).",
-                icon=":material/hourglass_top:")
+        st.info(
+            f"The monitor is running the Spark job now (started {_when(status.get('started_ms'))}; {schedule}).",
+            icon=":material/hourglass_top:",
+        )
     elif state == "waiting":
         st.info(f"Scheduled analytics ({schedule}) are waiting: {status.get('reason')}.", icon=":material/schedule:")
     elif state == "ok":
-        st.caption(f"Scheduled analytics {schedule}: last run {_when(status.get('finished_ms'))} "
-                   f"in {status.get('duration_s', 0):.0f} s.")
+        st.caption(
+            f"Scheduled analytics {schedule}: last run {_when(status.get('finished_ms'))} "
+            f"in {status.get('duration_s', 0):.0f} s."
+        )
     elif state == "never":
         st.caption(f"Scheduled analytics {schedule}: the first run has not happened yet.")
     return status
@@ -63,17 +69,24 @@ def history(settings: PageSettings) -> None:
         return
     if analytics is None:
         scheduled = status is not None and status.get("state") not in (None, "off")
-        st.info(f"No analytics yet in `{folder}` — " + (
-            "the monitor runs the Spark job on its schedule; this view fills after its first run."
-            if scheduled else
-            f"run `monitor analyze --history {settings.history_dir} --out {folder}`, or let the monitor run it "
-            "(`monitor.analytics.every_s`)") + " (the monitor writes the history; the Spark job summarises it).",
-            icon=":material/inbox:")
+        st.info(
+            f"No analytics yet in `{folder}` — "
+            + (
+                "the monitor runs the Spark job on its schedule; this view fills after its first run."
+                if scheduled
+                else f"run `monitor analyze --history {settings.history_dir} --out {folder}`, or let the monitor run it "
+                "(`monitor.analytics.every_s`)"
+            )
+            + " (the monitor writes the history; the Spark job summarises it).",
+            icon=":material/inbox:",
+        )
         return
     summary = analytics.summary
     slo = summary.get("slo") or {}
-    st.caption(f"From `{folder}`, generated {summary.get('generated_at', '?')} over {summary.get('rows', '?'):,} samples (times in UTC); "
-               f"SLO: true lag ≤ {slo.get('true_lag', '?'):,} records and time lag ≤ {slo.get('time_lag_s', '?')} s.")
+    st.caption(
+        f"From `{folder}`, generated {summary.get('generated_at', '?')} over {summary.get('rows', '?'):,} samples (times in UTC); "
+        f"SLO: true lag ≤ {slo.get('true_lag', '?'):,} records and time lag ≤ {slo.get('time_lag_s', '?')} s."
+    )
     for problem in analytics.problems:
         st.warning(problem)
     _compliance(analytics)
@@ -98,18 +111,29 @@ def _compliance(analytics) -> None:
         return
     frame = _naive_utc(frame)
     st.altair_chart(compliance_chart(frame), width="stretch")
-    st.caption("Bar: share of observed time within the SLO; tick: the lower bound (unknown and unobserved time "
-               "counted as breached).")
-    shown = frame[["flow", "topic", "compliance", "compliance_lower_bound", "samples", "breach_ms", "first_sample",
-                   "last_sample"]].copy()
+    st.caption(
+        "Bar: share of observed time within the SLO; tick: the lower bound (unknown and unobserved time "
+        "counted as breached)."
+    )
+    shown = frame[
+        ["flow", "topic", "compliance", "compliance_lower_bound", "samples", "breach_ms", "first_sample", "last_sample"]
+    ].copy()
     shown["compliance"] = shown["compliance"] * 100
     shown["compliance_lower_bound"] = shown["compliance_lower_bound"] * 100
     shown["breach_min"] = shown.pop("breach_ms") / 60_000
     with st.expander("Compliance table"):
-        st.dataframe(shown.sort_values(KEY), hide_index=True, width="stretch", column_config={
-            "compliance": st.column_config.ProgressColumn("compliance %", format="%.2f", min_value=0, max_value=100),
-            "compliance_lower_bound": st.column_config.NumberColumn("lower bound %", format="%.2f"),
-            "breach_min": st.column_config.NumberColumn("breach (min)", format="%.1f")})
+        st.dataframe(
+            shown.sort_values(KEY),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "compliance": st.column_config.ProgressColumn(
+                    "compliance %", format="%.2f", min_value=0, max_value=100
+                ),
+                "compliance_lower_bound": st.column_config.NumberColumn("lower bound %", format="%.2f"),
+                "breach_min": st.column_config.NumberColumn("breach (min)", format="%.1f"),
+            },
+        )
 
 
 def _incidents(analytics) -> None:
@@ -120,14 +144,30 @@ def _incidents(analytics) -> None:
         st.success("No incidents in the analysed period.")
         return
     frame = _naive_utc(frame)
-    st.caption(f"{counts.get('count', len(frame))} partition incidents, {counts.get('open', 0)} open; "
-               f"per partition, a run of samples breaching the SLO (bar: start to recovery, colour: peak time lag).")
+    st.caption(
+        f"{counts.get('count', len(frame))} partition incidents, {counts.get('open', 0)} open; "
+        f"per partition, a run of samples breaching the SLO (bar: start to recovery, colour: peak time lag)."
+    )
     st.altair_chart(incidents_chart(frame), width="stretch")
-    columns = ["flow", "topic", "partition", "start", "end", "recovered", "open", "duration_s", "peak_true_lag",
-               "peak_time_lag_s", "catch_up_rate_per_s"]
+    columns = [
+        "flow",
+        "topic",
+        "partition",
+        "start",
+        "end",
+        "recovered",
+        "open",
+        "duration_s",
+        "peak_true_lag",
+        "peak_time_lag_s",
+        "catch_up_rate_per_s",
+    ]
     with st.expander("Incidents table (newest first)"):
-        st.dataframe(frame[[c for c in columns if c in frame.columns]].sort_values("start", ascending=False),
-                     hide_index=True, width="stretch")
+        st.dataframe(
+            frame[[c for c in columns if c in frame.columns]].sort_values("start", ascending=False),
+            hide_index=True,
+            width="stretch",
+        )
 
 
 def _trend(analytics) -> None:

@@ -6,15 +6,24 @@ from __future__ import annotations
 import streamlit as st
 
 from .charts import canary_chart, lag_chart, overview_chart, time_series
-from .frames import (KEY_PARTITION_COLUMNS, OTHER_PARTITION_COLUMNS, SORTS, partition_frame, recent_frame,
-                     sorted_partitions, status_changes, topic_frame)
+from .frames import (
+    KEY_PARTITION_COLUMNS,
+    OTHER_PARTITION_COLUMNS,
+    SORTS,
+    partition_frame,
+    recent_frame,
+    sorted_partitions,
+    status_changes,
+    topic_frame,
+)
 from .health import GREY, SYMBOL, WORD
 from .live import Poll
 from .settings import PageSettings
 
 COLUMN_LABELS = {
-    "time_lag_s": st.column_config.NumberColumn("RPO (s)", help="age of the oldest record not yet on the target",
-                                                format="%.1f"),
+    "time_lag_s": st.column_config.NumberColumn(
+        "RPO (s)", help="age of the oldest record not yet on the target", format="%.1f"
+    ),
     "true_lag": st.column_config.NumberColumn("true lag", help="records not yet acknowledged by the target"),
     "committed_lag": st.column_config.NumberColumn("committed lag", help="what kafka-consumer-groups shows"),
     "read_lag": st.column_config.NumberColumn("read lag", help="behind the engine's fetch position (under-reports)"),
@@ -37,8 +46,11 @@ def _seconds(value) -> str:
 
 
 def monitor_banner(settings: PageSettings, poll: Poll) -> None:
-    st.error(f"**Monitor unreachable** at `{settings.monitor_url}` — {poll.monitor_problem}. "
-             f"Is `monitor run` running with this config? The page retries on every refresh.", icon=":material/cloud_off:")
+    st.error(
+        f"**Monitor unreachable** at `{settings.monitor_url}` — {poll.monitor_problem}. "
+        f"Is `monitor run` running with this config? The page retries on every refresh.",
+        icon=":material/cloud_off:",
+    )
 
 
 def overview(settings: PageSettings, poll: Poll) -> None:
@@ -48,8 +60,10 @@ def overview(settings: PageSettings, poll: Poll) -> None:
         st.warning(f"Canary metrics unavailable: {poll.canary_problem}", icon=":material/warning:")
     reported = {f.get("flow") for f in poll.flows}
     if not poll.monitor_problem and not poll.flows:
-        st.info("The monitor reports no flows yet — it answers, but has not sampled a flow (first cycle pending, "
-                "or no `flows:` in its config).")
+        st.info(
+            "The monitor reports no flows yet — it answers, but has not sampled a flow (first cycle pending, "
+            "or no `flows:` in its config)."
+        )
     for flow in poll.flows:
         _flow_card(settings, flow, poll)
     for info in settings.flows:
@@ -83,14 +97,19 @@ def _flow_card(settings: PageSettings, flow: dict, poll: Poll) -> None:
         cols = st.columns(6)
         cols[0].metric("RPO now", _number(rpo, " s"), help="age of the oldest source record not yet on the target")
         cols[1].metric("True lag", _number(totals.get("true_lag")), help="records not yet on the target")
-        cols[2].metric("Canary round trip", _seconds(round_trip),
-                       help="mean of the probes seen in the last seconds; – when none came back")
+        cols[2].metric(
+            "Canary round trip",
+            _seconds(round_trip),
+            help="mean of the probes seen in the last seconds; – when none came back",
+        )
         cols[3].metric("Heartbeat age", _number(canary.heartbeat_age_s, " s") if canary else "–")
         cols[4].metric("Evaluator", flow.get("status", "UNKNOWN"))
         cols[5].metric("Canary", (canary.status or "–") if canary else "–")
         if totals.get("records_lost"):
-            st.error(f"{_number(totals.get('records_lost'))} source records were removed before they were mirrored "
-                     "(retention or DeleteRecords): they are not on the target. See Flow detail.")
+            st.error(
+                f"{_number(totals.get('records_lost'))} source records were removed before they were mirrored "
+                "(retention or DeleteRecords): they are not on the target. See Flow detail."
+            )
         chart, changes = st.columns([3, 2])
         with chart:
             if len(frame) >= 2:
@@ -117,8 +136,10 @@ def flow_detail(settings: PageSettings, poll: Poll, name: str | None) -> None:
         return
     verdict = poll.verdicts[name]
     mirror = "MirrorMaker 2 " if flow.get("mirror") == "mm2" else ""  # MM2's "group" is its source connector
-    st.markdown(f"### {verdict.symbol} {name} &nbsp; `{flow.get('source')} → {flow.get('target')}` "
-                f"&nbsp; {mirror}{'connector' if mirror else 'group'} `{flow.get('group')}`")
+    st.markdown(
+        f"### {verdict.symbol} {name} &nbsp; `{flow.get('source')} → {flow.get('target')}` "
+        f"&nbsp; {mirror}{'connector' if mirror else 'group'} `{flow.get('group')}`"
+    )
     st.markdown(f"{verdict.badge} {verdict.why()}")
     if flow.get("reason"):
         st.warning(f"Monitor: {flow['reason']}")
@@ -136,23 +157,41 @@ def _partition_tables(flow: dict) -> None:
         return
     frame = partition_frame(rows)
     topics = topic_frame(frame)
-    st.dataframe(topics, hide_index=True, width="stretch", height=min(38 + 35 * len(topics), 250),
-                 column_config=COLUMN_LABELS)
+    st.dataframe(
+        topics, hide_index=True, width="stretch", height=min(38 + 35 * len(topics), 250), column_config=COLUMN_LABELS
+    )
     sort = st.selectbox("Partitions sorted by", list(SORTS), key="partition_sort")
     shown = sorted_partitions(frame, sort)
-    st.dataframe(shown[KEY_PARTITION_COLUMNS], hide_index=True, width="stretch", column_config=COLUMN_LABELS,
-                 height=min(38 + 35 * len(shown), 420))
+    st.dataframe(
+        shown[KEY_PARTITION_COLUMNS],
+        hide_index=True,
+        width="stretch",
+        column_config=COLUMN_LABELS,
+        height=min(38 + 35 * len(shown), 420),
+    )
     with st.expander("All columns: read lag, catch-up forecast and the offsets behind the lags"):
-        st.dataframe(shown[["topic", "partition"] + OTHER_PARTITION_COLUMNS], hide_index=True, width="stretch",
-                     column_config=COLUMN_LABELS)
+        st.dataframe(
+            shown[["topic", "partition"] + OTHER_PARTITION_COLUMNS],
+            hide_index=True,
+            width="stretch",
+            column_config=COLUMN_LABELS,
+        )
     forecasts = flow.get("catch_up_s") or {}
     if flow.get("not_catching_up"):
         # a caption, not a warning: a mirror keeping pace at a small steady lag is "not catching up" too
-        st.caption("Forecast: not catching up on " + ", ".join(flow["not_catching_up"])
-                   + " (the lag did not shrink between the last samples).")
+        st.caption(
+            "Forecast: not catching up on "
+            + ", ".join(flow["not_catching_up"])
+            + " (the lag did not shrink between the last samples)."
+        )
     elif forecasts:
-        st.caption("Catch-up forecast per topic: " + ", ".join(
-            f"{t}: {'caught up' if s == 0 else ('unknown' if s is None else f'~{s:.0f} s')}" for t, s in sorted(forecasts.items())))
+        st.caption(
+            "Catch-up forecast per topic: "
+            + ", ".join(
+                f"{t}: {'caught up' if s == 0 else ('unknown' if s is None else f'~{s:.0f} s')}"
+                for t, s in sorted(forecasts.items())
+            )
+        )
 
 
 def _lag_charts(frame, poll: Poll) -> None:
@@ -165,9 +204,11 @@ def _lag_charts(frame, poll: Poll) -> None:
         left, right = st.columns(2)
         left.altair_chart(lag_chart(frame), width="stretch")
         right.altair_chart(time_series(frame, ["rpo_seconds"], "RPO (s)", {"rpo_seconds": "#f58518"}), width="stretch")
-    st.caption("committed = what kafka-consumer-groups shows (saw-tooth with the commit interval); "
-               "read = the engine's fetch position (under-reports); true = not yet on the target (the one to alert on); "
-               "RPO = age of the oldest record not yet on the target. Kept by the monitor, so a reload keeps them.")
+    st.caption(
+        "committed = what kafka-consumer-groups shows (saw-tooth with the commit interval); "
+        "read = the engine's fetch position (under-reports); true = not yet on the target (the one to alert on); "
+        "RPO = age of the oldest record not yet on the target. Kept by the monitor, so a reload keeps them."
+    )
 
 
 def _canary_section(settings: PageSettings, poll: Poll, frame, name: str) -> None:
@@ -192,8 +233,10 @@ def _canary_section(settings: PageSettings, poll: Poll, frame, name: str) -> Non
     cols[5].metric("Mean round trip", "–" if mean is None else f"{mean * 1000:,.0f} ms")
     if len(frame) and frame[["canary_round_trip_s", "heartbeat_age_s"]].notna().any().any():
         st.altair_chart(canary_chart(frame), width="stretch")
-        st.caption("canary_round_trip_s = mean canary round trip of the probes between the monitor's reads of the "
-                   "canary's metrics; heartbeat_age_s = age of the newest mirrored heartbeat.")
+        st.caption(
+            "canary_round_trip_s = mean canary round trip of the probes between the monitor's reads of the "
+            "canary's metrics; heartbeat_age_s = age of the newest mirrored heartbeat."
+        )
 
 
 def legend() -> str:

@@ -20,8 +20,10 @@ def cli() -> None:
     pass
 
 
-@cli.command(help="Preflight: reachability, authentication, ACLs, topics and clock skew per flow. "
-                  "Exit 0 fine, 1 warnings, 2 something missing, 3 bad config.")
+@cli.command(
+    help="Preflight: reachability, authentication, ACLs, topics and clock skew per flow. "
+    "Exit 0 fine, 1 warnings, 2 something missing, 3 bad config."
+)
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False), help="mirrorwatch YAML config")
 @click.option("--flow", "flows", multiple=True, help="flow(s) to check (default: all)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")

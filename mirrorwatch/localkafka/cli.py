@@ -37,7 +37,9 @@ def up(names: tuple[str, ...], base_dir: str | None) -> None:
     except LauncherError as exc:
         raise UserError(str(exc), 1) from None
     for cluster in clusters.clusters.values():
-        click.echo(f"{cluster.name}: bootstrap.servers={cluster.bootstrap}  (started in {cluster.startup_seconds:.1f} s, log {cluster.log_path})")
+        click.echo(
+            f"{cluster.name}: bootstrap.servers={cluster.bootstrap}  (started in {cluster.startup_seconds:.1f} s, log {cluster.log_path})"
+        )
     click.echo("Press Ctrl-C to stop them.")
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

@@ -56,14 +56,27 @@ def ensure_jars(kind: str = "broker", quiet: bool = True) -> Path:
         partial = target.with_name(kind + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         cmd = [
-            mvn, "-B", "-q" if quiet else "-ntp", "-f", str(_MAVEN_DIR / kind / "pom.xml"),
+            mvn,
+            "-B",
+            "-q" if quiet else "-ntp",
+            "-f",
+            str(_MAVEN_DIR / kind / "pom.xml"),
             f"-Dmaven.repo.local={cache_dir() / 'm2'}",
-            f"-Dmm2.version={MM2_VERSION}", "dependency:copy-dependencies", f"-DoutputDirectory={partial}", "-DincludeScope=runtime",
+            f"-Dmm2.version={MM2_VERSION}",
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={partial}",
+            "-DincludeScope=runtime",
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            lines = [l for l in (proc.stdout + proc.stderr).splitlines() if "[ERROR]" in l and l.strip(" [ERROR]")]
-            tail = (lines[0].split("[ERROR]", 1)[1].strip() if lines else "mvn exited with " + str(proc.returncode))[:400]
+            lines = [
+                l
+                for l in (proc.stdout + proc.stderr).splitlines()
+                if "[ERROR]" in l and l.replace("[ERROR]", "").strip()
+            ]
+            tail = (lines[0].split("[ERROR]", 1)[1].strip() if lines else "mvn exited with " + str(proc.returncode))[
+                :400
+            ]
             raise LauncherError(f"resolving Kafka {version} {kind} jars from Maven Central failed: {tail}")
         shutil.rmtree(target, ignore_errors=True)
         partial.rename(target)

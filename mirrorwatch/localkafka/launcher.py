@@ -78,8 +78,15 @@ class LocalCluster:
     (their principal, User:ANONYMOUS, is a super user): nothing but this machine can reach them.
     """
 
-    def __init__(self, name: str, base_dir: str | os.PathLike, port: int | None = None, controller_port: int | None = None,
-                 security: str = "plaintext", users: dict[str, str] | None = None):
+    def __init__(
+        self,
+        name: str,
+        base_dir: str | os.PathLike,
+        port: int | None = None,
+        controller_port: int | None = None,
+        security: str = "plaintext",
+        users: dict[str, str] | None = None,
+    ):
         if security not in SECURITY:
             raise LauncherError(f"security must be one of {', '.join(SECURITY)} (got {security!r})")
         if security == "sasl_ssl" and ADMIN_USER not in (users or {}):
@@ -108,9 +115,15 @@ class LocalCluster:
         """librdkafka properties for a client of this cluster (as ``user`` on a SASL_SSL one)."""
         props = {"bootstrap.servers": self.bootstrap}
         if self.security == "sasl_ssl":
-            props.update({"security.protocol": "SASL_SSL", "sasl.mechanism": SASL_MECHANISM,
-                          "sasl.username": user, "sasl.password": password if password is not None else self.users[user],
-                          "ssl.ca.location": str(self.tls.ca)})
+            props.update(
+                {
+                    "security.protocol": "SASL_SSL",
+                    "sasl.mechanism": SASL_MECHANISM,
+                    "sasl.username": user,
+                    "sasl.password": password if password is not None else self.users[user],
+                    "ssl.ca.location": str(self.tls.ca),
+                }
+            )
         return props
 
     # ------------------------------------------------------------ addresses and files
@@ -175,15 +188,16 @@ class LocalCluster:
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             }
         return {
-            "listeners": (f"SASL_SSL://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},"
-                          f"CONTROLLER://127.0.0.1:{self.controller_port}"),
+            "listeners": (
+                f"SASL_SSL://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},"
+                f"CONTROLLER://127.0.0.1:{self.controller_port}"
+            ),
             "advertised.listeners": f"SASL_SSL://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "INTERNAL",
             "listener.security.protocol.map": "SASL_SSL:SASL_SSL,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "sasl.enabled.mechanisms": SASL_MECHANISM,
-            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.tls.keystore),
             "ssl.truststore.type": "PEM",
@@ -196,7 +210,7 @@ class LocalCluster:
         }
 
     # ------------------------------------------------------------ lifecycle
-    def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> "LocalCluster":
+    def start(self, timeout_s: float = STARTUP_TIMEOUT_S) -> LocalCluster:
         """Start and wait until a metadata request succeeds.
 
         Call from a long-lived thread: the broker is tied to the spawning *thread* (PR_SET_PDEATHSIG).
@@ -213,7 +227,9 @@ class LocalCluster:
             if port is None:
                 continue
             if port_in_use(port):
-                raise LauncherError(f"cannot start Kafka cluster '{self.name}': port 127.0.0.1:{port} is already in use (stop what holds it, or remove {self._ports_file} to pick new ports)")
+                raise LauncherError(
+                    f"cannot start Kafka cluster '{self.name}': port 127.0.0.1:{port} is already in use (stop what holds it, or remove {self._ports_file} to pick new ports)"
+                )
         jars = ensure_jars("broker")
         props = self._write_properties()
         classpath = f"{jars}/*"
@@ -222,20 +238,44 @@ class LocalCluster:
             # "--cluster-id=ID" form: a base64 id may start with "-", which a separate argument would turn into an option
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             fmt = subprocess.run(
-                [java, "-cp", classpath, f"-Dlog4j2.configurationFile={_LOG4J2}", f"-Dkafka.logs.dir={self.dir / 'logs'}",
-                 "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props), "--ignore-formatted",
-                 *self._scram_arguments()],
-                capture_output=True, text=True,
+                [
+                    java,
+                    "-cp",
+                    classpath,
+                    f"-Dlog4j2.configurationFile={_LOG4J2}",
+                    f"-Dkafka.logs.dir={self.dir / 'logs'}",
+                    "kafka.tools.StorageTool",
+                    "format",
+                    f"--cluster-id={cluster_id}",
+                    "-c",
+                    str(props),
+                    "--ignore-formatted",
+                    *self._scram_arguments(),
+                ],
+                capture_output=True,
+                text=True,
             )
             if fmt.returncode != 0:
                 tail = " | ".join((fmt.stdout + fmt.stderr).strip().splitlines()[-3:])
                 raise LauncherError(f"formatting storage for Kafka cluster '{self.name}' failed: {tail}")
-        cmd = [java, *HEAP.split(), "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
-               f"-Dlog4j2.configurationFile={_LOG4J2}", f"-Dkafka.logs.dir={self.dir / 'logs'}",
-               "-cp", classpath, "kafka.Kafka", str(props)]
+        cmd = [
+            java,
+            *HEAP.split(),
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={_LOG4J2}",
+            f"-Dkafka.logs.dir={self.dir / 'logs'}",
+            "-cp",
+            classpath,
+            "kafka.Kafka",
+            str(props),
+        ]
         self._spawned_at = time.monotonic()
         out = open(self.out_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        )
         out.close()
         _REGISTRY.add(self)
 
@@ -261,11 +301,19 @@ class LocalCluster:
         # a TLS and SCRAM handshake with a JVM still warming up can take seconds on a busy machine; the setup
         # timeout covers it, so 1 s (plenty for PLAINTEXT) would fail every attempt there
         setup_ms = 1000 if self.security == "plaintext" else 10000
-        admin = AdminClient({**self.client_config(), "socket.connection.setup.timeout.ms": setup_ms,
-                             "reconnect.backoff.max.ms": 200, "log_level": 0})
+        admin = AdminClient(
+            {
+                **self.client_config(),
+                "socket.connection.setup.timeout.ms": setup_ms,
+                "reconnect.backoff.max.ms": 200,
+                "log_level": 0,
+            }
+        )
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise LauncherError(f"Kafka cluster '{self.name}' exited with code {self.proc.returncode} while starting; log {self.out_path}:\n{self.log_tail()}")
+                raise LauncherError(
+                    f"Kafka cluster '{self.name}' exited with code {self.proc.returncode} while starting; log {self.out_path}:\n{self.log_tail()}"
+                )
             try:
                 md = admin.list_topics(timeout=1.0)
                 if md.brokers:
@@ -273,7 +321,9 @@ class LocalCluster:
             except Exception:  # KafkaException until the listener is up
                 pass
             time.sleep(0.2)
-        raise LauncherError(f"Kafka cluster '{self.name}' did not answer a metadata request within {STARTUP_TIMEOUT_S:.0f} s; log {self.log_path}:\n{self.log_tail()}")
+        raise LauncherError(
+            f"Kafka cluster '{self.name}' did not answer a metadata request within {STARTUP_TIMEOUT_S:.0f} s; log {self.log_path}:\n{self.log_tail()}"
+        )
 
     def stop(self, timeout_s: float = 30) -> None:
         """Clean shutdown (SIGTERM: the broker flushes and writes its clean-shutdown marker)."""
@@ -286,7 +336,7 @@ class LocalCluster:
             self.proc.kill()
             self.proc.wait()
 
-    def restart(self) -> "LocalCluster":
+    def restart(self) -> LocalCluster:
         self.stop()
         return self.start()
 
@@ -300,7 +350,7 @@ class LocalClusters:
     def __init__(self, names: list[str], base_dir: str | os.PathLike, **options):
         self.clusters = {name: LocalCluster(name, base_dir, **options) for name in names}
 
-    def start(self) -> "LocalClusters":
+    def start(self) -> LocalClusters:
         # Spawn all from this thread (the brokers die with the spawning thread), then wait for each:
         # they boot in parallel, so the total is about one broker's startup time.
         try:
@@ -320,7 +370,7 @@ class LocalClusters:
     def __getitem__(self, name: str) -> LocalCluster:
         return self.clusters[name]
 
-    def __enter__(self) -> "LocalClusters":
+    def __enter__(self) -> LocalClusters:
         return self.start()
 
     def __exit__(self, *exc) -> None:

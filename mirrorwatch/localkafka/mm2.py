@@ -13,17 +13,28 @@ from pathlib import Path
 from .jars import ensure_jars, require_tool
 from .launcher import _LOG4J2, _die_with_parent, terminate
 
-_RF_KEYS = ("replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
-            "offset-syncs.topic.replication.factor", "offset.storage.replication.factor",
-            "status.storage.replication.factor", "config.storage.replication.factor")
+_RF_KEYS = (
+    "replication.factor",
+    "checkpoints.topic.replication.factor",
+    "heartbeats.topic.replication.factor",
+    "offset-syncs.topic.replication.factor",
+    "offset.storage.replication.factor",
+    "status.storage.replication.factor",
+    "config.storage.replication.factor",
+)
 
 
 def mm2_properties(clusters: dict[str, str], source: str, target: str, topics: str, **extra: str) -> dict[str, str]:
     """Properties for one enabled flow ``source->target`` (the reverse disabled); ``extra`` overrides any key."""
-    props = {"clusters": ", ".join(clusters), **{f"{a}.bootstrap.servers": b for a, b in clusters.items()},
-             f"{source}->{target}.enabled": "true", f"{source}->{target}.topics": topics,
-             f"{target}->{source}.enabled": "false", "sync.topic.acls.enabled": "false",
-             **{k: "1" for k in _RF_KEYS}}
+    props = {
+        "clusters": ", ".join(clusters),
+        **{f"{a}.bootstrap.servers": b for a, b in clusters.items()},
+        f"{source}->{target}.enabled": "true",
+        f"{source}->{target}.topics": topics,
+        f"{target}->{source}.enabled": "false",
+        "sync.topic.acls.enabled": "false",
+        **{k: "1" for k in _RF_KEYS},
+    }
     props.update({k: str(v) for k, v in extra.items()})
     return props
 
@@ -40,7 +51,7 @@ class LocalMirrorMaker2:
     def out_path(self) -> Path:
         return self.dir / "mm2.out"
 
-    def start(self, die_with_parent: bool = True) -> "LocalMirrorMaker2":
+    def start(self, die_with_parent: bool = True) -> LocalMirrorMaker2:
         if self.is_running():
             return self
         path = self.dir / "mm2.properties"
@@ -48,11 +59,24 @@ class LocalMirrorMaker2:
         jars = ensure_jars("mm2")
         java = require_tool("java", "install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)")
         (self.dir / "logs").mkdir(exist_ok=True)
-        cmd = [java, *self.heap.split(), f"-Dlog4j2.configurationFile={_LOG4J2}", f"-Dkafka.logs.dir={self.dir / 'logs'}",
-               "-cp", f"{jars}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(path)]
+        cmd = [
+            java,
+            *self.heap.split(),
+            f"-Dlog4j2.configurationFile={_LOG4J2}",
+            f"-Dkafka.logs.dir={self.dir / 'logs'}",
+            "-cp",
+            f"{jars}/*",
+            "org.apache.kafka.connect.mirror.MirrorMaker",
+            str(path),
+        ]
         out = open(self.out_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent if die_with_parent else None)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if die_with_parent else None,
+        )
         out.close()
         return self
 

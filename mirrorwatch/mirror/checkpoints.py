@@ -18,24 +18,41 @@ from confluent_kafka.admin import AdminClient
 
 from ..core.access import Denied, is_denied, raise_if_denied
 from ..core.clients import make_admin, make_consumer, make_producer
-from ..core.config import Config, FlowConfig
-from ..core.naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
+from ..core.config import ClusterConfig, Config, FlowConfig
+from ..core.naming import checkpoints_topic, mirror_group, offset_syncs_topic
+from ..core.offset_syncs import OffsetSyncReader
 from ..core.reading import read_to_end
 from ..core.records import Checkpoint, RecordFormatError
+from ..core.topic_selection import TopicFilter, policy_of
 from .offset_store import OffsetSyncStore, Translation
-from .syncs_reader import OffsetSyncReader
-from .topics import flow_topic_filter
 
 log = logging.getLogger("mirrorwatch.mirror.checkpoints")
+
+
+def read_offset_syncs(cluster: ClusterConfig, topic: str, timeout_s: float = 20.0) -> OffsetSyncStore:
+    """The offset syncs on the target now (one-shot, for the failover tools)."""
+    store = OffsetSyncStore()
+    reader = OffsetSyncReader(cluster, topic, store.add)
+    try:
+        reader.catch_up(timeout_s)
+    finally:
+        reader.close()
+    return store
+
+
 ADMIN_TIMEOUT_S = 30
 
 
 def source_groups(admin: AdminClient, flow: FlowConfig, exclude: set[str]) -> list[str]:
     patterns = [re.compile(p) for p in flow.checkpoint_groups]
     listing = admin.list_consumer_groups().result(ADMIN_TIMEOUT_S)
-    return sorted(g.group_id for g in listing.valid
-                  if g.group_id not in exclude and not g.group_id.startswith("mirrorwatch")
-                  and any(p.fullmatch(g.group_id) for p in patterns))
+    return sorted(
+        g.group_id
+        for g in listing.valid
+        if g.group_id not in exclude
+        and not g.group_id.startswith("mirrorwatch")
+        and any(p.fullmatch(g.group_id) for p in patterns)
+    )
 
 
 def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
@@ -103,7 +120,6 @@ def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Che
     return out
 
 
-
 class CheckpointEmitter(threading.Thread):
     """Checkpoints for the groups that consume the flow's topics, every ``checkpoint_interval_s``.
 
@@ -113,16 +129,21 @@ class CheckpointEmitter(threading.Thread):
     def __init__(self, config: Config, flow_name: str, owned=None, all_up=None, on_denied=None):
         super().__init__(name="checkpoints", daemon=True)
         self.owned = owned
-        self.all_up = all_up or (lambda: True)  # the engine's cluster watch: while a cluster is away, retries are not news
+        self.all_up = all_up or (
+            lambda: True
+        )  # the engine's cluster watch: while a cluster is away, retries are not news
         self.on_denied = on_denied
         self.flow_name, self.flow = config.flow(flow_name)
-        self.topic_filter = flow_topic_filter(config, self.flow)
+        self.topic_filter = TopicFilter.of(config, self.flow)  # another flow of this pair shares the offset-syncs topic
         self.interval_s = config.mirror.checkpoint_interval_s
-        self.policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
+        self.policy = policy_of(self.flow)
         self.own_group = mirror_group(self.flow.source, self.flow.target, self.flow.group, self.flow_name)
         self.source_admin = make_admin(config.clusters[self.flow.source], "mirrorwatch-checkpoints")
         self.target_admin = make_admin(config.clusters[self.flow.target], "mirrorwatch-checkpoints")
-        self.reader = OffsetSyncReader(config.clusters[self.flow.target], offset_syncs_topic(self.flow.source))
+        self.store = OffsetSyncStore()
+        self.reader = OffsetSyncReader(
+            config.clusters[self.flow.target], offset_syncs_topic(self.flow.source), self.store.add
+        )
         self.producer = make_producer(config.clusters[self.flow.target], "mirrorwatch-checkpoints", **{"acks": "all"})
         self.topic = checkpoints_topic(self.flow.source)
         self._stop = threading.Event()
@@ -138,7 +159,9 @@ class CheckpointEmitter(threading.Thread):
                 self.on_denied(denied)
                 return
             except Exception as exc:  # a cluster away: checkpoints resume when it returns
-                log.log(logging.WARNING if self.all_up() else logging.DEBUG, "checkpointing failed (will retry): %s", exc)
+                log.log(
+                    logging.WARNING if self.all_up() else logging.DEBUG, "checkpointing failed (will retry): %s", exc
+                )
         self.producer.flush(5)
 
     def _delivered(self, err, _msg) -> None:
@@ -147,26 +170,35 @@ class CheckpointEmitter(threading.Thread):
 
     def emit_once(self) -> int:
         try:
-            store = self.reader.catch_up()
+            self.reader.catch_up()
         except Exception as exc:
             raise_if_denied(exc, "READ", "topic", self.reader.topic, "target")
             raise
+        store = self.store
         mirrored = {topic for topic, _ in store.partitions() if self.topic_filter.matches(topic)}
         now = int(time.time() * 1000)
         count = 0
         owned = self.owned() if self.owned is not None else None
         for group in source_groups(self.source_admin, self.flow, {self.own_group}):
-            committed = {k: v for k, v in committed_offsets(self.source_admin, group).items()
-                         if k[0] in mirrored and (owned is None or k in owned)}
+            committed = {
+                k: v
+                for k, v in committed_offsets(self.source_admin, group).items()
+                if k[0] in mirrored and (owned is None or k in owned)
+            }
             translations = translate_group(store, committed)
             for t in translations:
-                cp = Checkpoint(group, t.topic, t.partition, t.upstream_committed, t.downstream_offset, now, t.duplicates)
+                cp = Checkpoint(
+                    group, t.topic, t.partition, t.upstream_committed, t.downstream_offset, now, t.duplicates
+                )
                 self.producer.produce(self.topic, key=cp.key(), value=cp.to_value(), on_delivery=self._delivered)
                 count += 1
             if self.flow.sync_group_offsets and translations and not group_is_active(self.target_admin, group):
-                apply_offsets(self.target_admin, group,
-                              {(self.policy.target_topic(t.topic), t.partition): t.downstream_offset for t in translations},
-                              forward_only=True)
+                apply_offsets(
+                    self.target_admin,
+                    group,
+                    {(self.policy.target_topic(t.topic), t.partition): t.downstream_offset for t in translations},
+                    forward_only=True,
+                )
         self.producer.flush(10)
         self.emitted += count
         return count

@@ -42,8 +42,14 @@ def run(config_path: str, flow: str | None, verbose: bool) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    log.info("mirroring flow %s: %s → %s (group %s, policy %s)", engine.flow_name, engine.flow.source,
-             engine.flow.target, engine.group, engine.flow.policy)
+    log.info(
+        "mirroring flow %s: %s → %s (group %s, policy %s)",
+        engine.flow_name,
+        engine.flow.source,
+        engine.flow.target,
+        engine.group,
+        engine.flow.policy,
+    )
     try:
         engine.run()
     except MirrorFailure as exc:
@@ -55,7 +61,7 @@ def run(config_path: str, flow: str | None, verbose: bool) -> int:
 
 
 def _register() -> None:
-    from .failover import commands as failover_commands
+    from .failover.commands import commands as failover_commands
     from .topology import commands as topology_commands
 
     for command in failover_commands + topology_commands:

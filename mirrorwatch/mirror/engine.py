@@ -15,6 +15,11 @@ Per record the data path does as little Python as it can (the engine is CPU-boun
 callback only pops the FIFO, remembers the newest report and, every ``offset_sync_every`` records, has an
 offset sync published for exactly that record; positions, counters and latency are settled once per poll round
 for each partition that had reports (``_finish_round``).
+
+Beside it: ``partition_state.py`` (one assignment's positions and report callback), ``acknowledgement.py``
+(where ``acked_next`` lands, what may be committed, and the failures the engine stops on; pure),
+``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties),
+``lifecycle.py`` (start-up, outages), ``subscription.py`` (the topic thread and the subscription it hands over), ``access_guard.py`` (credentials and ACLs), ``records_lost.py`` (records removed from the source before mirrored).
 """
 
 from __future__ import annotations
@@ -22,111 +27,40 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from ..core.access import AccessProblem, Denied, error_of, is_denied, wait_for_connection
-from ..core.access import denied as access_denied
+from ..core.access import AccessProblem, Denied
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
-from ..core.naming import ReplicationPolicy, mirror_group, offset_syncs_topic
-from ..core.records import PROVENANCE_HEADER, OffsetSync
-from .metrics import LatencyHistogram
+from ..core.naming import mirror_group, offset_syncs_topic
+from ..core.records import PROVENANCE_HEADER
+from ..core.topic_selection import TopicFilter, policy_of
+from .access_guard import EngineAccess
+from .acknowledgement import MirrorFailure, RecordFailure, RecordsLost, failure_message
+from .client_settings import consumer_properties, offset_sync_interval_s, producer_properties
 from .lifecycle import EngineLifecycle
+from .metrics import LatencyHistogram
 from .outage import ClustersUnreachable
 from .own_topics import internal_topic_names
+from .partition_state import PartitionState
+from .publisher import PositionPublisher
 from .records_lost import RecordsLostDetection
-from .topics import TargetTopics, TopicFilter, check_named_topics, list_matching
+from .subscription import EngineSubscription
+from .topics import TargetTopics
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 
-ACCESS_CHECK_S = 10.0  # at start: how long to wait for each cluster's first metadata (a failed handshake ends it sooner)
 IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle: commit and sync exactly
 
 
-class MirrorFailure(Exception):
-    """A record that cannot be written to the target: the engine stopped rather than skip it."""
-
-    exit_code = 1
-
-
-class RecordsLost(MirrorFailure):
-    """The source log start passed the engine's position (retention, DeleteRecords, a recreated topic): records
-    were removed before they were mirrored, and ``mirror.on_records_lost`` is ``stop``."""
-
-    exit_code = 4
-
-
-class PartitionState:
-    """One assignment of one source partition. Records sent under it report back to its ``delivered``."""
-
-    __slots__ = ("key", "engine", "read_next", "acked_next", "committed", "fifo", "sent_records", "sent_bytes",
-                 "records", "bytes", "last_upstream", "last_downstream", "failed_at", "synced_acked", "synced_read",
-                 "next_sync_at", "round_msg", "round_entry")
-
-    def __init__(self, key: tuple[str, int], engine: "MirrorEngine") -> None:
-        self.key = key
-        self.engine = engine
-        self.read_next: int | None = None  # next source offset to fetch
-        self.acked_next: int | None = None  # last source offset acknowledged by the target + 1
-        self.committed: int | None = None  # last offset committed for the mirror group
-        # in flight, in send order: (source offset, records sent through it, key+value bytes sent through it)
-        self.fifo: deque[tuple[int, int, int]] = deque()
-        self.sent_records = 0
-        self.sent_bytes = 0
-        self.records = 0  # acknowledged by the target
-        self.bytes = 0
-        self.last_upstream = -1  # newest acknowledged source offset ...
-        self.last_downstream = -1  # ... and its offset on the target
-        self.failed_at: int | None = None  # a record here could not be written: never commit past it
-        self.synced_acked: int | None = None  # acked_next at the last offset sync
-        self.synced_read: int | None = None
-        # an offset sync when the report of this many records' last one arrives. The first record of an
-        # assignment gets one at once: records re-sent after a restart or rebalance sit on the target after the
-        # newest sync's downstream offset only as long as no sync maps past them (the monitor's target-side
-        # estimate counts the target records after that offset as distinct source records)
-        self.next_sync_at = 1
-        self.round_msg = None  # the newest report of this poll round, settled by the engine's _finish_round
-        self.round_entry: tuple[int, int, int] | None = None
-
-    def delivered(self, err, msg) -> None:
-        # hot path: one call per record. Reports come in send order per partition (idempotent producer).
-        entry = self.fifo.popleft()
-        if err is not None:
-            self.engine._delivery_failed(self, entry[0], err, msg)
-            return
-        if self.round_msg is None:
-            self.engine.touched.append(self)
-        self.round_msg = msg
-        self.round_entry = entry
-        if entry[1] >= self.next_sync_at:  # exactly every N records, mid-round: checkpoint translation needs them dense
-            self.engine._sync_due(self, entry, msg)
-
-    def acknowledged(self, source_offset: int, downstream_offset: int) -> None:
-        """The target acknowledged everything sent through ``source_offset`` (``downstream_offset`` there)."""
-        self.last_upstream, self.last_downstream = source_offset, downstream_offset
-        acked_next = source_offset + 1
-        if not self.fifo and self.read_next is not None:
-            acked_next = max(acked_next, self.read_next)  # records skipped by the loop guard count as handled
-        if self.acked_next is not None:
-            acked_next = max(acked_next, self.acked_next)  # a loop-guard skip may have moved it further
-        if self.failed_at is not None:
-            acked_next = min(acked_next, self.failed_at)
-        self.acked_next = acked_next
-
-    def failed(self, source_offset: int) -> None:
-        """A record here could not be written: commits and syncs stop below it."""
-        self.failed_at = source_offset if self.failed_at is None else min(self.failed_at, source_offset)
-
-
-class MirrorEngine(EngineLifecycle, RecordsLostDetection):
+class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, EngineAccess):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
         self.config = config
         self.settings = config.mirror
-        self.policy = ReplicationPolicy(self.flow.policy, self.flow.source, self.flow.target, self.flow.separator)
+        self.policy = policy_of(self.flow)
         self.group = mirror_group(self.flow.source, self.flow.target, self.flow.group, self.flow_name)
         self.source_cluster = config.clusters[self.flow.source]
         self.target_cluster = config.clusters[self.flow.target]
@@ -137,6 +71,8 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         self.add_origin = self.flow.policy == "identity" if provenance is None else provenance
 
         self.partitions: dict[tuple[str, int], PartitionState] = {}
+        # commits and offset syncs; a refused commit or sync is an ACL missing (deny)
+        self.publisher = PositionPublisher(self.partitions, self.syncs_topic, self._retrying, self.group, self.deny)
         self.owned: frozenset[tuple[str, int]] = frozenset()  # the keys of partitions, for other threads to read
         self.touched: list[PartitionState] = []  # states with delivery reports not yet settled
         self.target_names: dict[str, str] = {}  # source topic → target topic
@@ -144,7 +80,7 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         self.produce_errors: dict[tuple[str, bool], int] = {}
         self.rebalances = 0
         self.heartbeats_sent = 0
-        self.failures: list[tuple[str, int, int, str, int, KafkaError]] = []  # topic, partition, offset, target, size, error
+        self.failures: list[RecordFailure] = []
         self.lost: list[tuple[str, int, int, int]] = []  # topic, partition, [first, end) lost; the engine stops
         self.records_lost: dict[tuple[str, int], int] = {}  # counted under mirror.on_records_lost: continue
         self.access_problem: AccessProblem | None = None  # an ACL or credential problem: stop, say it, exit 1
@@ -154,76 +90,19 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         self._subscription_lock = threading.Lock()
         self._subscribed: list[str] = []
 
-        producer_props = {
-            "acks": "all", "enable.idempotence": True, "linger.ms": 5, "batch.size": 1_000_000,
-            "queue.buffering.max.messages": max(self.settings.max_in_flight, 100_000),
-            "queue.buffering.max.kbytes": 1_048_576, "message.max.bytes": 100_000_000,
-            "compression.type": "none",  # the target topic's compression.type applies broker-side
-            "message.timeout.ms": 0,  # a target away for minutes is waited out (outage.py), never a lost record
-        }
-        producer_props.update(self.settings.producer)
-        consumer_props = {
-            "auto.offset.reset": "earliest", "enable.auto.offset.store": False,
-            "partition.assignment.strategy": "cooperative-sticky", "fetch.max.bytes": 52_428_800,
-            "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000,
-            "topic.metadata.refresh.interval.ms": int(self.settings.refresh_interval_s * 1000),
-            # a crashed worker's partitions move after this long (Kafka's default is 45 s)
-            "session.timeout.ms": 10_000, "heartbeat.interval.ms": 2_000,
-            "on_commit": self._committed,
-        }
-        if self.settings.instance_id:
-            # static membership: a restarted worker with the same id takes its partitions back at once
-            consumer_props["group.instance.id"] = self.settings.instance_id
-        consumer_props.update(self.settings.consumer)
+        producer_props = producer_properties(self.settings)
+        consumer_props = consumer_properties(self.settings, on_commit=self.publisher.committed)
         self.producer = make_producer(self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", **producer_props)
-        self.consumer = make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props)
+        self.consumer = make_consumer(
+            self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props
+        )
+        self.publisher.bind(self.producer, self.consumer)
         self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
         self.internal_topics = internal_topic_names(config, self.flow)
-        self.topic_filter = TopicFilter(self.flow, self.policy, self.internal_topics)
+        self.topic_filter = TopicFilter.of(config, self.flow)  # the same rule: internal topics only if it owns them
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
         self._init_lifecycle()  # heartbeats, checkpoints, the cluster watch (lifecycle.py)
-
-    # ------------------------------------------------------------------ topics
-    def refresh_topics(self, with_configs: bool) -> None:
-        topics = list_matching(self.source_admin, self.topic_filter)
-        ready = self.target_topics.sync(topics, with_configs)
-        self._topics_listed(ready, with_configs)
-        for name in ready:
-            self._name(name)
-        with self._subscription_lock:
-            if sorted(ready) != self._subscribed:
-                self._pending_subscription = sorted(ready)
-
-    def _name(self, source_topic: str) -> str:
-        target_topic = self.policy.target_topic(source_topic)
-        self.target_names[source_topic] = target_topic
-        return target_topic
-
-    def _topic_loop(self) -> None:
-        last_config_sync = time.monotonic()
-        while not self._stop.wait(self.settings.refresh_interval_s):
-            with_configs = time.monotonic() - last_config_sync >= self.settings.config_sync_interval_s
-            try:
-                self.refresh_topics(with_configs)
-                if with_configs:
-                    last_config_sync = time.monotonic()
-            except Denied as denied:
-                self.deny(denied)
-                return
-            except Exception as exc:  # a cluster away for a while: try again next round
-                self._retrying("topic refresh failed (will retry): %s", exc)
-
-    def _apply_subscription(self) -> None:
-        with self._subscription_lock:
-            topics, self._pending_subscription = self._pending_subscription, None
-        if topics is None:
-            return
-        added = sorted(set(topics) - set(self._subscribed))
-        self._subscribed = topics
-        if topics:
-            self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
-            log.info("mirroring %d topic(s)%s", len(topics), f"; new: {', '.join(added)}" if added else "")
 
     # ------------------------------------------------------------------ rebalances
     def _on_assign(self, consumer, partitions) -> None:
@@ -253,8 +132,8 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         try:
             # hand the partitions over cleanly: everything sent must be acknowledged and committed first
             self._flush(30)
-            self._commit([(tp.topic, tp.partition) for tp in partitions])
-            self._emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
+            self.publisher.commit([(tp.topic, tp.partition) for tp in partitions])
+            self.publisher.emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
         except Exception as exc:  # never raise from a rebalance callback; the next owner resumes from the commit
             log.warning("handing over revoked partitions: %s", exc)
         for tp in partitions:
@@ -278,7 +157,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         retriable = err.retriable()
         self.produce_errors[(topic, retriable)] = self.produce_errors.get((topic, retriable), 0) + 1
         state.failed(source_offset)
-        self.failures.append((topic, partition, source_offset, target_topic, size, err))
+        self.failures.append(
+            RecordFailure(topic, partition, source_offset, target_topic, size, err.name(), err.str(), retriable)
+        )
         self._stop.set()
 
     def _sync_due(self, state: PartitionState, entry: tuple[int, int, int], msg) -> None:
@@ -287,7 +168,7 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         if self.partitions.get(state.key) is not state:
             return  # a revoked or lost assignment: its new owner publishes syncs
         state.acknowledged(entry[0], msg.offset())
-        self._emit_syncs([state.key])
+        self.publisher.emit_syncs([state.key])
 
     def _serve(self, timeout: float) -> None:
         """Serve delivery reports, then settle them."""
@@ -318,83 +199,6 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
             if ts_type:
                 observe(max(0.0, now - ts / 1000.0), acked_now)
         touched.clear()
-
-    # ------------------------------------------------------------------ commits and syncs
-    def _commit(self, keys=None, sync: bool = True) -> None:
-        """Commit what the target acknowledged. Periodic commits under load are asynchronous (a synchronous
-        round trip on the data path showed up in p99 latency); idle, revoke and shutdown commits are not."""
-        offsets = []
-        for key in keys if keys is not None else list(self.partitions):
-            state = self.partitions.get(key)
-            if state is None or state.acked_next is None:
-                continue
-            target = state.acked_next if state.failed_at is None else min(state.acked_next, state.failed_at)
-            if state.committed is None or target > state.committed:
-                offsets.append(TopicPartition(key[0], key[1], target))
-        if not offsets:
-            return
-        if not sync:
-            try:  # the outcome arrives in _committed (served inside consume())
-                self.consumer.commit(offsets=offsets, asynchronous=True)
-            except KafkaException as exc:
-                self._retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
-            return
-        try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            if error_of(exc) is not None and error_of(exc).code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
-                self.deny(Denied("READ", "group", self.group, "source"))  # a refused topic is named by the fetch
-            self._retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
-            return
-        for tp in offsets:
-            state = self.partitions.get((tp.topic, tp.partition))
-            if state is not None:
-                state.committed = tp.offset
-
-    def _committed(self, err, partitions) -> None:
-        """The consumer's commit callback: record what the group coordinator confirmed."""
-        if err is not None:
-            # A commit needs READ on the group and on each topic. A refused topic is not named here: the client
-            # marks every partition of the commit refused, so the fetch error (which names the topic) says it.
-            if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
-                self.deny(Denied("READ", "group", self.group, "source"))
-            self._retrying("commit failed (will retry): %s", err.str())
-            return
-        for tp in partitions:
-            state = self.partitions.get((tp.topic, tp.partition))
-            if tp.error is None and state is not None and (state.committed is None or tp.offset > state.committed):
-                state.committed = tp.offset
-
-    def _emit_syncs(self, keys=None, force: bool = False) -> None:
-        now = int(time.time() * 1000)
-        for key in keys if keys is not None else list(self.partitions):
-            state = self.partitions.get(key)
-            if state is None or state.acked_next is None:
-                continue
-            moved = state.acked_next != state.synced_acked or state.read_next != state.synced_read
-            if not (moved or force):
-                continue
-            sync = OffsetSync(key[0], key[1], state.last_upstream, state.last_downstream,
-                              state.acked_next, state.read_next if state.read_next is not None else state.acked_next, now)
-            self._produce_internal(self.syncs_topic, sync.key(), sync.to_value())
-            state.synced_acked, state.synced_read = state.acked_next, state.read_next
-
-    def _internal_delivered(self, err, msg) -> None:
-        if err is not None and is_denied(err):
-            self.deny(Denied("WRITE", "topic", msg.topic(), "target"))
-
-    def _produce_internal(self, topic: str, key: bytes, value: bytes) -> None:
-        while True:
-            try:
-                self.producer.produce(topic, key=key, value=value, on_delivery=self._internal_delivered)
-                return
-            except KafkaException as exc:  # refused at once when the client already knows it may not write there
-                if not is_denied(exc):
-                    raise
-                self.deny(Denied("WRITE", "topic", topic, "target"))
-                return
-            except BufferError:
-                self.producer.poll(0.1)  # reports served here are settled by the caller's round
 
     # ------------------------------------------------------------------ the data path
     def _send(self, messages) -> None:
@@ -462,8 +266,15 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
             fifo.append((offset, sent_records, sent_bytes))
             while True:
                 try:
-                    produce(target_topic, msg.value(), key, partition, on_delivery=delivered,
-                            timestamp=msg.timestamp()[1], headers=headers)
+                    produce(
+                        target_topic,
+                        msg.value(),
+                        key,
+                        partition,
+                        on_delivery=delivered,
+                        timestamp=msg.timestamp()[1],
+                        headers=headers,
+                    )
                     break
                 except BufferError:
                     state.sent_records, state.sent_bytes = sent_records, sent_bytes
@@ -480,7 +291,9 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
             state.sent_records, state.sent_bytes = sent_records, sent_bytes
         self._serve(0)
 
-    def _produce_rejected(self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str) -> bool:
+    def _produce_rejected(
+        self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str
+    ) -> bool:
         """Returns True when the partition was sought back to ``offset`` (its later records come again)."""
         err = exc.args[0]
         if err.code() == KafkaError._UNKNOWN_PARTITION:
@@ -495,38 +308,7 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
 
     def failure_message(self) -> str | None:
         """One line naming the record that could not be written (the culprit, not its batch-mates)."""
-        if not self.failures:
-            return None
-        topic, partition, offset, target_topic, size, err = self.failures[0]
-        if is_denied(err):
-            return str(self._as_problem(Denied("WRITE", "topic", target_topic, "target")))
-        if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-            # the broker refuses the whole batch holding a too-large record: name the largest one
-            topic, partition, offset, target_topic, size, err = max(self.failures, key=lambda f: f[4])
-        detail = f" ({size} bytes)" if size >= 0 and err.code() == KafkaError.MSG_SIZE_TOO_LARGE else ""
-        return (f"cannot mirror {topic}[{partition}] offset {offset}{detail} to {self.flow.target}:{target_topic}: "
-                f"{err.str()} ({err.name()}); stopped without skipping it")
-
-    # ------------------------------------------------------------------ access (credentials and ACLs)
-    def _as_problem(self, denied: Denied) -> AccessProblem:
-        alias = self.flow.source if denied.role == "source" else self.flow.target
-        cluster = self.source_cluster if denied.role == "source" else self.target_cluster
-        return access_denied(denied.operation, denied.resource_type, denied.resource, alias, cluster.properties)
-
-    def deny(self, denied: Denied) -> None:
-        """From any thread: an ACL is missing. The engine stops (committing what was acknowledged) and exits 1
-        with one line naming the operation and resource; retrying cannot make an ACL appear."""
-        if self.access_problem is None:
-            self.access_problem = self._as_problem(denied)
-            log.error("%s", self.access_problem)
-        self._stop.set()
-
-    def _check_access(self) -> None:
-        """Credentials and TLS first: a failed handshake would otherwise surface as a metadata timeout."""
-        for alias, cluster, admin in ((self.flow.source, self.source_cluster, self.source_admin),
-                                      (self.flow.target, self.target_cluster, self.target_admin)):
-            wait_for_connection(admin, cluster.bootstrap_servers, alias, ACCESS_CHECK_S)
-        check_named_topics(self.source_admin, self.flow, {self.settings.heartbeats_topic, self.config.canary.topic})
+        return self.denied_write_message(self.failures) or failure_message(self.failures, self.flow.target)
 
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
@@ -534,7 +316,7 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
         last_record = time.monotonic()
-        sync_interval = self.sync_interval_s
+        sync_interval = offset_sync_interval_s(self.settings, self.flow.policy)
         next_sync = time.monotonic() + sync_interval
         try:
             # inside the try: a start refused (credentials, ACLs) still closes the clients before the exit
@@ -562,8 +344,8 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
                 if not messages and self.in_flight == 0 and not idle_synced and now - last_record >= IDLE_FLUSH_S:
                     # idle flush: everything read is acknowledged; publish exact positions now
                     self._advance_idle()
-                    self._commit()
-                    self._emit_syncs()
+                    self.publisher.commit()
+                    self.publisher.emit_syncs()
                     self._serve(0)
                     idle_synced = True
                     next_commit = now + self.settings.commit_interval_s
@@ -571,14 +353,14 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
                     if not messages and self.in_flight == 0:
                         # still idle: a commit marker written after the idle flush moved the position since
                         self._advance_idle()
-                    self._commit(sync=False)
-                    self._emit_syncs()
+                    self.publisher.commit(sync=False)
+                    self.publisher.emit_syncs()
                     next_commit = now + self.settings.commit_interval_s
                     next_sync = now + sync_interval
                 elif now >= next_sync:
                     # fresher in time than the commits: what the monitor's true lag and RPO seconds rest on
                     # under the identity policy (see docs/monitor.md)
-                    self._emit_syncs()
+                    self.publisher.emit_syncs()
                     next_sync = now + sync_interval
         finally:
             self._shutdown()
@@ -608,15 +390,6 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
         self._stop.set()
 
     @property
-    def sync_interval_s(self) -> float:
-        """Offset syncs of moved partitions at least this often (``mirror.offset_sync_interval_s``; by default
-        0.1 s under the identity policy, where the monitor cannot read progress off the shared target topic,
-        and the commit interval under prefix, where the target's end offset already tells it)."""
-        if self.settings.offset_sync_interval_s is not None:
-            return self.settings.offset_sync_interval_s
-        return 0.1 if self.flow.policy == "identity" else self.settings.commit_interval_s
-
-    @property
     def in_flight(self) -> int:
         """Records handed to the producer and not yet reported (offset syncs included); safe from any thread."""
         return len(self.producer)
@@ -628,11 +401,13 @@ class MirrorEngine(EngineLifecycle, RecordsLostDetection):
             self.checkpoints.stop()
         remaining = self._flush(8)
         if remaining:
-            log.warning("%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining)
+            log.warning(
+                "%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining
+            )
         self.watch.stop()
         if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
-            self._commit()
-        self._emit_syncs()
+            self.publisher.commit()
+        self.publisher.emit_syncs()
         self.producer.flush(2)
         try:
             self.consumer.close()

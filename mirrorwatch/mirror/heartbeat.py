@@ -35,8 +35,16 @@ def ensure_heartbeats_topic(cluster: ClusterConfig, topic: str) -> None:
 
 
 class HeartbeatProducer(threading.Thread):
-    def __init__(self, cluster: ClusterConfig, topic: str, source: str, target: str, interval_s: float, on_sent=None,
-                 on_denied=None):
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        topic: str,
+        source: str,
+        target: str,
+        interval_s: float,
+        on_sent=None,
+        on_denied=None,
+    ):
         super().__init__(name="heartbeats", daemon=True)
         self.topic, self.source, self.target, self.interval_s = topic, source, target, interval_s
         self._producer = make_producer(cluster, "mirrorwatch-heartbeat", **{"linger.ms": 0, "acks": "all"})
@@ -54,8 +62,7 @@ class HeartbeatProducer(threading.Thread):
         while not self._stop.is_set():
             beat = Heartbeat(self.source, self.target, int(time.time() * 1000))
             try:
-                self._producer.produce(self.topic, key=beat.key(), value=beat.to_value(),
-                                       on_delivery=self._delivered)
+                self._producer.produce(self.topic, key=beat.key(), value=beat.to_value(), on_delivery=self._delivered)
             except BufferError:  # the source is down and the queue is full: skip this beat, it is only a signal
                 pass
             except KafkaException as exc:  # refused at once once the client knows it may not write there

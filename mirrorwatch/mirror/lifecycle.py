@@ -8,7 +8,6 @@ import threading
 
 from ..core.access import Denied, wait_for_connection
 from ..core.clients import make_admin
-
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .outage import ClusterWatch, start_when_reachable
 from .own_topics import ensure_own_topics, matched_topics, other_consumers, report_shared, warn_if_legacy_group
@@ -23,13 +22,17 @@ class EngineLifecycle:
         self.matched_topics: int | None = None  # the flow's own topics on the source (None: not listed yet)
         self.shared_with: list[str] | None = None  # other groups mirroring our internal topics (None: not looked)
         self.gave_up: str | None = None  # why the engine stopped waiting for a cluster (mirror.max_unreachable_s)
-        self.watch = ClusterWatch([("source", self.flow.source, self.source_cluster),
-                                   ("target", self.flow.target, self.target_cluster)],
-                                  self.settings.max_unreachable_s, self._give_up)
+        self.watch = ClusterWatch(
+            [("source", self.flow.source, self.source_cluster), ("target", self.flow.target, self.target_cluster)],
+            self.settings.max_unreachable_s,
+            self._give_up,
+        )
 
     def _topics_listed(self, ready: list[str], with_configs: bool) -> None:
         """After each topic refresh: does the flow match anything, and does another flow mirror our internal topics?"""
-        self.matched_topics = matched_topics(self.flow_name, self.flow, ready, self.internal_topics, self.matched_topics is None)
+        self.matched_topics = matched_topics(
+            self.flow_name, self.flow, ready, self.internal_topics, self.matched_topics is None
+        )
         if with_configs:  # as often as configs are synced (a group listing is not free)
             others = other_consumers(self.source_admin, self.group, self.internal_topics)
             self.shared_with = report_shared(self.flow_name, self.flow, others, self.shared_with)
@@ -51,8 +54,10 @@ class EngineLifecycle:
     def _check_credentials(self) -> None:
         """From the start-up thread, on the engine's own admin clients: a recorded authentication or TLS failure
         raises AccessProblem (one line, exit 1); otherwise nothing (an outage is the watch's to report)."""
-        for alias, cluster, admin in ((self.flow.source, self.source_cluster, self.source_admin),
-                                      (self.flow.target, self.target_cluster, self.target_admin)):
+        for alias, cluster, admin in (
+            (self.flow.source, self.source_cluster, self.source_admin),
+            (self.flow.target, self.target_cluster, self.target_admin),
+        ):
             wait_for_connection(admin, cluster.bootstrap_servers, alias, 1.0)
 
     def _renew_admin_clients(self) -> None:
@@ -71,16 +76,23 @@ class EngineLifecycle:
                                     self._renew_admin_clients):
             return False
         if self.settings.heartbeats:
-            self.heartbeats = HeartbeatProducer(self.source_cluster, self.settings.heartbeats_topic, self.flow.source,
-                                                self.flow.target, self.settings.heartbeat_interval_s, self._heartbeat_sent,
-                                                on_denied=self.deny)
+            self.heartbeats = HeartbeatProducer(
+                self.source_cluster,
+                self.settings.heartbeats_topic,
+                self.flow.source,
+                self.flow.target,
+                self.settings.heartbeat_interval_s,
+                self._heartbeat_sent,
+                on_denied=self.deny,
+            )
             self.heartbeats.start()
         threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
         if self.flow.checkpoint_groups:
             from .checkpoints import CheckpointEmitter
 
-            self.checkpoints = CheckpointEmitter(self.config, self.flow_name, owned=lambda: self.owned,
-                                                 all_up=self.watch.all_up, on_denied=self.deny)
+            self.checkpoints = CheckpointEmitter(
+                self.config, self.flow_name, owned=lambda: self.owned, all_up=self.watch.all_up, on_denied=self.deny
+            )
             self.checkpoints.start()
         return True
 

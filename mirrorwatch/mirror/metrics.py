@@ -41,9 +41,19 @@ class EngineCollector:
         e = self.engine
         base = [e.flow_name, e.policy.source, e.policy.target]
         names = ["flow", "source", "target"]
-        records = CounterMetricFamily("mirrorwatch_mirror_records", "Records acknowledged by the target", labels=names + ["topic", "partition"])
-        nbytes = CounterMetricFamily("mirrorwatch_mirror_bytes", "Key+value bytes acknowledged by the target", labels=names + ["topic", "partition"])
-        position = GaugeMetricFamily("mirrorwatch_mirror_position", "Engine positions per source partition (next offset)", labels=names + ["topic", "partition", "kind"])
+        records = CounterMetricFamily(
+            "mirrorwatch_mirror_records", "Records acknowledged by the target", labels=names + ["topic", "partition"]
+        )
+        nbytes = CounterMetricFamily(
+            "mirrorwatch_mirror_bytes",
+            "Key+value bytes acknowledged by the target",
+            labels=names + ["topic", "partition"],
+        )
+        position = GaugeMetricFamily(
+            "mirrorwatch_mirror_position",
+            "Engine positions per source partition (next offset)",
+            labels=names + ["topic", "partition", "kind"],
+        )
         for (topic, partition), state in list(e.partitions.items()):
             labels = base + [topic, str(partition)]
             records.add_metric(labels, state.records)
@@ -54,25 +64,40 @@ class EngineCollector:
         yield records
         yield nbytes
         yield position
-        latency = HistogramMetricFamily("mirrorwatch_mirror_replication_latency_seconds",
-                                        "Target ack time minus source record timestamp", labels=names)
+        latency = HistogramMetricFamily(
+            "mirrorwatch_mirror_replication_latency_seconds",
+            "Target ack time minus source record timestamp",
+            labels=names,
+        )
         latency.add_metric(base, e.latency.buckets(), e.latency.total)
         yield latency
-        errors = CounterMetricFamily("mirrorwatch_mirror_produce_errors", "Produce errors", labels=names + ["topic", "retriable"])
+        errors = CounterMetricFamily(
+            "mirrorwatch_mirror_produce_errors", "Produce errors", labels=names + ["topic", "retriable"]
+        )
         # every mirrored topic exports both series from the start, so rate() and panels see 0, not "no data"
         for topic in sorted(e.target_names):
             for retriable in (True, False):
-                errors.add_metric(base + [topic, "true" if retriable else "false"], e.produce_errors.get((topic, retriable), 0))
+                errors.add_metric(
+                    base + [topic, "true" if retriable else "false"], e.produce_errors.get((topic, retriable), 0)
+                )
         yield errors
-        in_flight = GaugeMetricFamily("mirrorwatch_mirror_in_flight_records", "Records sent, not yet acknowledged", labels=names)
+        in_flight = GaugeMetricFamily(
+            "mirrorwatch_mirror_in_flight_records", "Records sent, not yet acknowledged", labels=names
+        )
         in_flight.add_metric(base, e.in_flight)
         yield in_flight
-        rebalances = CounterMetricFamily("mirrorwatch_mirror_rebalances", "Partition assignment changes", labels=names + ["group"])
+        rebalances = CounterMetricFamily(
+            "mirrorwatch_mirror_rebalances", "Partition assignment changes", labels=names + ["group"]
+        )
         rebalances.add_metric(base + [e.group], e.rebalances)
         yield rebalances
-        lost = CounterMetricFamily("mirrorwatch_mirror_records_lost", "Source records removed (retention, "
-                                   "DeleteRecords, a recreated topic) before they were mirrored; counted under "
-                                   "mirror.on_records_lost: continue", labels=names + ["topic", "partition"])
+        lost = CounterMetricFamily(
+            "mirrorwatch_mirror_records_lost",
+            "Source records removed (retention, "
+            "DeleteRecords, a recreated topic) before they were mirrored; counted under "
+            "mirror.on_records_lost: continue",
+            labels=names + ["topic", "partition"],
+        )
         # every owned partition from the start (0), so panels and alerts see 0 rather than "no data"
         lost_counts = dict(e.records_lost)
         for key in list(e.partitions):
@@ -80,22 +105,36 @@ class EngineCollector:
         for (topic, partition), count in sorted(lost_counts.items()):
             lost.add_metric(base + [topic, str(partition)], count)
         yield lost
-        heartbeats = CounterMetricFamily("mirrorwatch_mirror_heartbeats", "Heartbeats written to the source", labels=names)
+        heartbeats = CounterMetricFamily(
+            "mirrorwatch_mirror_heartbeats", "Heartbeats written to the source", labels=names
+        )
         heartbeats.add_metric(base, e.heartbeats_sent)
         yield heartbeats
 
-        up = GaugeMetricFamily("mirrorwatch_mirror_cluster_up", "1 while the cluster answers the mirror's metadata probe, "
-                               "0 while it is unreachable (stopped, frozen, partitioned)", labels=names + ["cluster", "role"])
+        up = GaugeMetricFamily(
+            "mirrorwatch_mirror_cluster_up",
+            "1 while the cluster answers the mirror's metadata probe, "
+            "0 while it is unreachable (stopped, frozen, partitioned)",
+            labels=names + ["cluster", "role"],
+        )
         for role, alias, _ in e.watch.clusters:
             up.add_metric(base + [alias, role], 1.0 if e.watch.up[role] else 0.0)
         yield up
-        matched = GaugeMetricFamily("mirrorwatch_mirror_matched_topics", "Source topics matching the flow's include/exclude "
-                                    "regexes (mirrorwatch's own topics not counted); 0 = the flow mirrors nothing", labels=names)
+        matched = GaugeMetricFamily(
+            "mirrorwatch_mirror_matched_topics",
+            "Source topics matching the flow's include/exclude "
+            "regexes (mirrorwatch's own topics not counted); 0 = the flow mirrors nothing",
+            labels=names,
+        )
         if e.matched_topics is not None:
             matched.add_metric(base, e.matched_topics)
         yield matched
-        shared = GaugeMetricFamily("mirrorwatch_mirror_internal_topics_shared", "Other consumer groups on the source that "
-                                   "also consume the heartbeats/canary topics this flow mirrors (should be 0)", labels=names)
+        shared = GaugeMetricFamily(
+            "mirrorwatch_mirror_internal_topics_shared",
+            "Other consumer groups on the source that "
+            "also consume the heartbeats/canary topics this flow mirrors (should be 0)",
+            labels=names,
+        )
         if e.shared_with is not None:
             shared.add_metric(base, len(e.shared_with))
         yield shared

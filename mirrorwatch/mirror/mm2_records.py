@@ -12,7 +12,15 @@ from confluent_kafka import TopicPartition
 
 from ..core.clients import make_consumer
 from ..core.config import Config, FlowConfig
-from ..core.mm2 import aliases, any_heartbeat, decode_checkpoint, decode_connect_offset, decode_offset_sync, flow_policy, mm2_topics
+from ..core.mm2 import (
+    aliases,
+    any_heartbeat,
+    decode_checkpoint,
+    decode_connect_offset,
+    decode_offset_sync,
+    flow_policy,
+    mm2_topics,
+)
 from ..core.mm2_lag import target_side_acked_next
 from ..core.reading import end_offsets, read_to_end
 from ..core.records import Checkpoint, RecordFormatError
@@ -40,13 +48,18 @@ class Mm2State:
     checkpoints: dict[str, dict[tuple[str, int], Checkpoint]] = field(default_factory=dict)  # source topic names
     heartbeat_ms: int | None = None  # newest heartbeat that crossed the mirror (else MM2's own)
 
-    def acked_next(self, target_ends: dict[tuple[str, int], int], one_to_one: bool = True) -> dict[tuple[str, int], int]:
+    def acked_next(
+        self, target_ends: dict[tuple[str, int], int], one_to_one: bool = True
+    ) -> dict[tuple[str, int], int]:
         """Target-side estimate of the next source offset not yet on the target (uncapped: the caller has the ends)."""
         out = {}
         for key in set(self.latest_sync) | set(self.positions):
             u, d = self.latest_sync.get(key, (-1, -1))
-            value = int(target_side_acked_next([-1], [self.positions.get(key, -1)], [u], [d],
-                                               [target_ends.get(key, -1)], one_to_one)[0])
+            value = int(
+                target_side_acked_next(
+                    [-1], [self.positions.get(key, -1)], [u], [d], [target_ends.get(key, -1)], one_to_one
+                )[0]
+            )
             if value >= 0:
                 out[key] = value
         return out
@@ -84,7 +97,8 @@ def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
         source_topic = policy.source_topic(cp.topic)  # MM2 names the target topic in its checkpoints
         if source_topic is not None:
             state.checkpoints.setdefault(cp.group, {})[(source_topic, cp.partition)] = Checkpoint(
-                cp.group, source_topic, cp.partition, cp.upstream_offset, cp.downstream_offset, cp.ts_ms)
+                cp.group, source_topic, cp.partition, cp.upstream_offset, cp.downstream_offset, cp.ts_ms
+            )
     own, crossed = None, None
     for topic, mine in ((topics.heartbeats, True), (topics.mirrored_heartbeats, False)):
         for msg in read_topic(target, topic, 10):
@@ -100,7 +114,9 @@ def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
     return state
 
 
-def target_end_offsets(config: Config, flow: FlowConfig, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def target_end_offsets(
+    config: Config, flow: FlowConfig, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
     """Target end offsets keyed by *source* (topic, partition)."""
     policy = flow_policy(flow)
     consumer = make_consumer(config.clusters[flow.target], "mirrorwatch-mm2-reader")

@@ -2,6 +2,7 @@
 
 import click
 
-config_option = click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
-                             help="mirrorwatch YAML config")
+config_option = click.option(
+    "--config", "config_path", required=True, type=click.Path(dir_okay=False), help="mirrorwatch YAML config"
+)
 flow_option = click.option("--flow", default=None, help="flow name (default: the only flow)")

@@ -18,13 +18,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
 
 from ..core.clients import make_admin
 from ..core.config import ClusterConfig
-
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -34,11 +33,23 @@ BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # between start-up attempts; the last on
 UNREACHABLE_EXIT = 3
 
 # Errors that mean "the cluster is not answering now", not "this can never work".
-_TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._RESOLVE,
-              KafkaError._MSG_TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
-              KafkaError.NOT_CONTROLLER, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
-              KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.BROKER_NOT_AVAILABLE,
-              KafkaError.NETWORK_EXCEPTION, KafkaError._WAIT_COORD, KafkaError._DESTROY}
+_TRANSIENT = {
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+    KafkaError._RESOLVE,
+    KafkaError._MSG_TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_CONTROLLER,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.BROKER_NOT_AVAILABLE,
+    KafkaError.NETWORK_EXCEPTION,
+    KafkaError._WAIT_COORD,
+    KafkaError._DESTROY,
+}
 
 
 class ClustersUnreachable(Exception):
@@ -69,9 +80,14 @@ class ClusterWatch:
     been unreachable for ``max_unreachable_s`` (None: never give up).
     """
 
-    def __init__(self, clusters: list[tuple[str, str, ClusterConfig]], max_unreachable_s: float | None = None,
-                 on_give_up: Callable[[str], None] | None = None, interval_s: float = PROBE_INTERVAL_S,
-                 timeout_s: float = PROBE_TIMEOUT_S):
+    def __init__(
+        self,
+        clusters: list[tuple[str, str, ClusterConfig]],
+        max_unreachable_s: float | None = None,
+        on_give_up: Callable[[str], None] | None = None,
+        interval_s: float = PROBE_INTERVAL_S,
+        timeout_s: float = PROBE_TIMEOUT_S,
+    ):
         self.clusters = clusters
         self.max_unreachable_s = max_unreachable_s
         self.on_give_up = on_give_up or (lambda message: None)
@@ -80,10 +96,18 @@ class ClusterWatch:
         self.down_since: dict[str, float] = {}
         self.outages: dict[str, int] = {role: 0 for role, _, _ in clusters}
         self.last_error: dict[str, BaseException] = {}  # the newest failed probe's error, per role
-        self._admins = {role: make_admin(cluster, "mirrorwatch-mirror-probe",
-                                         **{"socket.timeout.ms": int(timeout_s * 1000), "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
-                                            "reconnect.backoff.max.ms": 1000})
-                        for role, _, cluster in clusters}
+        self._admins = {
+            role: make_admin(
+                cluster,
+                "mirrorwatch-mirror-probe",
+                **{
+                    "socket.timeout.ms": int(timeout_s * 1000),
+                    "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+                    "reconnect.backoff.max.ms": 1000,
+                },
+            )
+            for role, _, cluster in clusters
+        }
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._gave_up = False
@@ -112,18 +136,32 @@ class ClusterWatch:
             self.up[role] = ok
             if ok and not was_up:
                 away = now - self.down_since.pop(role, now)
-                log.warning("%s cluster '%s' at %s is reachable again after %.0f s; resuming", role, alias, bootstrap, away)
+                log.warning(
+                    "%s cluster '%s' at %s is reachable again after %.0f s; resuming", role, alias, bootstrap, away
+                )
             elif not ok and was_up:
                 self.down_since[role] = now
                 self.outages[role] += 1
-                log.warning("%s cluster '%s' at %s is unreachable (%s); waiting for it, retrying with backoff",
-                            role, alias, bootstrap, reason)
+                log.warning(
+                    "%s cluster '%s' at %s is unreachable (%s); waiting for it, retrying with backoff",
+                    role,
+                    alias,
+                    bootstrap,
+                    reason,
+                )
             since = self.down_since.get(role)
-        if (not ok and since is not None and self.max_unreachable_s is not None and not self._gave_up
-                and now - since >= self.max_unreachable_s):
+        if (
+            not ok
+            and since is not None
+            and self.max_unreachable_s is not None
+            and not self._gave_up
+            and now - since >= self.max_unreachable_s
+        ):
             self._gave_up = True
-            self.on_give_up(f"{role} cluster '{alias}' at {bootstrap} has been unreachable for {now - since:.0f} s "
-                            f"(mirror.max_unreachable_s = {self.max_unreachable_s:g}); giving up")
+            self.on_give_up(
+                f"{role} cluster '{alias}' at {bootstrap} has been unreachable for {now - since:.0f} s "
+                f"(mirror.max_unreachable_s = {self.max_unreachable_s:g}); giving up"
+            )
 
     def unreachable_s(self, role: str) -> float:
         since = self.down_since.get(role)
@@ -155,9 +193,13 @@ class ClusterWatch:
             self._thread.join(self.timeout_s + 1)
 
 
-def start_when_reachable(start: Callable[[], None], watch: ClusterWatch, stopping: threading.Event,
-                         credentials: Callable[[], None] | None = None,
-                         renew_clients: Callable[[], None] | None = None) -> bool:
+def start_when_reachable(
+    start: Callable[[], None],
+    watch: ClusterWatch,
+    stopping: threading.Event,
+    credentials: Callable[[], None] | None = None,
+    renew_clients: Callable[[], None] | None = None,
+) -> bool:
     """Run the engine's start-up steps (idempotent) once both clusters answer, retrying with backoff.
 
     The clusters are probed first (bounded, 5 s) so that a cluster that is away costs no 30 s admin timeouts

@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..core.config import Config, FlowConfig
 from ..core.naming import ReplicationPolicy
+from ..core.topic_selection import own_topics
 
 log = logging.getLogger("mirrorwatch.mirror")
 ADMIN_TIMEOUT_S = 30
@@ -35,8 +36,11 @@ def _create(admin: AdminClient, topic: NewTopic) -> bool:
         if exc.args and exc.args[0].name() in ("TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"):
             # a least-privilege mirror need not create the canary topics: the canary creates them on its first
             # probe (and says so); the mirror subscribes at its next topic refresh
-            log.warning("not authorised to CREATE topic %s (%s): the canary will create it; see docs/security.md",
-                        topic.topic, exc.args[0].str())
+            log.warning(
+                "not authorised to CREATE topic %s (%s): the canary will create it; see docs/security.md",
+                topic.topic,
+                exc.args[0].str(),
+            )
             return False
         raise
 
@@ -52,15 +56,18 @@ def await_visible(admin: AdminClient, topics: list[str], timeout_s: float = 10.0
         time.sleep(0.2)
 
 
-def ensure_own_topics(config: Config, flow: FlowConfig, policy: ReplicationPolicy, source_admin: AdminClient,
-                      target_admin: AdminClient) -> None:
+def ensure_own_topics(
+    config: Config, flow: FlowConfig, policy: ReplicationPolicy, source_admin: AdminClient, target_admin: AdminClient
+) -> None:
     """Create the canary topic on the source and its mirror on the target when missing (owner flow only)."""
     if not flow.internal_topics:
         return
     canary = config.canary
     source_topics = source_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
     found = source_topics.get(canary.topic)
-    partitions = len(found.partitions) if found is not None and found.error is None and found.partitions else canary.partitions
+    partitions = (
+        len(found.partitions) if found is not None and found.error is None and found.partitions else canary.partitions
+    )
     if found is None and _create(source_admin, NewTopic(canary.topic, canary.partitions, canary.replication_factor)):
         log.info("created canary topic %s on %s (%d partitions)", canary.topic, flow.source, canary.partitions)
     wanted = [canary.topic] if canary.topic in source_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics else []
@@ -78,9 +85,14 @@ def matched_topics(flow_name: str, flow: FlowConfig, ready: list[str], internal:
     count = sum(1 for t in ready if t not in internal)
     if warn and count == 0:
         excluded = f", exclude {flow.exclude}" if flow.exclude else ""
-        log.warning("flow %s: no topic on source cluster '%s' matches topics %s%s; nothing but mirrorwatch's own "
-                    "topics is mirrored until one appears (mirrorwatch_mirror_matched_topics = 0)",
-                    flow_name, flow.source, flow.topics, excluded)
+        log.warning(
+            "flow %s: no topic on source cluster '%s' matches topics %s%s; nothing but mirrorwatch's own "
+            "topics is mirrored until one appears (mirrorwatch_mirror_matched_topics = 0)",
+            flow_name,
+            flow.source,
+            flow.topics,
+            excluded,
+        )
     return count
 
 
@@ -88,10 +100,15 @@ def other_consumers(admin: AdminClient, own_group: str, topics: set[str]) -> lis
     """Consumer groups other than ours with a member assigned one of ``topics`` (another flow mirroring them)."""
     if not topics:
         return []
-    groups = [g.group_id for g in admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT_S).result(ADMIN_TIMEOUT_S).valid
-              if g.group_id != own_group]
+    groups = [
+        g.group_id
+        for g in admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT_S).result(ADMIN_TIMEOUT_S).valid
+        if g.group_id != own_group
+    ]
     found = []
-    for group, future in (admin.describe_consumer_groups(groups, request_timeout=ADMIN_TIMEOUT_S).items() if groups else ()):
+    for group, future in (
+        admin.describe_consumer_groups(groups, request_timeout=ADMIN_TIMEOUT_S).items() if groups else ()
+    ):
         try:
             members = future.result(ADMIN_TIMEOUT_S).members or ()
         except KafkaException:  # gone meanwhile, or not a consumer group: not a second mirror
@@ -104,10 +121,16 @@ def other_consumers(admin: AdminClient, own_group: str, topics: set[str]) -> lis
 def report_shared(flow_name: str, flow: FlowConfig, others: list[str], before: list[str] | None) -> list[str]:
     """A warning when another group (newly) mirrors this flow's internal topics too; returns ``others``."""
     if others and others != before:
-        log.warning("flow %s: group(s) %s on '%s' also consume the heartbeats/canary topics this flow mirrors: every "
-                    "heartbeat and canary event would arrive twice on '%s'; set internal_topics: false on all flows of "
-                    "this cluster pair but one (mirrorwatch_mirror_internal_topics_shared = %d)",
-                    flow_name, ", ".join(others), flow.source, flow.target, len(others))
+        log.warning(
+            "flow %s: group(s) %s on '%s' also consume the heartbeats/canary topics this flow mirrors: every "
+            "heartbeat and canary event would arrive twice on '%s'; set internal_topics: false on all flows of "
+            "this cluster pair but one (mirrorwatch_mirror_internal_topics_shared = %d)",
+            flow_name,
+            ", ".join(others),
+            flow.source,
+            flow.target,
+            len(others),
+        )
     return others
 
 
@@ -117,13 +140,23 @@ def warn_if_legacy_group(admin: AdminClient, flow_name: str, flow: FlowConfig, g
     legacy = f"mirrorwatch-{flow.source}-{flow.target}"
     if flow.group or group == legacy:
         return
-    listed = {g.group_id for g in admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT_S).result(ADMIN_TIMEOUT_S).valid}
+    listed = {
+        g.group_id for g in admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT_S).result(ADMIN_TIMEOUT_S).valid
+    }
     if legacy in listed and group not in listed:
-        log.warning("flow %s: its default group is now %s (one per flow); the group %s, the default before, exists on "
-                    "'%s': if this flow used it, stop the mirror and set flows.%s.group: %s, or the flow's topics are "
-                    "mirrored again from the start", flow_name, group, legacy, flow.source, flow_name, legacy)
+        log.warning(
+            "flow %s: its default group is now %s (one per flow); the group %s, the default before, exists on "
+            "'%s': if this flow used it, stop the mirror and set flows.%s.group: %s, or the flow's topics are "
+            "mirrored again from the start",
+            flow_name,
+            group,
+            legacy,
+            flow.source,
+            flow_name,
+            legacy,
+        )
 
 
 def internal_topic_names(config: Config, flow: FlowConfig) -> set[str]:
     """The source topics the flow mirrors whatever its include regexes say (none unless it owns them)."""
-    return {config.mirror.heartbeats_topic, config.canary.topic} if flow.internal_topics else set()
+    return set(own_topics(config, flow))

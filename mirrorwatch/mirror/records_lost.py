@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaException, TopicPartition
 
 if TYPE_CHECKING:
-    from .engine import PartitionState
+    from .partition_state import PartitionState
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 
 class RecordsLostDetection:
-    def _jumped(self, state: "PartitionState", expected: int, offset: int) -> bool:
+    def _jumped(self, state: PartitionState, expected: int, offset: int) -> bool:
         """The source skipped from ``expected`` to ``offset``. Transaction markers, aborted records and compaction
         do that harmlessly; records lost to the log start (retention, DeleteRecords, a recreated topic: the
         consumer's offset went out of range and auto.offset.reset moved it) do not. The log start the fetch
@@ -34,14 +34,13 @@ class RecordsLostDetection:
 
     def _log_start(self, topic: str, partition: int, cached: bool) -> int:
         try:
-            low, _high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5,
-                                                             cached=cached)
+            low, _high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5, cached=cached)
         except KafkaException as exc:
             log.warning("cannot read the log start of %s[%d]: %s", topic, partition, exc)
             return -1
         return low if low is not None else -1
 
-    def _records_lost(self, state: "PartitionState", first: int, end: int) -> bool:
+    def _records_lost(self, state: PartitionState, first: int, end: int) -> bool:
         """Source offsets [first, end) were removed before the engine read them."""
         topic, partition = state.key
         count = end - first
@@ -51,9 +50,17 @@ class RecordsLostDetection:
             self._stop.set()
             return True
         self.records_lost[state.key] = self.records_lost.get(state.key, 0) + count
-        log.error("records lost before they were mirrored: %s[%d] offsets %d-%d (%d record(s)) were removed from "
-                  "the source (retention, DeleteRecords or a recreated topic); continuing at %d "
-                  "(mirror.on_records_lost: continue)", topic, partition, first, end - 1, count, end)
+        log.error(
+            "records lost before they were mirrored: %s[%d] offsets %d-%d (%d record(s)) were removed from "
+            "the source (retention, DeleteRecords or a recreated topic); continuing at %d "
+            "(mirror.on_records_lost: continue)",
+            topic,
+            partition,
+            first,
+            end - 1,
+            count,
+            end,
+        )
         return False
 
     def lost_message(self) -> str | None:
@@ -61,10 +68,12 @@ class RecordsLostDetection:
             return None
         topic, partition, first, end = self.lost[0]
         more = f" (and {len(self.lost) - 1} more partition(s))" if len(self.lost) > 1 else ""
-        return (f"records lost before they were mirrored: {topic}[{partition}] offsets {first}-{end - 1} "
-                f"({end - first} record(s)) are gone from the source (retention, DeleteRecords or a recreated "
-                f"topic){more}; stopped without committing past them. To accept the loss, set "
-                f"mirror.on_records_lost: continue (counted in mirrorwatch_mirror_records_lost_total)")
+        return (
+            f"records lost before they were mirrored: {topic}[{partition}] offsets {first}-{end - 1} "
+            f"({end - first} record(s)) are gone from the source (retention, DeleteRecords or a recreated "
+            f"topic){more}; stopped without committing past them. To accept the loss, set "
+            f"mirror.on_records_lost: continue (counted in mirrorwatch_mirror_records_lost_total)"
+        )
 
     def _advance_idle(self) -> None:
         """Idle with nothing in flight: move each partition's read and acked positions to the consumer's position.
@@ -73,8 +82,9 @@ class RecordsLostDetection:
         offsets that no consumer ever receives; publishing the last record + 1 would leave true lag ≥ 1 on an
         idle transactional topic forever. A position past the log start's jump is checked like a jump in _send.
         """
-        states = [st for st in self.partitions.values()
-                  if st.read_next is not None and not st.fifo and st.failed_at is None]
+        states = [
+            st for st in self.partitions.values() if st.read_next is not None and not st.fifo and st.failed_at is None
+        ]
         if not states:
             return
         try:

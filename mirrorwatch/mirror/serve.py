@@ -5,7 +5,6 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, start_http_server
 
 from ..core.cli import UserError, listen_error
-
 from .metrics import EngineCollector
 
 

@@ -1,4 +1,4 @@
-"""Which source topics a flow mirrors, and keeping their target topics in shape.
+"""Listing a flow's source topics (the rule: core.topic_selection) and keeping their target topics in shape.
 
 Target topics get the source's partition count and the source's explicitly-set values of the configs that
 change what a topic keeps or accepts. Only explicitly-set (dynamic) source configs are copied, so a target
@@ -8,47 +8,38 @@ cluster's own defaults stay in force where the source relies on defaults.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                   NewPartitions, NewTopic)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
 
 from ..core.access import Denied, is_denied, raise_if_denied
 from ..core.acls import is_literal
 from ..core.config import FlowConfig
-from ..core.naming import ReplicationPolicy, checkpoints_topic, is_internal, offset_syncs_topic
-from .own_topics import internal_topic_names
+from ..core.naming import ReplicationPolicy, checkpoints_topic, offset_syncs_topic
+from ..core.topic_selection import TopicFilter
 
 log = logging.getLogger("mirrorwatch.mirror.topics")
 
-SYNCED_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "max.message.bytes", "compression.type",
-                  "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms")
+SYNCED_CONFIGS = (
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "max.message.bytes",
+    "compression.type",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+)
 ADMIN_TIMEOUT_S = 30
-
-
-class TopicFilter:
-    """Include/exclude regexes (full match) plus the default excludes: internal topics and loop-backs."""
-
-    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, always: set[str] = frozenset()):
-        self._include = [re.compile(p) for p in flow.topics]
-        self._exclude = [re.compile(p) for p in flow.exclude]
-        self._policy = policy
-        self._always = set(always)  # mirrorwatch's own topics (heartbeats, canary) are always mirrored
-
-    def matches(self, topic: str) -> bool:
-        if is_internal(topic) or self._policy.came_from_target(topic):
-            return False
-        if any(p.fullmatch(topic) for p in self._exclude):
-            return False
-        return topic in self._always or any(p.fullmatch(topic) for p in self._include)
-
-
-def flow_topic_filter(config, flow: FlowConfig) -> TopicFilter:
-    """The flow's own topics: with several flows on one pair (one offset-syncs topic), each tool sees only these."""
-    policy = ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
-    return TopicFilter(flow, policy, internal_topic_names(config, flow))
 
 
 @dataclass
@@ -77,8 +68,11 @@ def check_named_topics(admin: AdminClient, flow: FlowConfig, own: set[str] = fro
 def list_matching(admin: AdminClient, topic_filter: TopicFilter) -> list[SourceTopic]:
     metadata = admin.list_topics(timeout=ADMIN_TIMEOUT_S)
     return sorted(
-        (SourceTopic(name, len(md.partitions)) for name, md in metadata.topics.items()
-         if md.error is None and topic_filter.matches(name)),
+        (
+            SourceTopic(name, len(md.partitions))
+            for name, md in metadata.topics.items()
+            if md.error is None and topic_filter.matches(name)
+        ),
         key=lambda t: t.name,
     )
 
@@ -96,7 +90,8 @@ def explicit_configs(admin: AdminClient, topics: list[str], role: str = "source"
             raise_if_denied(exc, "DESCRIBE_CONFIGS", "topic", resource.name, role)
             raise
         out[resource.name] = {
-            k: e.value for k, e in entries.items()
+            k: e.value
+            for k, e in entries.items()
             if k in SYNCED_CONFIGS and e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None
         }
     return out
@@ -140,18 +135,27 @@ class TargetTopics:
         missing = [t for t in topics if self.policy.target_topic(t.name) not in existing]
         configs = explicit_configs(self.source_admin, [t.name for t in (topics if with_configs else missing)])
         if missing:
-            new = [NewTopic(self.policy.target_topic(t.name), t.partitions, -1, config=configs.get(t.name, {}))
-                   for t in missing]
+            new = [
+                NewTopic(self.policy.target_topic(t.name), t.partitions, -1, config=configs.get(t.name, {}))
+                for t in missing
+            ]
             _result(self.target_admin.create_topics(new), "created", "CREATE")
             for t in missing:
-                log.info("created target topic %s (%d partitions) for %s", self.policy.target_topic(t.name), t.partitions, t.name)
+                log.info(
+                    "created target topic %s (%d partitions) for %s",
+                    self.policy.target_topic(t.name),
+                    t.partitions,
+                    t.name,
+                )
         grow = {}
         for t in topics:
             md = existing.get(self.policy.target_topic(t.name))
             if md is not None and md.error is None and len(md.partitions) < t.partitions:
                 grow[self.policy.target_topic(t.name)] = t.partitions
         if grow:
-            _result(self.target_admin.create_partitions([NewPartitions(n, c) for n, c in grow.items()]), "grew", "ALTER")
+            _result(
+                self.target_admin.create_partitions([NewPartitions(n, c) for n, c in grow.items()]), "grew", "ALTER"
+            )
             for name, count in grow.items():
                 log.info("increased partitions of %s to %d", name, count)
         if with_configs:

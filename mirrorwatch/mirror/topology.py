@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from ..core.cli import UserError
-from ..core.oneshot import require_clusters, timeout_option, within
 from ..core.clients import make_consumer
 from ..core.config import load_config
-from ..core.reading import read_to_end
 from ..core.mm2 import any_heartbeat
+from ..core.oneshot import require_clusters, timeout_option, within
+from ..core.reading import read_to_end
 from ..core.records import RecordFormatError
 
 TAIL = 200  # heartbeats read per partition (from the end): plenty for the newest of each upstream
@@ -74,13 +74,22 @@ def _topology(config, aliases, as_json):
         try:
             found = latest_heartbeats(config.clusters[alias], config.mirror.heartbeats_topic)
         except Exception as exc:
-            raise UserError(f"cannot read heartbeats on '{alias}' at {config.clusters[alias].bootstrap_servers}: {exc}", 3) from None
+            raise UserError(
+                f"cannot read heartbeats on '{alias}' at {config.clusters[alias].bootstrap_servers}: {exc}", 3
+            ) from None
         now = time.time() * 1000
         for (source, target), (ts_ms, topic) in sorted(found.items()):
             # a heartbeat written on this cluster itself (not mirrored in) is its own outgoing beat
             if topic != config.mirror.heartbeats_topic or source != alias:
-                rows.append({"cluster": alias, "upstream": source, "via": f"{source}→{target}", "topic": topic,
-                             "age_s": round((now - ts_ms) / 1000, 1)})
+                rows.append(
+                    {
+                        "cluster": alias,
+                        "upstream": source,
+                        "via": f"{source}→{target}",
+                        "topic": topic,
+                        "age_s": round((now - ts_ms) / 1000, 1),
+                    }
+                )
     if as_json:
         click.echo(json.dumps({"upstreams": rows}))
         return

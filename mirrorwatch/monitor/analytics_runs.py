@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ..core.config import AnalyticsSchedule
@@ -63,9 +63,24 @@ class RunStatus:
 
 def job_argv(settings: AnalyticsSchedule, history_dir: str, out: str, now: datetime) -> list[str]:
     start = now - timedelta(days=settings.lookback_days)
-    return [sys.executable, "-m", "mirrorwatch.monitor.analytics.job", "--history", history_dir, "--out", out,
-            "--master", settings.master, "--from", start.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "--slo-lag", str(settings.slo_lag), "--slo-time", str(settings.slo_time_s), "--quiet"]
+    return [
+        sys.executable,
+        "-m",
+        "mirrorwatch.monitor.analytics.job",
+        "--history",
+        history_dir,
+        "--out",
+        out,
+        "--master",
+        settings.master,
+        "--from",
+        start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "--slo-lag",
+        str(settings.slo_lag),
+        "--slo-time",
+        str(settings.slo_time_s),
+        "--quiet",
+    ]
 
 
 def failure_reason(returncode: int, stderr: str) -> str:
@@ -115,33 +130,52 @@ class AnalyticsRunner:
             return self._run()
         except Exception as exc:  # a bug here must not take the scheduler thread down
             log.exception("analytics: run failed")
-            self._set(state="failed", reason=f"{type(exc).__name__}: {redact_text(str(exc))[:200]}",
-                      finished_ms=int(self._clock() * 1000), failures=self._status.failures + 1)
+            self._set(
+                state="failed",
+                reason=f"{type(exc).__name__}: {redact_text(str(exc))[:200]}",
+                finished_ms=int(self._clock() * 1000),
+                failures=self._status.failures + 1,
+            )
             return self._status
         finally:
             self._running.release()
 
     def _run(self) -> RunStatus:
         if not history_files(self.history_dir):
-            self._set(state="waiting", reason=f"no closed history file under {self.history_dir}/lag yet "
-                                              "(files close every monitor.history_roll_s)")
+            self._set(
+                state="waiting",
+                reason=f"no closed history file under {self.history_dir}/lag yet "
+                "(files close every monitor.history_roll_s)",
+            )
             log.info("analytics: %s", self._status.reason)
             return self._status
         started = self._clock()
         out = Path(self.out)
         # not a hidden name: Spark and Hadoop skip paths whose name starts with "." or "_" when they list files
         staging = out.parent / f"{out.name}.run-{int(started * 1000)}"
-        argv = self.command(self.settings, self.history_dir, str(staging), datetime.fromtimestamp(started, timezone.utc))
-        self._set(state="running", reason=None, started_ms=int(started * 1000), finished_ms=None, duration_s=None,
-                  runs=self._status.runs + 1)
+        argv = self.command(self.settings, self.history_dir, str(staging), datetime.fromtimestamp(started, UTC))
+        self._set(
+            state="running",
+            reason=None,
+            started_ms=int(started * 1000),
+            finished_ms=None,
+            duration_s=None,
+            runs=self._status.runs + 1,
+        )
         log.info("analytics: running the Spark job (master %s) into %s", self.settings.master, out)
         out.parent.mkdir(parents=True, exist_ok=True)
         try:
             with self._lock:
                 if self._stopping:
                     return self._status
-                self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                              stdin=subprocess.DEVNULL, preexec_fn=_start_child)
+                self._proc = subprocess.Popen(
+                    argv,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=_start_child,
+                )
             try:
                 _, stderr = self._proc.communicate(timeout=self.settings.timeout_s)
                 returncode, timed_out = self._proc.returncode, False

@@ -17,15 +17,15 @@ and the reason (without secrets: errors are redacted where they are made).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import parse_qs, unquote
 
 from ..core.redact import redact_text
-from .httpserver import Response, json_response
+from ..core.status import PARTITION_STATUS, PartitionStatus
 from .analytics_runs import RunStatus
+from .httpserver import Response, json_response
 from .model import GroupView, Snapshot
 from .recent import RecentStore
-from .status import PARTITION_STATUS, P_OK
 
 
 def _request(path: str) -> dict:
@@ -50,6 +50,7 @@ def _total(arr) -> int:
 
 def _burrow_partition(v: GroupView, i: int) -> dict:
     """Burrow's partition object: start/end = oldest/newest stored commit of the window."""
+
     def commit(pair, lag):
         offsets, times = pair
         return None if offsets[i] < 0 else {"offset": int(offsets[i]), "timestamp": int(times[i]), "lag": lag}
@@ -57,7 +58,8 @@ def _burrow_partition(v: GroupView, i: int) -> dict:
     count = int(v.window_count[i]) if v.window_count is not None else 0
     current = v.value("committed_lag", i)
     return {
-        "topic": v.topics[i], "partition": v.partitions[i],
+        "topic": v.topics[i],
+        "partition": v.partitions[i],
         "status": PARTITION_STATUS[int(v.status[i])],
         "start": commit(v.window_start, None) if v.window_start else None,
         "end": commit(v.window_end, current) if v.window_end else None,
@@ -69,11 +71,19 @@ def _burrow_partition(v: GroupView, i: int) -> dict:
 
 def group_status_body(v: GroupView, all_partitions: bool) -> dict:
     n = len(v.topics)
-    partitions = [_burrow_partition(v, i) for i in range(n) if all_partitions or int(v.status[i]) != P_OK]
+    partitions = [_burrow_partition(v, i) for i in range(n) if all_partitions or int(v.status[i]) != PartitionStatus.OK]
     maxlag = _burrow_partition(v, v.maxlag_row) if v.maxlag_row is not None else None
-    body = {"cluster": v.cluster, "group": v.group, "status": v.status_name, "complete": v.complete,
-            "partitions": partitions, "partition_count": n, "maxlag": maxlag, "totallag": v.totallag,
-            "records_lost": _total(v.records_lost)}
+    body = {
+        "cluster": v.cluster,
+        "group": v.group,
+        "status": v.status_name,
+        "complete": v.complete,
+        "partitions": partitions,
+        "partition_count": n,
+        "maxlag": maxlag,
+        "totallag": v.totallag,
+        "records_lost": _total(v.records_lost),
+    }
     if v.error:
         body["reason"] = redact_text(v.error)
     if v.kind == "mirror":
@@ -91,11 +101,22 @@ def flow_body(v: GroupView) -> dict:
     totals["max_time_lag_s"] = max(times) if times else None
     totals["rpo_seconds"] = totals["max_time_lag_s"]  # the flow's RPO: its worst partition's
     totals["records_lost"] = _total(v.records_lost)
-    body = {"flow": v.flow, "source": v.cluster, "target": v.target, "group": v.group, "status": v.status_name,
-            "ts_ms": v.ts_ms, "last_ok_ms": v.last_ok_ms, "complete": v.complete, "totals": totals,
-            "catch_up_s": {t: _finite(s) for t, s in v.topic_catch_up_s.items()},
-            "not_catching_up": sorted(t for t, s in v.topic_catch_up_s.items() if math.isinf(s)),
-            "partitions": rows, "mirror": v.engine, "coverage": v.coverage}
+    body = {
+        "flow": v.flow,
+        "source": v.cluster,
+        "target": v.target,
+        "group": v.group,
+        "status": v.status_name,
+        "ts_ms": v.ts_ms,
+        "last_ok_ms": v.last_ok_ms,
+        "complete": v.complete,
+        "totals": totals,
+        "catch_up_s": {t: _finite(s) for t, s in v.topic_catch_up_s.items()},
+        "not_catching_up": sorted(t for t, s in v.topic_catch_up_s.items() if math.isinf(s)),
+        "partitions": rows,
+        "mirror": v.engine,
+        "coverage": v.coverage,
+    }
     if v.engine == "mm2":
         body["heartbeat_age_s"] = None if v.heartbeat_age_s is None else round(v.heartbeat_age_s, 3)
     if v.error:
@@ -103,8 +124,12 @@ def flow_body(v: GroupView) -> dict:
     return body
 
 
-def make_router(snapshot: Callable[[], Snapshot], clusters: list[str], recent: RecentStore | None = None,
-                analytics: Callable[[], RunStatus] | None = None) -> Callable[[str], Response]:
+def make_router(
+    snapshot: Callable[[], Snapshot],
+    clusters: list[str],
+    recent: RecentStore | None = None,
+    analytics: Callable[[], RunStatus] | None = None,
+) -> Callable[[str], Response]:
     def route(path: str) -> Response:
         path, _, query = path.partition("?")
         parts = [unquote(p) for p in path.strip("/").split("/") if p]
@@ -116,8 +141,9 @@ def make_router(snapshot: Callable[[], Snapshot], clusters: list[str], recent: R
             if cluster not in clusters:
                 return _not_found(path, f"cluster '{cluster}' not found")
             if len(parts) == 3:
-                return _ok(path, "cluster detail returned",
-                           module={"name": cluster, "up": snap.cluster_up.get(cluster)})
+                return _ok(
+                    path, "cluster detail returned", module={"name": cluster, "up": snap.cluster_up.get(cluster)}
+                )
             if parts[3] != "consumer":
                 return _not_found(path, f"no such path: {path}")
             groups = sorted({v.group for v in snap.views if v.cluster == cluster})
@@ -144,16 +170,24 @@ def make_router(snapshot: Callable[[], Snapshot], clusters: list[str], recent: R
             if len(parts) == 4 and parts[3] == "recent" and recent is not None:
                 since = parse_qs(query).get("since_ms", [None])[0]
                 if since is not None and not since.lstrip("-").isdigit():
-                    return json_response(400, {"error": True, "message": "since_ms: expected epoch milliseconds",
-                                               "request": _request(path)})
+                    return json_response(
+                        400,
+                        {"error": True, "message": "since_ms: expected epoch milliseconds", "request": _request(path)},
+                    )
                 body = recent.body(parts[2], int(since) if since is not None else None)
                 if body is None:
                     return _not_found(path, f"flow '{parts[2]}' not found (or not sampled yet)")
                 return _ok(path, "recent figures returned", recent=body)
         if parts == ["v1", "analytics"]:
             if analytics is None:
-                return _ok(path, "analytics are not scheduled", analytics={"state": "off", "reason": (
-                    "monitor.analytics.every_s is not set: the monitor does not run the Spark job")})
+                return _ok(
+                    path,
+                    "analytics are not scheduled",
+                    analytics={
+                        "state": "off",
+                        "reason": ("monitor.analytics.every_s is not set: the monitor does not run the Spark job"),
+                    },
+                )
             return _ok(path, "analytics status returned", analytics=analytics().body())
         if parts == ["healthz"]:
             return _ok(path, "ok", seq=snap.seq, ts_ms=snap.ts_ms)

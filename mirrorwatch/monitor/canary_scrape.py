@@ -11,17 +11,22 @@ import time
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..core.status import CanaryStatus
 from .recent import CanaryFigures
 
 log = logging.getLogger("mirrorwatch.monitor.canary_scrape")
-CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
+CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
 
 
 def parse(text: str) -> dict[str, dict[str, float]]:
     """Per flow: round-trip sum and count, heartbeat age, status code (from Prometheus text)."""
     out: dict[str, dict[str, float]] = {}
-    wanted = {"mirrorwatch_canary_round_trip_seconds_sum": "sum", "mirrorwatch_canary_round_trip_seconds_count": "count",
-              "mirrorwatch_canary_heartbeat_age_seconds": "heartbeat_age_s", "mirrorwatch_canary_status": "status"}
+    wanted = {
+        "mirrorwatch_canary_round_trip_seconds_sum": "sum",
+        "mirrorwatch_canary_round_trip_seconds_count": "count",
+        "mirrorwatch_canary_heartbeat_age_seconds": "heartbeat_age_s",
+        "mirrorwatch_canary_status": "status",
+    }
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             key, flow = wanted.get(sample.name), sample.labels.get("flow")
@@ -49,8 +54,11 @@ class CanaryScraper:
             readings = parse(response.text)
         except (requests.RequestException, ValueError) as exc:
             if not self._warned:  # the canary may simply not run; say so once, not every cycle
-                log.info("canary metrics at %s not readable (%s); recent figures carry no canary latency",
-                         self.url, type(exc).__name__)
+                log.info(
+                    "canary metrics at %s not readable (%s); recent figures carry no canary latency",
+                    self.url,
+                    type(exc).__name__,
+                )
                 self._warned = True
             return
         self._warned = False
@@ -68,6 +76,8 @@ class CanaryScraper:
             age = now.get("heartbeat_age_s")
             code = now.get("status")
             self.latest[flow] = CanaryFigures(
-                ts_ms=now_ms, round_trip_s=round_trip,
+                ts_ms=now_ms,
+                round_trip_s=round_trip,
                 heartbeat_age_s=None if age is None or math.isnan(age) else age,
-                status=None if code is None or math.isnan(code) else CANARY_STATUS.get(int(code), "UNKNOWN"))
+                status=None if code is None or math.isnan(code) else CANARY_STATUS.get(int(code), "UNKNOWN"),
+            )

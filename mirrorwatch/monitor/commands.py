@@ -15,13 +15,13 @@ import click
 from ..core.cli import UserError, setup_logging
 from ..core.config import Config, load_config
 from ..core.oneshot import probe_timeout, require_clusters, timeout_option, within
+from ..core.status import CanaryStatus, GroupStatus
 from .api import flow_body, group_status_body
 from .lag import describe_forecast, format_duration
 from .model import GroupView, Snapshot
 from .sampler import Sampler
-from .status import G_UNKNOWN
 
-EXIT_UNKNOWN = 3  # a cluster could not be reached (the Nagios convention the canary uses too)
+EXIT_UNKNOWN = int(CanaryStatus.UNKNOWN)  # a cluster could not be reached (the Nagios code the canary uses too)
 
 
 def _load(path: str) -> Config:
@@ -55,18 +55,25 @@ def run(config_path: str, verbose: bool) -> None:
 @click.option("--config", "config_path", required=True, help="mirrorwatch YAML config file")
 @click.option("--flow", "flow_name", default=None, help="only this flow (default: every flow and watched group)")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
-@click.option("--samples", default=3, show_default=True, type=click.IntRange(1, 100),
-              help="samples taken (the status needs more than one to tell STOP from STALL from progress)")
+@click.option(
+    "--samples",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="samples taken (the status needs more than one to tell STOP from STALL from progress)",
+)
 @click.option("--every", default=1.0, show_default=True, type=click.FloatRange(0.1, 60), help="seconds between samples")
 @timeout_option
 @click.option("-v", "--verbose", is_flag=True, help="log to stderr (client library lines included)")
-def lag(config_path: str, flow_name: str | None, as_json: bool, samples: int, every: float, timeout_s: float,
-        verbose: bool) -> None:
+def lag(
+    config_path: str, flow_name: str | None, as_json: bool, samples: int, every: float, timeout_s: float, verbose: bool
+) -> None:
     config = _load(config_path)
     if flow_name is not None:
         name, flow = config.flow(flow_name)
-        config = config.model_copy(update={"flows": {name: flow},
-                                           "monitor": config.monitor.model_copy(update={"groups": []})})
+        config = config.model_copy(
+            update={"flows": {name: flow}, "monitor": config.monitor.model_copy(update={"groups": []})}
+        )
     if not config.flows and not config.monitor.groups:
         raise UserError("nothing to watch: the config defines no flows and no monitor.groups")
     if verbose:
@@ -77,10 +84,12 @@ def lag(config_path: str, flow_name: str | None, as_json: bool, samples: int, ev
     for flow in config.flows.values():
         roles.setdefault(flow.source, "source")
         roles.setdefault(flow.target, "target")
-    needed = {a for f in config.flows.values() for a in (f.source, f.target)} | {g.cluster for g in config.monitor.groups}
+    needed = {a for f in config.flows.values() for a in (f.source, f.target)} | {
+        g.cluster for g in config.monitor.groups
+    }
     require_clusters([(a, config.clusters[a]) for a in sorted(needed)], timeout_s, roles)
     snap = within(timeout_s, lambda: _sample(config, samples, every, timeout_s), "monitor lag")
-    unknown = [v for v in snap.views if v.group_status == G_UNKNOWN]
+    unknown = [v for v in snap.views if v.group_status == GroupStatus.UNKNOWN]
     reason = (unknown[0].error or f"cannot reach cluster '{unknown[0].cluster}'") if unknown else None
     if as_json:
         body = snapshot_json(snap)
@@ -115,8 +124,11 @@ def snapshot_json(snap: Snapshot) -> dict:
         "ts_ms": snap.ts_ms,
         "clusters": {c: {"up": up} for c, up in snap.cluster_up.items()},
         "flows": [flow_body(v) for v in snap.views if v.kind == "mirror"],
-        "groups": [dict(group_status_body(v, all_partitions=True), partitions_detail=v.rows())
-                   for v in snap.views if v.kind == "group"],
+        "groups": [
+            dict(group_status_body(v, all_partitions=True), partitions_detail=v.rows())
+            for v in snap.views
+            if v.kind == "group"
+        ],
     }
 
 
@@ -158,18 +170,25 @@ def print_tables(snap: Snapshot) -> None:
             cells = [r["topic"], str(r["partition"]), _n(r["source_end"]), _n(r["committed"]), _n(r["committed_lag"])]
             if mirror:
                 flag = " (!)" if r.get("target_behind") else ""
-                cells += [_n(r["read_lag"]), _n(r["true_lag"]), _rpo(r["rpo_seconds"]), _n(r["target_end"]) + flag,
-                          r["forecast"]]
+                cells += [
+                    _n(r["read_lag"]),
+                    _n(r["true_lag"]),
+                    _rpo(r["rpo_seconds"]),
+                    _n(r["target_end"]) + flag,
+                    r["forecast"],
+                ]
             cells += [_n(r["records_lost"]), r["status"]]
             table.add_row(*cells)
-        if not rows and v.group_status == G_UNKNOWN:
+        if not rows and v.group_status == GroupStatus.UNKNOWN:
             continue  # nothing to draw: the reason follows in one line
         console.print(table)
         console.print(_totals_line(v, rows))
         if v.coverage and v.coverage["groups"]:
             c = v.coverage
-            console.print(f"translation coverage {c['translated']}/{c['groups']} groups"
-                          + "".join(f"\n  {u['group']}: {u['reason']}" for u in c["untranslated"]))
+            console.print(
+                f"translation coverage {c['translated']}/{c['groups']} groups"
+                + "".join(f"\n  {u['group']}: {u['reason']}" for u in c["untranslated"])
+            )
         if v.error:
             console.print(f"  reason: {v.error}")
 
@@ -183,16 +202,19 @@ def _totals_line(v: GroupView, rows: list[dict]) -> str:
     if v.kind == "mirror":
         times = [r["time_lag_s"] for r in rows if r.get("time_lag_s") is not None]
         finite = [s for s in v.topic_catch_up_s.values() if not math.isnan(s)]
-        parts += [f"read-lag {_n(total('read_lag'))}", f"true-lag {_n(total('true_lag'))}",
-                  f"RPO {_rpo(max(times) if times else None)}",
-                  f"forecast {describe_forecast(max(finite) if finite else None)}"]
+        parts += [
+            f"read-lag {_n(total('read_lag'))}",
+            f"true-lag {_n(total('true_lag'))}",
+            f"RPO {_rpo(max(times) if times else None)}",
+            f"forecast {describe_forecast(max(finite) if finite else None)}",
+        ]
     lost = total("records_lost")
     if lost:
         parts.append(f"records lost {lost}")
     if v.engine == "mm2":
         parts.append(f"heartbeat {_t(v.heartbeat_age_s)}")
     parts.append(f"status {v.status_name}")
-    if v.group_status != G_UNKNOWN:
+    if v.group_status != GroupStatus.UNKNOWN:
         parts.append(f"window complete {v.complete:.0%}")
     return "  ".join(parts)
 

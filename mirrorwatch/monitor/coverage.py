@@ -26,9 +26,11 @@ REFRESH_S = 30.0
 
 def _decoder(flow: FlowConfig):
     if not is_mm2(flow):
+
         def ours(msg):
             cp = Checkpoint.from_value(msg.value())
             return (cp.group, cp.topic, cp.partition), cp
+
         return ours
     policy = flow_policy(flow)
 
@@ -37,8 +39,10 @@ def _decoder(flow: FlowConfig):
         source_topic = policy.source_topic(cp.topic)  # MM2 names the target topic in its checkpoints
         if source_topic is None:
             return None
-        return (cp.group, source_topic, cp.partition), Checkpoint(cp.group, source_topic, cp.partition,
-                                                                   cp.upstream_offset, cp.downstream_offset, cp.ts_ms)
+        return (cp.group, source_topic, cp.partition), Checkpoint(
+            cp.group, source_topic, cp.partition, cp.upstream_offset, cp.downstream_offset, cp.ts_ms
+        )
+
     return mm2
 
 
@@ -46,26 +50,37 @@ class CoverageWatch:
     def __init__(self, config: Config, name: str, flow: FlowConfig):
         self.name, self.flow = name, flow
         topic = mm2_topics(flow).checkpoints if is_mm2(flow) else checkpoints_topic(flow.source)
-        self.tracker = OffsetSyncTracker(config.clusters[flow.target], topic, f"mirrorwatch-monitor-cps-{flow.source}",
-                                         _decoder(flow))
+        self.tracker = OffsetSyncTracker(
+            config.clusters[flow.target], topic, f"mirrorwatch-monitor-cps-{flow.source}", _decoder(flow)
+        )
         self.patterns = [re.compile(p) for p in flow.checkpoint_groups]
         self.own_group = None if is_mm2(flow) else mirror_group(flow.source, flow.target, flow.group, name)
-        self.max_age_s = (max(3 * flow.mirror.emit_checkpoints_interval_s, 30.0) if is_mm2(flow)
-                          else max(3 * config.mirror.checkpoint_interval_s, 30.0))
+        self.max_age_s = (
+            max(3 * flow.mirror.emit_checkpoints_interval_s, 30.0)
+            if is_mm2(flow)
+            else max(3 * config.mirror.checkpoint_interval_s, 30.0)
+        )
         self._next = 0.0
         self.result: dict | None = None
 
-    def refresh(self, source_reader, mirrored: set[tuple[str, int]], last_sync: dict[tuple[str, int], int],
-                now_ms: int) -> dict | None:
+    def refresh(
+        self, source_reader, mirrored: set[tuple[str, int]], last_sync: dict[tuple[str, int], int], now_ms: int
+    ) -> dict | None:
         """Recompute at most every REFRESH_S; returns the newest result (None until the first)."""
         if time.monotonic() < self._next:
             return self.result
         self._next = time.monotonic() + REFRESH_S
         try:
             listing = source_reader.admin.list_consumer_groups(request_timeout=source_reader.timeout_s).result(
-                source_reader.timeout_s + 1)
-            names = sorted(g.group_id for g in listing.valid if g.group_id != self.own_group
-                           and not g.group_id.startswith("mirrorwatch") and any(p.fullmatch(g.group_id) for p in self.patterns))
+                source_reader.timeout_s + 1
+            )
+            names = sorted(
+                g.group_id
+                for g in listing.valid
+                if g.group_id != self.own_group
+                and not g.group_id.startswith("mirrorwatch")
+                and any(p.fullmatch(g.group_id) for p in self.patterns)
+            )
             commits = {}
             for group in names:
                 _members, offsets = source_reader.group(group)
@@ -80,6 +95,9 @@ class CoverageWatch:
             checkpoints.setdefault(group, {})[(topic, partition)] = cp
         result = translation_coverage(commits, checkpoints, last_sync, now_ms, self.max_age_s)
         result["checkpoint_age_s"] = {
-            g: round(max((now_ms - c.ts_ms) / 1000 for c in checkpoints[g].values()), 1) for g in commits if g in checkpoints}
+            g: round(max((now_ms - c.ts_ms) / 1000 for c in checkpoints[g].values()), 1)
+            for g in commits
+            if g in checkpoints
+        }
         self.result = result
         return result

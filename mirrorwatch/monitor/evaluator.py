@@ -31,12 +31,12 @@ Two known Burrow complaints, handled here:
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from .status import P_LOST, P_OK, P_REWIND, P_STALL, P_STOP, P_WARN
+from ..core.status import PARTITION_ERRORS, GroupStatus, PartitionStatus
 
 NEVER = np.iinfo(np.int64).min // 4  # "no such time"; far in the past but safe to subtract from
 
@@ -50,40 +50,46 @@ class Commit:
     lag: int | None
 
 
-def partition_status(window: Sequence[Commit], current_lag: int | None, now_ms: int, allowed_lag: int = 0,
-                     caught_up_ms: int | None = None, stop_grace_ms: int = 0) -> int:
+def partition_status(
+    window: Sequence[Commit],
+    current_lag: int | None,
+    now_ms: int,
+    allowed_lag: int = 0,
+    caught_up_ms: int | None = None,
+    stop_grace_ms: int = 0,
+) -> int:
     """The partition status code for a window (oldest first). Reference implementation of DESIGN.md's rules."""
     if not window:
-        return P_OK  # nothing stored yet: nothing to judge
+        return PartitionStatus.OK  # nothing stored yet: nothing to judge
     if current_lag is None:
         current_lag = window[-1].lag
     # 1. caught up (within the allowed lag) now
     if current_lag is not None and current_lag <= allowed_lag:
-        return P_OK
+        return PartitionStatus.OK
     # 2. stopped: silent for longer than the window spans, and not merely idle on a quiet topic
     newest, oldest = window[-1].ts_ms, window[0].ts_ms
     since = max(newest, caught_up_ms if caught_up_ms is not None else newest)
     if now_ms - since > max(newest - oldest, stop_grace_ms):
-        return P_STOP
+        return PartitionStatus.STOP
     # 3. rewound, unless a later offset climbed back to the pre-rewind offset
     offsets = [c.offset for c in window]
     for i in range(1, len(offsets)):
         if offsets[i] < offsets[i - 1] and max(offsets[i:]) < offsets[i - 1]:
-            return P_REWIND
+            return PartitionStatus.REWIND
     # 4. lag was within the allowance somewhere in the window
     known = [c.lag for c in window if c.lag is not None]
     if any(lag <= allowed_lag for lag in known):
-        return P_OK
+        return PartitionStatus.OK
     # 5. and 6. judge movement over time, which one stored sample cannot show
     if len(window) < 2:
-        return P_OK
+        return PartitionStatus.OK
     # 5. stalled: the offset never moved
     if all(o == offsets[0] for o in offsets):
-        return P_STALL
+        return PartitionStatus.STALL
     # 6. lag never strictly decreases between consecutive known lags
     if all(b >= a for a, b in zip(known, known[1:])):
-        return P_WARN
-    return P_OK
+        return PartitionStatus.WARN
+    return PartitionStatus.OK
 
 
 class WindowSet:
@@ -96,8 +102,7 @@ class WindowSet:
     WARN tests need no masks: -1 never exceeds a real value.
     """
 
-    def __init__(self, size: int, window: int, min_distance_ms: int = 0, allowed_lag: int = 0,
-                 stop_grace_ms: int = 0):
+    def __init__(self, size: int, window: int, min_distance_ms: int = 0, allowed_lag: int = 0, stop_grace_ms: int = 0):
         if window < 2:
             raise ValueError("window must hold at least 2 samples")
         self.size, self.window = size, window
@@ -117,8 +122,14 @@ class WindowSet:
 
     # ------------------------------------------------------------------ update
 
-    def observe(self, ts_ms: int, committed: np.ndarray, source_end: np.ndarray, alive,
-                repeat_after_ms: int = 0) -> None:
+    def observe(
+        self,
+        ts_ms: int,
+        committed: np.ndarray,
+        source_end: np.ndarray,
+        alive: bool | np.ndarray,
+        repeat_after_ms: int = 0,
+    ) -> None:
         """One sample of every partition: committed offsets and source end offsets (-1 = unknown).
 
         ``alive`` (bool or bool array): the consumer is evidently running, so an unchanged offset counts as a
@@ -215,20 +226,20 @@ class WindowSet:
 
         # apply the rules from last to first, so the first that fires wins
         status = self.status
-        status.fill(P_OK)
+        status.fill(PartitionStatus.OK)
         judged = count >= 2  # rules 5 and 6 judge movement over time, which one sample cannot show
-        status[~decrease & judged] = P_WARN
-        status[~moved & judged] = P_STALL
-        status[any_low] = P_OK
-        status[rewind] = P_REWIND
-        status[stop] = P_STOP
+        status[~decrease & judged] = PartitionStatus.WARN
+        status[~moved & judged] = PartitionStatus.STALL
+        status[any_low] = PartitionStatus.OK
+        status[rewind] = PartitionStatus.REWIND
+        status[stop] = PartitionStatus.STOP
         cur = self.current_lag
-        status[((cur >= 0) & (cur <= allowed)) | (count == 0)] = P_OK
+        status[((cur >= 0) & (cur <= allowed)) | (count == 0)] = PartitionStatus.OK
         return status
 
     # ----------------------------------------------------------------- reshape
 
-    def remapped(self, old_keys: Sequence, new_keys: Sequence) -> "WindowSet":
+    def remapped(self, old_keys: Sequence[Hashable], new_keys: Sequence[Hashable]) -> WindowSet:
         """A WindowSet for ``new_keys`` keeping the state of partitions whose key is also in ``old_keys``."""
         fresh = WindowSet(len(new_keys), self.window, self.min_distance_ms, self.allowed_lag, self.stop_grace_ms)
         where = {k: i for i, k in enumerate(old_keys)}
@@ -245,12 +256,24 @@ class WindowSet:
         """One partition's window as plain values (for the API and tests)."""
         n = int(self.count[col])
         first = self.window - n
-        return [Commit(int(o), int(t), None if l < 0 else int(l))
-                for o, t, l in zip(self.offsets[first:, col], self.times[first:, col], self.lags[first:, col])]
+        return [
+            Commit(int(o), int(t), None if l < 0 else int(l))
+            for o, t, l in zip(self.offsets[first:, col], self.times[first:, col], self.lags[first:, col])
+        ]
 
     def memory_bytes(self) -> int:
-        arrays = (self.offsets, self.times, self.lags, self.count, self.caught_up, self.current_lag, self.status,
-                  self._cols, self._i64, self._b)
+        arrays = (
+            self.offsets,
+            self.times,
+            self.lags,
+            self.count,
+            self.caught_up,
+            self.current_lag,
+            self.status,
+            self._cols,
+            self._i64,
+            self._b,
+        )
         return sum(a.nbytes for a in arrays)
 
 
@@ -264,15 +287,16 @@ class GroupSummary:
 
 
 def summarize(ws: WindowSet, statuses: np.ndarray) -> GroupSummary:
-    from .status import G_ERR, G_OK, G_WARN
-
     if ws.size == 0:
-        return GroupSummary(G_OK, 0.0, 0, None, 0)
-    err = np.isin(statuses, (P_STOP, P_STALL, P_REWIND, P_LOST)).any()
-    status = G_ERR if err else (G_WARN if (statuses == P_WARN).any() else G_OK)
+        return GroupSummary(GroupStatus.OK, 0.0, 0, None, 0)
+    err = np.isin(statuses, PARTITION_ERRORS).any()
+    status = (
+        GroupStatus.ERR if err else (GroupStatus.WARN if (statuses == PartitionStatus.WARN).any() else GroupStatus.OK)
+    )
     lag = ws.current_lag
     known = lag >= 0
     total = int(lag[known].sum()) if known.any() else 0
     row = int(np.argmax(lag)) if known.any() else None  # ties: the first row (topic, partition order) wins
-    return GroupSummary(status, float((ws.count == ws.window).mean()), total, row,
-                        int(lag[row]) if row is not None else 0)
+    return GroupSummary(
+        status, float((ws.count == ws.window).mean()), total, row, int(lag[row]) if row is not None else 0
+    )

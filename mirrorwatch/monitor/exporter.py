@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import math
 import threading
+import time
+from collections.abc import Callable
 
 import numpy as np
-import time
-from typing import Callable
-
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 
+from ..core.status import GroupStatus, PartitionStatus, codes_help
 from .model import Snapshot
-from .status import P_UNKNOWN
 
 PARTITION_LABELS = ["flow", "source", "target", "group", "topic", "partition"]
 GROUP_LABELS = ["flow", "source", "target", "group"]
@@ -35,36 +34,59 @@ class SnapshotCollector:
 
     def collect(self):
         snap = self._snapshot()
-        lag = GaugeMetricFamily("mirrorwatch_lag_records", "Mirror lag in records (kind: committed, read, true)",
-                                labels=PARTITION_LABELS + ["kind"])
-        time_lag = GaugeMetricFamily("mirrorwatch_time_lag_seconds",
-                                     "Age of the oldest source record not yet on the target", labels=PARTITION_LABELS)
-        rpo = GaugeMetricFamily("mirrorwatch_rpo_seconds", _FAMILIES["mirrorwatch_rpo_seconds"], labels=PARTITION_LABELS)
-        flow_rpo = GaugeMetricFamily("mirrorwatch_flow_rpo_seconds", _FAMILIES["mirrorwatch_flow_rpo_seconds"],
-                                     labels=GROUP_LABELS)
-        lost = GaugeMetricFamily("mirrorwatch_records_lost", _FAMILIES["mirrorwatch_records_lost"],
-                                 labels=PARTITION_LABELS)
-        catch_up = GaugeMetricFamily("mirrorwatch_catch_up_seconds",
-                                     "Forecast time to catch up; +Inf when not catching up",
-                                     labels=GROUP_LABELS + ["topic"])
-        p_status = GaugeMetricFamily("mirrorwatch_partition_status",
-                                     _FAMILIES["mirrorwatch_partition_status"], labels=PARTITION_LABELS)
-        g_status = GaugeMetricFamily("mirrorwatch_group_status",
-                                     "0 OK, 1 WARN, 2 ERR, 3 STOP, 4 STALL, 5 REWIND, 6 NOTFOUND, 7 UNKNOWN",
-                                     labels=GROUP_LABELS)
-        complete = GaugeMetricFamily("mirrorwatch_window_complete_ratio",
-                                     "Share of partitions with a full evaluator window", labels=GROUP_LABELS)
-        age = GaugeMetricFamily("mirrorwatch_sample_age_seconds", "Seconds since the last successful sample",
-                                labels=["flow", "source", "target"])
-        up = GaugeMetricFamily("mirrorwatch_cluster_up", "1 when the last sample reached the cluster",
-                               labels=["cluster"])
+        lag = GaugeMetricFamily(
+            "mirrorwatch_lag_records",
+            "Mirror lag in records (kind: committed, read, true)",
+            labels=PARTITION_LABELS + ["kind"],
+        )
+        time_lag = GaugeMetricFamily(
+            "mirrorwatch_time_lag_seconds",
+            "Age of the oldest source record not yet on the target",
+            labels=PARTITION_LABELS,
+        )
+        rpo = GaugeMetricFamily(
+            "mirrorwatch_rpo_seconds", _FAMILIES["mirrorwatch_rpo_seconds"], labels=PARTITION_LABELS
+        )
+        flow_rpo = GaugeMetricFamily(
+            "mirrorwatch_flow_rpo_seconds", _FAMILIES["mirrorwatch_flow_rpo_seconds"], labels=GROUP_LABELS
+        )
+        lost = GaugeMetricFamily(
+            "mirrorwatch_records_lost", _FAMILIES["mirrorwatch_records_lost"], labels=PARTITION_LABELS
+        )
+        catch_up = GaugeMetricFamily(
+            "mirrorwatch_catch_up_seconds",
+            "Forecast time to catch up; +Inf when not catching up",
+            labels=GROUP_LABELS + ["topic"],
+        )
+        p_status = GaugeMetricFamily(
+            "mirrorwatch_partition_status", codes_help(PartitionStatus), labels=PARTITION_LABELS
+        )
+        g_status = GaugeMetricFamily("mirrorwatch_group_status", codes_help(GroupStatus), labels=GROUP_LABELS)
+        complete = GaugeMetricFamily(
+            "mirrorwatch_window_complete_ratio", "Share of partitions with a full evaluator window", labels=GROUP_LABELS
+        )
+        age = GaugeMetricFamily(
+            "mirrorwatch_sample_age_seconds",
+            "Seconds since the last successful sample",
+            labels=["flow", "source", "target"],
+        )
+        up = GaugeMetricFamily(
+            "mirrorwatch_cluster_up", "1 when the last sample reached the cluster", labels=["cluster"]
+        )
         info = GaugeMetricFamily("mirrorwatch_flow_info", _FAMILIES["mirrorwatch_flow_info"], labels=_INFO_LABELS)
-        beat = GaugeMetricFamily("mirrorwatch_heartbeat_age_seconds", _FAMILIES["mirrorwatch_heartbeat_age_seconds"],
-                                 labels=["flow", "source", "target"])
-        cov = GaugeMetricFamily("mirrorwatch_translation_coverage_ratio",
-                                _FAMILIES["mirrorwatch_translation_coverage_ratio"], labels=["flow", "source", "target"])
-        cp_age = GaugeMetricFamily("mirrorwatch_checkpoint_age_seconds", _FAMILIES["mirrorwatch_checkpoint_age_seconds"],
-                                   labels=GROUP_LABELS)
+        beat = GaugeMetricFamily(
+            "mirrorwatch_heartbeat_age_seconds",
+            _FAMILIES["mirrorwatch_heartbeat_age_seconds"],
+            labels=["flow", "source", "target"],
+        )
+        cov = GaugeMetricFamily(
+            "mirrorwatch_translation_coverage_ratio",
+            _FAMILIES["mirrorwatch_translation_coverage_ratio"],
+            labels=["flow", "source", "target"],
+        )
+        cp_age = GaugeMetricFamily(
+            "mirrorwatch_checkpoint_age_seconds", _FAMILIES["mirrorwatch_checkpoint_age_seconds"], labels=GROUP_LABELS
+        )
         now = self._clock()
         ages: dict[tuple[str, str, str], float] = {}
         for v in snap.views:
@@ -84,7 +106,7 @@ class SnapshotCollector:
             status = v.status
             if status is None:
                 continue
-            unknown = v.group_status == 7
+            unknown = v.group_status == GroupStatus.UNKNOWN
             if not unknown:
                 complete.add_metric(glabels, v.complete)
             kinds = [("committed", v.committed_lag)]
@@ -92,7 +114,7 @@ class SnapshotCollector:
                 kinds += [("read", v.read_lag), ("true", v.true_lag)]
             for i, (topic, partition) in enumerate(zip(v.topics, v.partitions)):
                 plabels = glabels + [topic, str(partition)]
-                p_status.add_metric(plabels, P_UNKNOWN if unknown else int(status[i]))
+                p_status.add_metric(plabels, PartitionStatus.UNKNOWN if unknown else int(status[i]))
                 if unknown:
                     continue
                 for kind, arr in kinds:
@@ -115,8 +137,23 @@ class SnapshotCollector:
             age.add_metric([flow, source, target], a)
         for cluster, is_up in sorted(snap.cluster_up.items()):
             up.add_metric([cluster], 1 if is_up else 0)
-        return [lag, time_lag, rpo, flow_rpo, lost, catch_up, p_status, g_status, complete, age, up, info, beat, cov,
-                cp_age]
+        return [
+            lag,
+            time_lag,
+            rpo,
+            flow_rpo,
+            lost,
+            catch_up,
+            p_status,
+            g_status,
+            complete,
+            age,
+            up,
+            info,
+            beat,
+            cov,
+            cp_age,
+        ]
 
 
 def _flow_rpo(v) -> float | None:
@@ -172,26 +209,30 @@ class TextRenderer:
                 families["mirrorwatch_flow_info"].append(f'mirrorwatch_flow_info{{{f},mirror="{_esc(v.engine)}"}} 1')
                 if v.heartbeat_age_s is not None:
                     families["mirrorwatch_heartbeat_age_seconds"].append(
-                        f"mirrorwatch_heartbeat_age_seconds{{{f}}} {_num(float(v.heartbeat_age_s))}")
+                        f"mirrorwatch_heartbeat_age_seconds{{{f}}} {_num(float(v.heartbeat_age_s))}"
+                    )
                 if v.coverage and v.coverage["ratio"] is not None:
                     families["mirrorwatch_translation_coverage_ratio"].append(
-                        f"mirrorwatch_translation_coverage_ratio{{{f}}} {_num(float(v.coverage['ratio']))}")
+                        f"mirrorwatch_translation_coverage_ratio{{{f}}} {_num(float(v.coverage['ratio']))}"
+                    )
                 for group, seconds in sorted(((v.coverage or {}).get("checkpoint_age_s") or {}).items()):
                     families["mirrorwatch_checkpoint_age_seconds"].append(
-                        f'mirrorwatch_checkpoint_age_seconds{{{f},group="{_esc(group)}"}} {_num(float(seconds))}')
+                        f'mirrorwatch_checkpoint_age_seconds{{{f},group="{_esc(group)}"}} {_num(float(seconds))}'
+                    )
             key = (v.flow, v.cluster, v.target)
             a = now - v.last_ok_ms / 1000.0 if v.last_ok_ms else math.inf
             ages[key] = max(ages.get(key, 0.0), a)
             if v.status is None:
                 continue
             labels = self._partition_labels(v)
-            unknown = v.group_status == 7
+            unknown = v.group_status == GroupStatus.UNKNOWN
             out_status = families["mirrorwatch_partition_status"]
             if unknown:
-                out_status.extend(f"mirrorwatch_partition_status{{{l}}} {P_UNKNOWN}" for l in labels)
+                out_status.extend(f"mirrorwatch_partition_status{{{l}}} {int(PartitionStatus.UNKNOWN)}" for l in labels)
                 continue
             families["mirrorwatch_window_complete_ratio"].append(
-                f"mirrorwatch_window_complete_ratio{{{g}}} {_num(float(v.complete))}")
+                f"mirrorwatch_window_complete_ratio{{{g}}} {_num(float(v.complete))}"
+            )
             out_status.extend(f"mirrorwatch_partition_status{{{l}}} {s}" for l, s in zip(labels, v.status.tolist()))
             kinds = [("committed", v.committed_lag)]
             if v.kind == "mirror":
@@ -211,21 +252,28 @@ class TextRenderer:
             if v.kind == "mirror":
                 worst = _flow_rpo(v)
                 if worst is not None:
-                    families["mirrorwatch_flow_rpo_seconds"].append(f"mirrorwatch_flow_rpo_seconds{{{g}}} {_num(worst)}")
+                    families["mirrorwatch_flow_rpo_seconds"].append(
+                        f"mirrorwatch_flow_rpo_seconds{{{g}}} {_num(worst)}"
+                    )
             if v.records_lost is not None:
                 out_lost = families["mirrorwatch_records_lost"]
-                out_lost.extend(f"mirrorwatch_records_lost{{{l}}} {n}"
-                                for l, n in zip(labels, v.records_lost.tolist()) if n >= 0)
+                out_lost.extend(
+                    f"mirrorwatch_records_lost{{{l}}} {n}" for l, n in zip(labels, v.records_lost.tolist()) if n >= 0
+                )
             for topic, seconds in v.topic_catch_up_s.items():
                 if not math.isnan(seconds):
                     families["mirrorwatch_catch_up_seconds"].append(
-                        f'mirrorwatch_catch_up_seconds{{{g},topic="{_esc(topic)}"}} {_num(float(seconds))}')
+                        f'mirrorwatch_catch_up_seconds{{{g},topic="{_esc(topic)}"}} {_num(float(seconds))}'
+                    )
         for (flow, source, target), a in ages.items():
             families["mirrorwatch_sample_age_seconds"].append(
                 f'mirrorwatch_sample_age_seconds{{flow="{_esc(flow)}",source="{_esc(source)}",target="{_esc(target)}"}} '
-                f"{_num(float(a))}")
+                f"{_num(float(a))}"
+            )
         for cluster, is_up in sorted(snap.cluster_up.items()):
-            families["mirrorwatch_cluster_up"].append(f'mirrorwatch_cluster_up{{cluster="{_esc(cluster)}"}} {int(is_up)}')
+            families["mirrorwatch_cluster_up"].append(
+                f'mirrorwatch_cluster_up{{cluster="{_esc(cluster)}"}} {int(is_up)}'
+            )
         parts = []
         for name, help_text in _FAMILIES.items():
             parts.append(f"# HELP {name} {help_text}\n# TYPE {name} gauge")
@@ -239,10 +287,10 @@ _FAMILIES = {
     "mirrorwatch_rpo_seconds": "RPO: age of the oldest source record not yet on the target (= time lag)",
     "mirrorwatch_flow_rpo_seconds": "RPO of the flow: the largest of its partitions'",
     "mirrorwatch_records_lost": "Records removed from the source (retention, DeleteRecords, a recreated topic) "
-                                "before the group consumed them: log start − committed offset",
+    "before the group consumed them: log start − committed offset",
     "mirrorwatch_catch_up_seconds": "Forecast time to catch up; +Inf when not catching up",
-    "mirrorwatch_partition_status": "0 OK, 1 WARN, 2 STOP, 3 STALL, 4 REWIND, 5 UNKNOWN, 6 LOST",
-    "mirrorwatch_group_status": "0 OK, 1 WARN, 2 ERR, 3 STOP, 4 STALL, 5 REWIND, 6 NOTFOUND, 7 UNKNOWN",
+    "mirrorwatch_partition_status": codes_help(PartitionStatus),
+    "mirrorwatch_group_status": codes_help(GroupStatus),
     "mirrorwatch_window_complete_ratio": "Share of partitions with a full evaluator window",
     "mirrorwatch_sample_age_seconds": "Seconds since the last successful sample",
     "mirrorwatch_cluster_up": "1 when the last sample reached the cluster",

@@ -13,17 +13,17 @@ import glob
 import logging
 import os
 import time
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.records import LagSample, lag_sample_arrow_schema
+from ..core.status import PARTITION_STATUS, GroupStatus
 from .model import Snapshot
-from .status import G_NOTFOUND, G_UNKNOWN, PARTITION_STATUS
 
 log = logging.getLogger("mirrorwatch.monitor.history")
 
@@ -48,7 +48,7 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
     schema = lag_sample_arrow_schema()
     parts = []
     for v in snap.views:
-        if v.source_end is None or v.group_status in (G_UNKNOWN, G_NOTFOUND):
+        if v.source_end is None or v.group_status in (GroupStatus.UNKNOWN, GroupStatus.NOTFOUND):
             continue
         keep = v.source_end >= 0
         n = int(keep.sum())
@@ -64,15 +64,22 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
         time_lag = v.time_lag_s[keep] if v.time_lag_s is not None else None
         cols = {
             "ts": pa.array(np.full(n, v.ts_ms, np.int64), pa.int64()).cast(schema.field("ts").type),
-            "flow": pa.array([v.flow] * n, pa.string()), "source": pa.array([v.cluster] * n, pa.string()),
-            "target": pa.array([v.target] * n, pa.string()), "group": pa.array([v.group] * n, pa.string()),
+            "flow": pa.array([v.flow] * n, pa.string()),
+            "source": pa.array([v.cluster] * n, pa.string()),
+            "target": pa.array([v.target] * n, pa.string()),
+            "group": pa.array([v.group] * n, pa.string()),
             "topic": pa.array([t for t, k in zip(v.topics, keep) if k], pa.string()),
             "partition": pa.array(np.asarray(v.partitions, np.int32)[keep], pa.int32()),
-            "source_end": ints(v.source_end), "committed": ints(v.committed),
-            "read_position": ints(v.read_position), "acked_next": ints(v.acked_next),
-            "target_end": ints(v.target_end), "committed_lag": ints(v.committed_lag),
-            "read_lag": ints(v.read_lag), "true_lag": ints(v.true_lag),
-            "time_lag_s": pa.nulls(n, pa.float64()) if time_lag is None
+            "source_end": ints(v.source_end),
+            "committed": ints(v.committed),
+            "read_position": ints(v.read_position),
+            "acked_next": ints(v.acked_next),
+            "target_end": ints(v.target_end),
+            "committed_lag": ints(v.committed_lag),
+            "read_lag": ints(v.read_lag),
+            "true_lag": ints(v.true_lag),
+            "time_lag_s": pa.nulls(n, pa.float64())
+            if time_lag is None
             else pa.array(time_lag, pa.float64(), mask=np.isnan(time_lag)),
             "status": pa.array(np.asarray(PARTITION_STATUS, dtype=object)[v.status[keep]], pa.string()),
         }
@@ -92,13 +99,13 @@ class HistoryWriter:
         self.rows_written = 0
         self.files_closed: list[Path] = []
 
-    def append(self, rows: "list[LagSample] | pa.Table") -> None:
+    def append(self, rows: list[LagSample] | pa.Table) -> None:
         table = rows if isinstance(rows, pa.Table) else samples_table(rows)
         if not table.num_rows:
             self.roll_if_due()
             return
         now = self._clock()
-        date = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%d")
+        date = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
         if self._writer is not None and (date != self._date or now - self._opened_at >= self.roll_s):
             self.close()
         if self._writer is None:
@@ -114,7 +121,7 @@ class HistoryWriter:
     def _open(self, now: float, date: str) -> None:
         folder = self.root / f"date={date}"
         folder.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%H%M%S%f")
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%H%M%S%f")
         name = f"part-{stamp}-{os.getpid()}.parquet"
         self._final, self._tmp = folder / name, folder / f".{name}.inprogress"
         self._writer = pq.ParquetWriter(self._tmp, lag_sample_arrow_schema(), compression="zstd")

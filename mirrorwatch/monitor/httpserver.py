@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 log = logging.getLogger("mirrorwatch.monitor.http")
 
@@ -27,7 +27,9 @@ class _Handler(BaseHTTPRequestHandler):
             status, ctype, body = self.route(self.path)  # the query too: routes that take none ignore it
         except Exception as exc:  # a bug in one handler must not kill the server thread
             log.exception("HTTP %s failed", self.path)
-            status, ctype, body = json_response(500, {"error": True, "message": f"internal error: {type(exc).__name__}"})
+            status, ctype, body = json_response(
+                500, {"error": True, "message": f"internal error: {type(exc).__name__}"}
+            )
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -49,7 +51,7 @@ class Server:
     def port(self) -> int:
         return self.httpd.server_address[1]
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         self.thread.start()
         return self
 

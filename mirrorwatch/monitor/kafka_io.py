@@ -5,7 +5,7 @@ offsets and whether it has members. Every call is bounded by a timeout; failures
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
@@ -103,8 +103,9 @@ class ClusterReader:
             log.debug("cluster '%s': cannot describe group '%s': %s", self.alias, group, redact_text(str(exc)))
             return None, None
         try:
-            future = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                             request_timeout=self.timeout_s)[group]
+            future = self.admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s
+            )[group]
             result = future.result(self.timeout_s + 1)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None

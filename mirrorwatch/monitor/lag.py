@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 UNKNOWN = -1
 
@@ -39,7 +40,7 @@ class Lags:
     read_position: np.ndarray  # effective: max(sync.read_position, acked)
 
 
-def _a(x) -> np.ndarray:
+def _a(x: ArrayLike) -> np.ndarray:
     return np.asarray(x, np.int64)
 
 
@@ -48,7 +49,9 @@ def _lag(end: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return np.where(end == 0, 0, np.where((end >= 0) & (pos >= 0), np.maximum(end - pos, 0), UNKNOWN))
 
 
-def mirror_lags(source_end, committed, sync_acked_next, sync_read_position) -> Lags:
+def mirror_lags(
+    source_end: ArrayLike, committed: ArrayLike, sync_acked_next: ArrayLike, sync_read_position: ArrayLike
+) -> Lags:
     """The three lags of each partition from the sampled positions (-1 = unknown)."""
     end, com, acked, read = _a(source_end), _a(committed), _a(sync_acked_next), _a(sync_read_position)
     acked = np.maximum(acked, com)  # -1 loses to any known value
@@ -56,22 +59,35 @@ def mirror_lags(source_end, committed, sync_acked_next, sync_read_position) -> L
     return Lags(_lag(end, com), _lag(end, read), _lag(end, acked), acked, read)
 
 
-def plain_lag(source_end, committed) -> np.ndarray:
+def plain_lag(source_end: ArrayLike, committed: ArrayLike) -> np.ndarray:
     """A watched (non-mirror) group: committed lag only, as Burrow and kafka-consumer-groups show."""
     return _lag(_a(source_end), _a(committed))
 
 
-def mirror_lag(source_end: int | None, committed: int | None, sync_acked_next: int | None,
-               sync_read_position: int | None) -> tuple[int | None, int | None, int | None]:
+def mirror_lag(
+    source_end: int | None, committed: int | None, sync_acked_next: int | None, sync_read_position: int | None
+) -> tuple[int | None, int | None, int | None]:
     """(committed_lag, read_lag, true_lag) of one partition; None = unknown."""
-    f = lambda v: UNKNOWN if v is None else v  # noqa: E731
-    lags = mirror_lags([f(source_end)], [f(committed)], [f(sync_acked_next)], [f(sync_read_position)])
-    out = (lags.committed_lag[0], lags.read_lag[0], lags.true_lag[0])
-    return tuple(None if v < 0 else int(v) for v in out)  # type: ignore[return-value]
+
+    def known(v: int | None) -> int:
+        return UNKNOWN if v is None else v
+
+    def lag(v: np.int64) -> int | None:
+        return None if v < 0 else int(v)
+
+    lags = mirror_lags([known(source_end)], [known(committed)], [known(sync_acked_next)], [known(sync_read_position)])
+    return lag(lags.committed_lag[0]), lag(lags.read_lag[0]), lag(lags.true_lag[0])
 
 
-def target_side_acked_next(source_end, committed, sync_upstream, sync_downstream, sync_acked_next, target_end,
-                           one_to_one=True) -> np.ndarray:
+def target_side_acked_next(
+    source_end: ArrayLike,
+    committed: ArrayLike,
+    sync_upstream: ArrayLike,
+    sync_downstream: ArrayLike,
+    sync_acked_next: ArrayLike,
+    target_end: ArrayLike,
+    one_to_one: ArrayLike = True,
+) -> np.ndarray:
     """A fresh, never-too-high ``acked_next`` per partition from the target's end offset (-1 = unknown).
 
     The newest OffsetSync says source offset ``u = sync_upstream`` sits on the target at ``d = sync_downstream``
@@ -97,10 +113,10 @@ def target_side_acked_next(source_end, committed, sync_upstream, sync_downstream
     usable = np.asarray(one_to_one, bool) & (up >= 0) & (down >= 0) & (tend > down)
     from_target = up + (tend - down)
     from_target = np.where(end >= 0, np.minimum(from_target, end), from_target)
-    return np.where(usable, np.maximum(conservative, from_target), conservative)
+    return np.asarray(np.where(usable, np.maximum(conservative, from_target), conservative))
 
 
-def records_lost(log_start, committed) -> np.ndarray:
+def records_lost(log_start: ArrayLike, committed: ArrayLike) -> np.ndarray:
     """Records removed from the source before the group consumed them: ``log_start − committed`` where the
     committed offset is below the log start (retention, DeleteRecords, a recreated topic), else 0; -1 unknown.
 
@@ -109,7 +125,7 @@ def records_lost(log_start, committed) -> np.ndarray:
     return np.where((start >= 0) & (com >= 0), np.maximum(start - com, 0), UNKNOWN)
 
 
-def target_behind(target_end, sync_downstream) -> np.ndarray:
+def target_behind(target_end: ArrayLike, sync_downstream: ArrayLike) -> np.ndarray:
     """True where the target's end offset is not past the record the newest sync says is there.
 
     A sync says source offset ``upstream_offset`` sits at ``downstream_offset`` on the target, so the target
@@ -125,7 +141,7 @@ def target_behind(target_end, sync_downstream) -> np.ndarray:
 # ----------------------------------------------------------------------------- forecast
 
 
-def rate(old_value, old_ts_ms: int, new_value, new_ts_ms: int) -> np.ndarray:
+def rate(old_value: ArrayLike, old_ts_ms: int, new_value: ArrayLike, new_ts_ms: int) -> np.ndarray:
     """Records per second between two samples (NaN where either value is unknown or no time passed)."""
     old, new = _a(old_value), _a(new_value)
     dt = (new_ts_ms - old_ts_ms) / 1000.0
@@ -134,7 +150,9 @@ def rate(old_value, old_ts_ms: int, new_value, new_ts_ms: int) -> np.ndarray:
     return np.where((old >= 0) & (new >= 0), (new - old) / dt, np.nan)
 
 
-def catch_up_seconds(lag, produce_rate, mirror_rate, keeping_up_lag=0) -> np.ndarray:
+def catch_up_seconds(
+    lag: ArrayLike, produce_rate: ArrayLike, mirror_rate: ArrayLike, keeping_up_lag: ArrayLike = 0
+) -> np.ndarray:
     """Forecast time to catch up: lag / (mirror rate − produce rate); 0 when caught up; +inf when the mirror
     is not gaining on the producers; NaN when unknown.
 

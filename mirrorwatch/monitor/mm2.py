@@ -23,11 +23,18 @@ import time
 import numpy as np
 
 from ..core.config import Config, FlowConfig
-from ..core.mm2 import (aliases, any_heartbeat, decode_connect_offset, decode_offset_sync, flow_policy, is_mm2,
-                        mm2_topics)
+from ..core.mm2 import (
+    aliases,
+    any_heartbeat,
+    decode_connect_offset,
+    decode_offset_sync,
+    flow_policy,
+    is_mm2,
+    mm2_topics,
+)
+from ..core.status import PartitionStatus
 from .evaluator import summarize
 from .lag import _lag, records_lost, target_behind, target_side_acked_next
-from .status import P_LOST
 from .syncs import OffsetSyncTracker
 from .timelag import arrival_age_bound
 
@@ -61,8 +68,9 @@ class Mm2Trackers:
         target = config.clusters[flow.target]
         cid = f"mirrorwatch-monitor-mm2-{flow.source}"
         self.syncs = OffsetSyncTracker(config.clusters[topics.offset_syncs_cluster], topics.offset_syncs, cid, _sync)
-        self.positions = OffsetSyncTracker(target, topics.connect_offsets, cid,
-                                           _connect_offset(flow.mirror.connector, source_alias))
+        self.positions = OffsetSyncTracker(
+            target, topics.connect_offsets, cid, _connect_offset(flow.mirror.connector, source_alias)
+        )
         self.own_beats = OffsetSyncTracker(target, topics.heartbeats, cid, _heartbeat)
         self.mirrored_beats = OffsetSyncTracker(target, topics.mirrored_heartbeats, cid, _heartbeat)
         self.all = [self.syncs, self.positions, self.own_beats, self.mirrored_beats]
@@ -112,8 +120,9 @@ def sample_mm2_flow(sampler, name: str, state, topics, keys: list[tuple[str, int
     unknown = np.full(n, -1, np.int64)
     # the exact-lag estimator (monitor/lag.py) with no published acked_next: MM2 has none. Under MM2's identity
     # policy the target end proves nothing (other writers), so only MM2's committed position counts there.
-    acked = target_side_acked_next(source_end, committed, sync_up, sync_down, unknown, target_end,
-                                   one_to_one=policy.kind == "prefix")
+    acked = target_side_acked_next(
+        source_end, committed, sync_up, sync_down, unknown, target_end, one_to_one=policy.kind == "prefix"
+    )
     committed_lag, true_lag = _lag(source_end, committed), _lag(source_end, acked)
     log_start = np.fromiter((starts.get(k, -1) for k in keys), np.int64, n)
     lost = records_lost(log_start, committed)
@@ -126,18 +135,40 @@ def sample_mm2_flow(sampler, name: str, state, topics, keys: list[tuple[str, int
     windows.stop_grace_ms = max(commit_ms, int(sampler.config.monitor.stop_grace_s * 1000))
     windows.observe(ts, committed, source_end, np.full(n, bool(alive), bool), repeat_after_ms=commit_ms)
     statuses = windows.evaluate(ts).copy()
-    statuses[lost > 0] = P_LOST
+    statuses[lost > 0] = PartitionStatus.LOST
     summary = summarize(windows, statuses)
     time_lag = sampler._time_lag(flow.source, keys, acked, true_lag, source_end, ts, ts_target)
     bound = arrival_age_bound([(h[0], h[1]) for h in state.history], acked, ts_target)
     time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
     catch_up, topic_catch_up = sampler._forecast(state, keys, ts, source_end, acked, true_lag)
     beat = mirrored if mirrored is not None else own
-    view = sampler._view("mirror", name, flow.source, flow.target, flow.mirror.connector, ts, summary, windows, keys,
-                         statuses, source_end=source_end, committed=committed, read_position=unknown,
-                         acked_next=acked, target_end=target_end, committed_lag=committed_lag, read_lag=unknown,
-                         true_lag=true_lag, time_lag_s=time_lag, target_behind=target_behind(target_end, sync_down),
-                         catch_up_s=catch_up, topic_catch_up_s=topic_catch_up, last_ok_ms=ts, engine="mm2",
-                         log_start=log_start, records_lost=lost,
-                         heartbeat_age_s=None if beat is None else max(0.0, (ts - beat) / 1000.0))
+    view = sampler._view(
+        "mirror",
+        name,
+        flow.source,
+        flow.target,
+        flow.mirror.connector,
+        ts,
+        summary,
+        windows,
+        keys,
+        statuses,
+        source_end=source_end,
+        committed=committed,
+        read_position=unknown,
+        acked_next=acked,
+        target_end=target_end,
+        committed_lag=committed_lag,
+        read_lag=unknown,
+        true_lag=true_lag,
+        time_lag_s=time_lag,
+        target_behind=target_behind(target_end, sync_down),
+        catch_up_s=catch_up,
+        topic_catch_up_s=topic_catch_up,
+        last_ok_ms=ts,
+        engine="mm2",
+        log_start=log_start,
+        records_lost=lost,
+        heartbeat_age_s=None if beat is None else max(0.0, (ts - beat) / 1000.0),
+    )
     return view

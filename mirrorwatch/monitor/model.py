@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.records import LagSample
+from ..core.status import GROUP_STATUS, PARTITION_STATUS, PartitionStatus
 from .lag import describe_forecast
-from .status import GROUP_STATUS, PARTITION_STATUS
 
 
 @dataclass(frozen=True)
@@ -82,21 +82,32 @@ class GroupView:
         """One partition as plain JSON-able values (API, CLI)."""
         v = self.value
         row = {
-            "topic": self.topics[i], "partition": self.partitions[i],
-            "status": PARTITION_STATUS[int(self.status[i])] if self.status is not None else "UNKNOWN",
-            "source_end": v("source_end", i), "committed": v("committed", i),
-            "committed_lag": v("committed_lag", i), "records_lost": v("records_lost", i),
+            "topic": self.topics[i],
+            "partition": self.partitions[i],
+            "status": PARTITION_STATUS[int(self.status[i])]
+            if self.status is not None
+            else PartitionStatus.UNKNOWN.name,
+            "source_end": v("source_end", i),
+            "committed": v("committed", i),
+            "committed_lag": v("committed_lag", i),
+            "records_lost": v("records_lost", i),
         }
         if self.kind == "mirror":
             catch_up = v("catch_up_s", i)
-            row.update({
-                "read_position": v("read_position", i), "acked_next": v("acked_next", i),
-                "target_end": v("target_end", i), "read_lag": v("read_lag", i), "true_lag": v("true_lag", i),
-                "time_lag_s": v("time_lag_s", i), "rpo_seconds": v("time_lag_s", i),
-                "target_behind": v("target_behind", i),
-                "catch_up_s": None if catch_up is None or math.isinf(catch_up) else catch_up,
-                "forecast": describe_forecast(catch_up),
-            })
+            row.update(
+                {
+                    "read_position": v("read_position", i),
+                    "acked_next": v("acked_next", i),
+                    "target_end": v("target_end", i),
+                    "read_lag": v("read_lag", i),
+                    "true_lag": v("true_lag", i),
+                    "time_lag_s": v("time_lag_s", i),
+                    "rpo_seconds": v("time_lag_s", i),
+                    "target_behind": v("target_behind", i),
+                    "catch_up_s": None if catch_up is None or math.isinf(catch_up) else catch_up,
+                    "forecast": describe_forecast(catch_up),
+                }
+            )
         return row
 
     def rows(self) -> list[dict]:
@@ -107,14 +118,28 @@ class GroupView:
         v = self.value
         out = []
         for i in range(len(self.topics)):
-            status = PARTITION_STATUS[int(self.status[i])] if self.status is not None else "UNKNOWN"
-            out.append(LagSample(
-                ts_ms=self.ts_ms, flow=self.flow, source=self.cluster, target=self.target, group=self.group,
-                topic=self.topics[i], partition=self.partitions[i],
-                source_end=v("source_end", i) if v("source_end", i) is not None else -1,
-                committed=v("committed", i), read_position=v("read_position", i), acked_next=v("acked_next", i),
-                target_end=v("target_end", i), committed_lag=v("committed_lag", i), read_lag=v("read_lag", i),
-                true_lag=v("true_lag", i), time_lag_s=v("time_lag_s", i), status=status))
+            status = PARTITION_STATUS[int(self.status[i])] if self.status is not None else PartitionStatus.UNKNOWN.name
+            out.append(
+                LagSample(
+                    ts_ms=self.ts_ms,
+                    flow=self.flow,
+                    source=self.cluster,
+                    target=self.target,
+                    group=self.group,
+                    topic=self.topics[i],
+                    partition=self.partitions[i],
+                    source_end=v("source_end", i) if v("source_end", i) is not None else -1,
+                    committed=v("committed", i),
+                    read_position=v("read_position", i),
+                    acked_next=v("acked_next", i),
+                    target_end=v("target_end", i),
+                    committed_lag=v("committed_lag", i),
+                    read_lag=v("read_lag", i),
+                    true_lag=v("true_lag", i),
+                    time_lag_s=v("time_lag_s", i),
+                    status=status,
+                )
+            )
         return out
 
 

@@ -56,8 +56,7 @@ class RecentStore:
         self._last_status: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def record(self, snap: Snapshot, canary: dict[str, CanaryFigures] | None = None,
-               canary_fresh_ms: int = 0) -> None:
+    def record(self, snap: Snapshot, canary: dict[str, CanaryFigures] | None = None, canary_fresh_ms: int = 0) -> None:
         """Add one point per flow view of ``snap``; canary figures older than ``canary_fresh_ms`` are left out."""
         canary = canary or {}
         with self._lock:
@@ -76,8 +75,9 @@ class RecentStore:
                 before = self._last_status.get(view.flow)
                 if before != view.status_name:
                     changes = self._changes.setdefault(view.flow, deque(maxlen=MAX_CHANGES))
-                    changes.append({"ts_ms": point["ts_ms"], "from": before, "to": view.status_name,
-                                    "reason": view.error})
+                    changes.append(
+                        {"ts_ms": point["ts_ms"], "from": before, "to": view.status_name, "reason": view.error}
+                    )
                     self._last_status[view.flow] = view.status_name
                 self._prune(view.flow, point["ts_ms"])
 
@@ -100,8 +100,12 @@ class RecentStore:
                 return None
             points = [p for p in self._points[flow] if since_ms is None or p["ts_ms"] >= since_ms]
             changes = list(self._changes.get(flow, ()))
-        return {"flow": flow, "span_s": self.span_ms / 1000, "points": [_clean(p) for p in points],
-                "status_changes": changes}
+        return {
+            "flow": flow,
+            "span_s": self.span_ms / 1000,
+            "points": [_clean(p) for p in points],
+            "status_changes": changes,
+        }
 
 
 def _clean(point: dict) -> dict:

@@ -15,7 +15,6 @@ sample, values unknown); the next cycle tries again, so the monitor recovers on 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import deque
@@ -23,21 +22,20 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..core.clients import make_consumer
 from ..core.config import Config
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
-from .evaluator import WindowSet, summarize
-from .flows import mirrored_topics, policy_of
-from .kafka_io import ClusterReader, ClusterUnreachable
+from ..core.status import GroupStatus, PartitionStatus
+from ..core.topic_selection import mirrored_topics, policy_of
 from .coverage import CoverageWatch
-from .lag import (catch_up_seconds, mirror_lags, plain_lag, rate, records_lost, target_behind,
-                  target_side_acked_next)
+from .estimates import SamplerEstimates
+from .evaluator import WindowSet, summarize
+from .kafka_io import ClusterReader, ClusterUnreachable
+from .lag import mirror_lags, plain_lag, records_lost, target_behind, target_side_acked_next
 from .mm2 import mm2_trackers, sample_mm2_flow
 from .model import GroupView, Snapshot
-from .status import G_NOTFOUND, G_UNKNOWN, P_LOST, P_UNKNOWN
-from .syncs import UNUSED_GROUP, OffsetSyncTracker
-from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound, time_lag_interpolated
+from .syncs import OffsetSyncTracker
+from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound
 
 log = logging.getLogger("mirrorwatch.monitor.sampler")
 
@@ -59,7 +57,7 @@ class _GroupState:
     last_ok_ms: int | None = None
 
 
-class Sampler:
+class Sampler(SamplerEstimates):
     def __init__(self, config: Config, *, timeout_s: float | None = None, start_trackers: bool = True):
         self.config = config
         settings = config.monitor
@@ -73,8 +71,11 @@ class Sampler:
                 continue  # MirrorMaker 2 keeps its own records (monitor/mm2.py)
             key = (flow.source, flow.target)
             if key not in self.trackers:
-                self.trackers[key] = OffsetSyncTracker(config.clusters[flow.target], offset_syncs_topic(flow.source),
-                                                       f"mirrorwatch-monitor-syncs-{flow.source}")
+                self.trackers[key] = OffsetSyncTracker(
+                    config.clusters[flow.target],
+                    offset_syncs_topic(flow.source),
+                    f"mirrorwatch-monitor-syncs-{flow.source}",
+                )
         self.ts_readers: dict[str, RecordTimestampReader] = {}
         self.time_tables: dict[str, OffsetTimeTable] = {}
         self.states: dict[tuple[str, str, str], _GroupState] = {}
@@ -120,14 +121,20 @@ class Sampler:
                     topics[alias] = exc
             views = []
             for name, flow in self.config.flows.items():
-                group = flow.mirror.connector if flow.mirror else mirror_group(flow.source, flow.target, flow.group, name)
-                views.append(self._guarded(("mirror", name, flow.source), flow.source, flow.target,
-                                           group, name, topics, ts))
+                group = (
+                    flow.mirror.connector if flow.mirror else mirror_group(flow.source, flow.target, flow.group, name)
+                )
+                views.append(
+                    self._guarded(("mirror", name, flow.source), flow.source, flow.target, group, name, topics, ts)
+                )
             for watched in self.config.monitor.groups:
                 if any(v.cluster == watched.cluster and v.group == watched.group for v in views):
                     continue  # already watched as a flow's mirror group
-                views.append(self._guarded(("group", watched.cluster, watched.group), watched.cluster, "",
-                                           watched.group, "", topics, ts))
+                views.append(
+                    self._guarded(
+                        ("group", watched.cluster, watched.group), watched.cluster, "", watched.group, "", topics, ts
+                    )
+                )
             self.seq += 1
             up = {alias: not isinstance(t, ClusterUnreachable) for alias, t in topics.items()}
             return Snapshot(ts, views, up, self.seq)
@@ -142,30 +149,49 @@ class Sampler:
                 view = self._sample_flow(flow_name, group, state, topics, ts)
             else:
                 view = self._sample_group(cluster, group, state, topics[cluster], ts)
-            if view.group_status != G_NOTFOUND:
+            if view.group_status != GroupStatus.NOTFOUND:
                 state.last_ok_ms = ts
             return view
         except ClusterUnreachable as exc:
             return self._unknown(flow_name, cluster, target, group, state, ts, str(exc))
         except Exception as exc:  # a surprise in one flow must not cost the others their sample
             log.exception("sampling %s on '%s' failed", group, cluster)
-            return self._unknown(flow_name, cluster, target, group, state, ts,
-                                 f"sampling failed: {type(exc).__name__}: {redact_text(str(exc))}")
+            return self._unknown(
+                flow_name,
+                cluster,
+                target,
+                group,
+                state,
+                ts,
+                f"sampling failed: {type(exc).__name__}: {redact_text(str(exc))}",
+            )
 
     def _unknown(self, flow, cluster, target, group, state: _GroupState, ts, error) -> GroupView:
         n = len(state.keys)
         mm2 = bool(flow) and self.config.flows[flow].mirror is not None
-        return GroupView(kind="mirror" if flow else "group", flow=flow, cluster=cluster, target=target, group=group,
-                         ts_ms=ts, group_status=G_UNKNOWN, engine="mm2" if mm2 else "mirrorwatch", error=error, last_ok_ms=state.last_ok_ms,
-                         topics=[k[0] for k in state.keys], partitions=[k[1] for k in state.keys],
-                         status=np.full(n, P_UNKNOWN, np.int8))
+        return GroupView(
+            kind="mirror" if flow else "group",
+            flow=flow,
+            cluster=cluster,
+            target=target,
+            group=group,
+            ts_ms=ts,
+            group_status=GroupStatus.UNKNOWN,
+            engine="mm2" if mm2 else "mirrorwatch",
+            error=error,
+            last_ok_ms=state.last_ok_ms,
+            topics=[k[0] for k in state.keys],
+            partitions=[k[1] for k in state.keys],
+            status=np.full(n, PartitionStatus.UNKNOWN, np.int8),
+        )
 
     def _windows_for(self, state: _GroupState, keys: list[tuple[str, int]]) -> WindowSet:
         s = self.config.monitor
         if state.windows is None or keys != state.keys:
             if state.windows is None:
-                state.windows = WindowSet(len(keys), s.window, int(s.min_distance_s * 1000), s.allowed_lag,
-                                          int(s.stop_grace_s * 1000))
+                state.windows = WindowSet(
+                    len(keys), s.window, int(s.min_distance_s * 1000), s.allowed_lag, int(s.stop_grace_s * 1000)
+                )
             else:
                 state.windows = state.windows.remapped(state.keys, keys)
             state.keys = list(keys)
@@ -179,7 +205,7 @@ class Sampler:
         flow = self.config.flows[name]
         src, dst = self.readers[flow.source], self.readers[flow.target]
         source_topics = topics[flow.source]
-        keys = [(t, p) for t in mirrored_topics(flow, source_topics) for p in range(source_topics[t])]
+        keys = [(t, p) for t in mirrored_topics(self.config, flow, source_topics) for p in range(source_topics[t])]
         if name in self.mm2:
             view = sample_mm2_flow(self, name, state, topics, keys)
             last_sync = {k: s.upstream_offset for k, s in self.mm2[name].syncs.latest().items()}
@@ -208,8 +234,9 @@ class Sampler:
         log_start = np.fromiter((starts.get(k, -1) for k in keys), np.int64, n)
 
         # under prefix the target partition holds only this mirror's copies: its end offset is fresh evidence
-        acked_est = target_side_acked_next(source_end, committed, sync_up, sync_down, sync_acked, target_end,
-                                           one_to_one=policy.kind == "prefix")
+        acked_est = target_side_acked_next(
+            source_end, committed, sync_up, sync_down, sync_acked, target_end, one_to_one=policy.kind == "prefix"
+        )
         lags = mirror_lags(source_end, committed, acked_est, sync_read)
         lost = records_lost(log_start, committed)
         windows = self._windows_for(state, keys)
@@ -222,7 +249,7 @@ class Sampler:
         windows.stop_grace_ms = max(commit_ms, int(self.config.monitor.stop_grace_s * 1000))
         windows.observe(ts, committed, source_end, alive, repeat_after_ms=commit_ms)
         statuses = windows.evaluate(ts).copy()
-        statuses[lost > 0] = P_LOST
+        statuses[lost > 0] = PartitionStatus.LOST
         summary = summarize(windows, statuses)
 
         time_lag = self._time_lag(flow.source, keys, lags.acked_next, lags.true_lag, source_end, ts, ts_target)
@@ -231,67 +258,34 @@ class Sampler:
         time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
         coverage = self.coverage[name].refresh(src, set(keys), {k: s.upstream_offset for k, s in syncs.items()}, ts)
         catch_up, topic_catch_up = self._forecast(state, keys, ts, source_end, lags.acked_next, lags.true_lag)
-        return self._view("mirror", name, flow.source, flow.target, group, ts, summary, windows, keys,
-                          statuses, source_end=source_end, committed=committed, read_position=lags.read_position,
-                          acked_next=lags.acked_next, target_end=target_end, committed_lag=lags.committed_lag,
-                          read_lag=lags.read_lag, true_lag=lags.true_lag, time_lag_s=time_lag,
-                          target_behind=target_behind(target_end, sync_down), catch_up_s=catch_up,
-                          topic_catch_up_s=topic_catch_up, last_ok_ms=ts, log_start=log_start, records_lost=lost,
-                          coverage=coverage)
-
-    def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts, ts_target) -> np.ndarray:
-        """Seconds per partition: the age of the oldest source record not on the target (RPO seconds).
-
-        Exact mode measures it at ``ts_target``, when the target end was sampled: a record produced after that
-        moment was not missing from the target then (0)."""
-        out = np.where(true_lag == 0, 0.0, np.nan)
-        behind = np.flatnonzero(true_lag > 0)
-        if self.config.monitor.time_lag_mode == "interpolate":
-            table = self.time_tables.setdefault(cluster, OffsetTimeTable(self.config.monitor.interpolation_points))
-            for i, k in enumerate(keys):
-                table.add(k, int(source_end[i]), ts)
-            for i in behind:
-                value = time_lag_interpolated(table.points(keys[i]), int(acked[i]), ts)
-                out[i] = np.nan if value is None else value
-            return out
-        if len(behind):
-            reader = self.ts_readers.get(cluster)
-            if reader is None:
-                cfg = self.config.clusters[cluster]
-                reader = self.ts_readers[cluster] = RecordTimestampReader(
-                    lambda: make_consumer(cfg, f"mirrorwatch-monitor-timelag-{cluster}", group_id=UNUSED_GROUP,
-                                          **{"auto.offset.reset": "earliest", "enable.partition.eof": False,
-                                             "fetch.max.bytes": 1048576, "max.partition.fetch.bytes": 65536}),
-                    timeout_s=min(2.0, self.timeout_s))
-            wanted = [(keys[i][0], keys[i][1], int(acked[i])) for i in behind]
-            try:
-                found = reader.timestamps(wanted)
-            except Exception as exc:  # time lag is a bonus; never let it sink the sample
-                log.warning("time lag: cannot read record timestamps on '%s': %s", cluster, exc)
-                found = {}
-            for i, w in zip(behind, wanted):
-                if w in found:
-                    out[i] = max(0.0, (ts_target - found[w]) / 1000.0)
-        return out
-
-    def _forecast(self, state: _GroupState, keys, ts, source_end, acked, true_lag):
-        state.history.append((ts, source_end, acked))
-        old_ts, old_end, old_acked = state.history[0]
-        produce, mirror = rate(old_end, old_ts, source_end, ts), rate(old_acked, old_ts, acked, ts)
-        interval_s = self.config.monitor.interval_s
-        per_partition = catch_up_seconds(true_lag, produce, mirror, produce * interval_s)
-        per_topic: dict[str, float] = {}
-        topics = np.array([k[0] for k in keys], dtype=object)
-        for topic in dict.fromkeys(k[0] for k in keys):
-            m = topics == topic
-            known = (true_lag[m] >= 0) & ~np.isnan(produce[m]) & ~np.isnan(mirror[m])
-            if not known.any():
-                per_topic[topic] = math.nan
-                continue
-            value = catch_up_seconds([true_lag[m][known].sum()], [produce[m][known].sum()],
-                                     [mirror[m][known].sum()], [produce[m][known].sum() * interval_s])[0]
-            per_topic[topic] = float(value)
-        return per_partition, per_topic
+        return self._view(
+            "mirror",
+            name,
+            flow.source,
+            flow.target,
+            group,
+            ts,
+            summary,
+            windows,
+            keys,
+            statuses,
+            source_end=source_end,
+            committed=committed,
+            read_position=lags.read_position,
+            acked_next=lags.acked_next,
+            target_end=target_end,
+            committed_lag=lags.committed_lag,
+            read_lag=lags.read_lag,
+            true_lag=lags.true_lag,
+            time_lag_s=time_lag,
+            target_behind=target_behind(target_end, sync_down),
+            catch_up_s=catch_up,
+            topic_catch_up_s=topic_catch_up,
+            last_ok_ms=ts,
+            log_start=log_start,
+            records_lost=lost,
+            coverage=coverage,
+        )
 
     # ------------------------------------------------------------------ plain groups
 
@@ -299,9 +293,17 @@ class Sampler:
         reader = self.readers[cluster]
         members, committed_map = reader.group(group)
         if not committed_map:
-            return GroupView(kind="group", flow="", cluster=cluster, target="", group=group, ts_ms=ts_cycle,
-                             group_status=G_NOTFOUND, error=f"group '{group}' has no committed offsets on '{cluster}'",
-                             last_ok_ms=state.last_ok_ms)
+            return GroupView(
+                kind="group",
+                flow="",
+                cluster=cluster,
+                target="",
+                group=group,
+                ts_ms=ts_cycle,
+                group_status=GroupStatus.NOTFOUND,
+                error=f"group '{group}' has no committed offsets on '{cluster}'",
+                last_ok_ms=state.last_ok_ms,
+            )
         keys = sorted(k for k in committed_map if k[0] in cluster_topics)
         ts = now_ms()
         ends = reader.end_offsets(keys)
@@ -315,21 +317,49 @@ class Sampler:
         windows.stop_grace_ms = max(commit_ms, int(self.config.monitor.stop_grace_s * 1000))
         windows.observe(ts, committed, source_end, bool(members), repeat_after_ms=commit_ms)
         statuses = windows.evaluate(ts).copy()
-        statuses[lost > 0] = P_LOST
+        statuses[lost > 0] = PartitionStatus.LOST
         summary = summarize(windows, statuses)
-        return self._view("group", "", cluster, "", group, ts, summary, windows, keys, statuses,
-                          source_end=source_end, committed=committed,
-                          committed_lag=plain_lag(source_end, committed), last_ok_ms=ts, records_lost=lost)
+        return self._view(
+            "group",
+            "",
+            cluster,
+            "",
+            group,
+            ts,
+            summary,
+            windows,
+            keys,
+            statuses,
+            source_end=source_end,
+            committed=committed,
+            committed_lag=plain_lag(source_end, committed),
+            last_ok_ms=ts,
+            records_lost=lost,
+        )
 
-    def _view(self, kind, flow, cluster, target, group, ts, summary, windows: WindowSet, keys, statuses,
-              **values) -> GroupView:
+    def _view(
+        self, kind, flow, cluster, target, group, ts, summary, windows: WindowSet, keys, statuses, **values
+    ) -> GroupView:
         w = windows.window
         first = np.minimum(w - windows.count, w - 1)
         cols = np.arange(len(keys))
         return GroupView(
-            kind=kind, flow=flow, cluster=cluster, target=target, group=group, ts_ms=ts,
-            group_status=summary.status, topics=[k[0] for k in keys], partitions=[k[1] for k in keys],
-            status=statuses, complete=summary.complete, totallag=summary.totallag, maxlag_row=summary.maxlag_row,
+            kind=kind,
+            flow=flow,
+            cluster=cluster,
+            target=target,
+            group=group,
+            ts_ms=ts,
+            group_status=summary.status,
+            topics=[k[0] for k in keys],
+            partitions=[k[1] for k in keys],
+            status=statuses,
+            complete=summary.complete,
+            totallag=summary.totallag,
+            maxlag_row=summary.maxlag_row,
             window_start=(windows.offsets[first, cols].copy(), windows.times[first, cols].copy()),
             window_end=(windows.offsets[-1].copy(), windows.times[-1].copy()),
-            window_count=windows.count.copy(), window_size=w, **values)
+            window_count=windows.count.copy(),
+            window_size=w,
+            **values,
+        )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import UTC
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -52,17 +53,25 @@ class MonitorService:
     def snapshot(self) -> Snapshot:
         return self._snapshot
 
-    def start(self) -> "MonitorService":
+    def start(self) -> MonitorService:
         s = self.config.monitor
         try:
             if s.metrics_port is not None:
                 self.metrics_server = Server(s.host, s.metrics_port, self._metrics_route, "metrics").start()
             if s.http_port is not None:
-                router = make_router(self.snapshot, list(self.config.clusters), recent=self.recent,
-                                     analytics=self.analytics.status if self.analytics else None)
+                router = make_router(
+                    self.snapshot,
+                    list(self.config.clusters),
+                    recent=self.recent,
+                    analytics=self.analytics.status if self.analytics else None,
+                )
                 self.api_server = Server(s.host, s.http_port, router, "status-api").start()
         except OSError as exc:  # name the port and the setting that chose it
-            setting, port = ("monitor.http_port", s.http_port) if self.metrics_server or s.metrics_port is None else ("monitor.metrics_port", s.metrics_port)
+            setting, port = (
+                ("monitor.http_port", s.http_port)
+                if self.metrics_server or s.metrics_port is None
+                else ("monitor.metrics_port", s.metrics_port)
+            )
             if self.metrics_server:
                 self.metrics_server.close()
             raise UserError(listen_error(exc, s.host, port, setting), 2) from None
@@ -70,24 +79,50 @@ class MonitorService:
         # let the sync trackers read what is already there, so the first samples do not show a jump
         for tracker in self.sampler.trackers.values():
             tracker.caught_up.wait(min(5.0, s.interval_s))
-        self.scheduler.add_job(self.cycle, "interval", seconds=s.interval_s, id="sample", max_instances=1,
-                               coalesce=True, next_run_time=_now_dt())
+        self.scheduler.add_job(
+            self.cycle,
+            "interval",
+            seconds=s.interval_s,
+            id="sample",
+            max_instances=1,
+            coalesce=True,
+            next_run_time=_now_dt(),
+        )
         if self.canary is not None:
-            self.scheduler.add_job(self.canary.scrape, "interval", seconds=s.interval_s, id="canary-scrape",
-                                   max_instances=1, coalesce=True, next_run_time=_now_dt())
+            self.scheduler.add_job(
+                self.canary.scrape,
+                "interval",
+                seconds=s.interval_s,
+                id="canary-scrape",
+                max_instances=1,
+                coalesce=True,
+                next_run_time=_now_dt(),
+            )
         if self.analytics is not None:
             # its own thread from APScheduler's pool, its work in a child process: sampling never waits for it
             a = s.analytics
             first = a.every_s if a.first_delay_s is None else a.first_delay_s
-            self.scheduler.add_job(self._run_analytics, "interval", seconds=a.every_s, id="analytics",
-                                   max_instances=1, coalesce=True, next_run_time=_now_dt(first))
+            self.scheduler.add_job(
+                self._run_analytics,
+                "interval",
+                seconds=a.every_s,
+                id="analytics",
+                max_instances=1,
+                coalesce=True,
+                next_run_time=_now_dt(first),
+            )
         # a cycle slowed by an unreachable cluster makes APScheduler skip the next run (coalesced, by design)
         # and warn each time; the cluster's own warning already says what is wrong
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
         self.scheduler.start()
-        log.info("monitor: sampling every %gs; metrics on %s:%s, API on %s:%s", s.interval_s, s.host,
-                 self.metrics_server.port if self.metrics_server else "-", s.host,
-                 self.api_server.port if self.api_server else "-")
+        log.info(
+            "monitor: sampling every %gs; metrics on %s:%s, API on %s:%s",
+            s.interval_s,
+            s.host,
+            self.metrics_server.port if self.metrics_server else "-",
+            s.host,
+            self.api_server.port if self.api_server else "-",
+        )
         return self
 
     def cycle(self) -> Snapshot | None:
@@ -120,8 +155,9 @@ class MonitorService:
         if status.state == "waiting":
             # no closed history file yet: look again within a minute rather than a whole interval later
             retry = min(self.config.monitor.analytics.every_s, 60.0)
-            self.scheduler.add_job(self.analytics.run, "date", run_date=_now_dt(retry), id="analytics-retry",
-                                   replace_existing=True)
+            self.scheduler.add_job(
+                self.analytics.run, "date", run_date=_now_dt(retry), id="analytics-retry", replace_existing=True
+            )
 
     def _metrics_route(self, path: str):
         if path.split("?", 1)[0] in ("/metrics", "/"):
@@ -147,9 +183,9 @@ class MonitorService:
 
 
 def _now_dt(delay_s: float = 0.0):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    return datetime.now(timezone.utc) + timedelta(seconds=delay_s)
+    return datetime.now(UTC) + timedelta(seconds=delay_s)
 
 
 def _canary_scraper(config: Config) -> CanaryScraper | None:
@@ -158,8 +194,11 @@ def _canary_scraper(config: Config) -> CanaryScraper | None:
     if not c.metrics_port or not config.flows:
         return None
     host = "127.0.0.1" if c.metrics_host in ("0.0.0.0", "", "::") else c.metrics_host
-    return CanaryScraper(f"http://{host}:{c.metrics_port}/metrics", hold_s=2 * c.interval_s + config.monitor.interval_s,
-                         timeout_s=min(2.0, config.monitor.interval_s))
+    return CanaryScraper(
+        f"http://{host}:{c.metrics_port}/metrics",
+        hold_s=2 * c.interval_s + config.monitor.interval_s,
+        timeout_s=min(2.0, config.monitor.interval_s),
+    )
 
 
 def run_until_signalled(service: MonitorService, stop: threading.Event) -> None:

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import requests
 
 from ..core.redact import redact_text
+from ..core.status import GROUP_STATUS, GroupStatus
 from .model import Snapshot
-from .status import GROUP_STATUS, G_OK
 
 log = logging.getLogger("mirrorwatch.monitor.webhooks")
 
@@ -33,8 +33,9 @@ def _safe_url(url: str) -> str:
 
 
 class Notifier:
-    def __init__(self, urls: list[str], timeout_s: float = 5.0, retries: int = 3, backoff_s: float = 0.5,
-                 max_queue: int = 1000):
+    def __init__(
+        self, urls: list[str], timeout_s: float = 5.0, retries: int = 3, backoff_s: float = 0.5, max_queue: int = 1000
+    ):
         self.urls, self.timeout_s, self.retries, self.backoff_s = list(urls), timeout_s, retries, backoff_s
         self._last: dict[tuple[str, str], int] = {}
         self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
@@ -51,15 +52,21 @@ class Notifier:
         events = []
         for v in snap.views:
             key = (v.cluster, v.group)
-            before = self._last.get(key, G_OK)
+            before = self._last.get(key, GroupStatus.OK)
             self._last[key] = v.group_status
             if v.group_status == before:
                 continue
             event = {
-                "event": "group_status_changed", "ts_ms": v.ts_ms, "cluster": v.cluster, "group": v.group,
-                "flow": v.flow or None, "target": v.target or None,
-                "previous_status": GROUP_STATUS[before], "status": v.status_name,
-                "totallag": v.totallag, "complete": v.complete,
+                "event": "group_status_changed",
+                "ts_ms": v.ts_ms,
+                "cluster": v.cluster,
+                "group": v.group,
+                "flow": v.flow or None,
+                "target": v.target or None,
+                "previous_status": GROUP_STATUS[before],
+                "status": v.status_name,
+                "totallag": v.totallag,
+                "complete": v.complete,
                 "reason": redact_text(v.error) if v.error else None,
             }
             events.append(event)
@@ -100,9 +107,8 @@ class Notifier:
                 problem = f"HTTP {response.status_code}"
             except requests.RequestException as exc:
                 problem = type(exc).__name__
-            log.warning("webhook %s: attempt %d/%d failed: %s", _safe_url(url), attempt + 1, self.retries + 1,
-                        problem)
-            self._stop.wait(self.backoff_s * (2 ** attempt))
+            log.warning("webhook %s: attempt %d/%d failed: %s", _safe_url(url), attempt + 1, self.retries + 1, problem)
+            self._stop.wait(self.backoff_s * (2**attempt))
         self.failed += 1
         return False
 

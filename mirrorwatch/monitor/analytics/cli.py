@@ -7,7 +7,7 @@ Kept thin on purpose: options are parsed here, the work happens in ``job`` (Spar
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import click
 
@@ -24,21 +24,45 @@ def parse_time(text: str | None, option: str) -> datetime | None:
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise UserError(f"{option}: not an ISO-8601 date or time: {text!r} (e.g. 2026-01-05 or 2026-01-05T13:00Z)", 2) from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        raise UserError(
+            f"{option}: not an ISO-8601 date or time: {text!r} (e.g. 2026-01-05 or 2026-01-05T13:00Z)", 2
+        ) from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-@click.command("analyze", help="Run the Spark analytics job over a lag history and write Parquet tables + summary.json.")
+@click.command(
+    "analyze", help="Run the Spark analytics job over a lag history and write Parquet tables + summary.json."
+)
 @click.option("--history", "history_uri", required=True, help="History root URI (holds lag/date=YYYY-MM-DD/*.parquet).")
 @click.option("--out", "out_uri", required=True, help="Output URI for the tables and summary.json.")
 @click.option("--from", "from_text", default=None, help="Start of the period (inclusive), ISO-8601, UTC if naive.")
 @click.option("--to", "to_text", default=None, help="End of the period (exclusive), ISO-8601, UTC if naive.")
-@click.option("--slo-lag", type=click.IntRange(min=0), default=DEFAULT_SLO_LAG, show_default=True, help="SLO: max true lag (messages).")
-@click.option("--slo-time", type=click.FloatRange(min=0), default=DEFAULT_SLO_TIME_S, show_default=True, help="SLO: max time lag (seconds).")
-@click.option("--gap-factor", type=click.FloatRange(min=1), default=DEFAULT_GAP_FACTOR, show_default=True,
-              help="A sampling gap is a spacing longer than this many times the partition's median spacing.")
-@click.option("--master", default=None,
-              help="Spark master [default: local[*]; under spark-submit, its --master]. Ignored if a session already runs.")
+@click.option(
+    "--slo-lag",
+    type=click.IntRange(min=0),
+    default=DEFAULT_SLO_LAG,
+    show_default=True,
+    help="SLO: max true lag (messages).",
+)
+@click.option(
+    "--slo-time",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_SLO_TIME_S,
+    show_default=True,
+    help="SLO: max time lag (seconds).",
+)
+@click.option(
+    "--gap-factor",
+    type=click.FloatRange(min=1),
+    default=DEFAULT_GAP_FACTOR,
+    show_default=True,
+    help="A sampling gap is a spacing longer than this many times the partition's median spacing.",
+)
+@click.option(
+    "--master",
+    default=None,
+    help="Spark master [default: local[*]; under spark-submit, its --master]. Ignored if a session already runs.",
+)
 @click.option("--quiet", is_flag=True, help="No progress output (warnings still go to stderr).")
 def analyze(history_uri, out_uri, from_text, to_text, slo_lag, slo_time, gap_factor, master, quiet):
     from .job import AnalysisSettings, run_job
@@ -57,23 +81,59 @@ def analyze(history_uri, out_uri, from_text, to_text, slo_lag, slo_time, gap_fac
         raise UserError("--from must be before --to", 2)
     summary = run_job(settings, master=master, progress=Progress(quiet=quiet))
     if not quiet:
-        click.echo(f"analytics written to {out_uri} ({summary['rows']} samples, {summary['incidents']['count']} incidents)", err=True)
+        click.echo(
+            f"analytics written to {out_uri} ({summary['rows']} samples, {summary['incidents']['count']} incidents)",
+            err=True,
+        )
 
 
-@click.command("generate-history", help="Write a synthetic lag history (same schema as the monitor's) with known incidents.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Local directory to write into.")
-@click.option("--start", "start_text", default="2026-01-05T00:00:00Z", show_default=True, help="First sample time (UTC).")
-@click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None, help="Length of the history in days [default: 7].")
-@click.option("--samples", type=click.IntRange(min=1), default=None, help="About this many rows in total (instead of --days).")
-@click.option("--interval", type=click.FloatRange(min=0.001, min_open=False), default=10.0, show_default=True, help="Sampling interval (s).")
+@click.command(
+    "generate-history", help="Write a synthetic lag history (same schema as the monitor's) with known incidents."
+)
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Local directory to write into."
+)
+@click.option(
+    "--start", "start_text", default="2026-01-05T00:00:00Z", show_default=True, help="First sample time (UTC)."
+)
+@click.option(
+    "--days",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Length of the history in days [default: 7].",
+)
+@click.option(
+    "--samples", type=click.IntRange(min=1), default=None, help="About this many rows in total (instead of --days)."
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.001, min_open=False),
+    default=10.0,
+    show_default=True,
+    help="Sampling interval (s).",
+)
 @click.option("--topics", default=DEFAULT_TOPICS, show_default=True, help="Comma-separated source topics.")
 @click.option("--partitions", type=click.IntRange(min=1), default=4, show_default=True, help="Partitions per topic.")
 @click.option("--seed", type=int, default=7, show_default=True)
-@click.option("--slo-lag", type=click.IntRange(min=0), default=DEFAULT_SLO_LAG, show_default=True, help="SLO used for the ground truth.")
-@click.option("--slo-time", type=click.FloatRange(min=0), default=DEFAULT_SLO_TIME_S, show_default=True, help="SLO used for the ground truth.")
+@click.option(
+    "--slo-lag",
+    type=click.IntRange(min=0),
+    default=DEFAULT_SLO_LAG,
+    show_default=True,
+    help="SLO used for the ground truth.",
+)
+@click.option(
+    "--slo-time",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_SLO_TIME_S,
+    show_default=True,
+    help="SLO used for the ground truth.",
+)
 @click.option("--gap-factor", type=click.FloatRange(min=1), default=DEFAULT_GAP_FACTOR, show_default=True)
 @click.option("--quiet", is_flag=True)
-def generate_history(out_dir, start_text, days, samples, interval, topics, partitions, seed, slo_lag, slo_time, gap_factor, quiet):
+def generate_history(
+    out_dir, start_text, days, samples, interval, topics, partitions, seed, slo_lag, slo_time, gap_factor, quiet
+):
     from .history_writer import write_history
     from .synthetic import GeneratorSpec
 

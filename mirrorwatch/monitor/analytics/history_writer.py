@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
@@ -64,9 +64,14 @@ def ground_truth(spec: GeneratorSpec, series: list[PartitionSeries], events) -> 
         for inc in series_incidents(s.ts_ms, true_lag, s.time_lag_s, flags):
             # Events are one per 3-hour slot, so the cause is the last injected event on this partition
             # that began at or before the breach.
-            causes = [e.kind for e in events if e.kind != "sampling_gap" and e.affects(s.topic, s.partition)
-                      and e.start_ms <= inc["start_ms"]]
-            incidents.append({"topic": s.topic, "partition": s.partition, "cause": causes[-1] if causes else None, **inc})
+            causes = [
+                e.kind
+                for e in events
+                if e.kind != "sampling_gap" and e.affects(s.topic, s.partition) and e.start_ms <= inc["start_ms"]
+            ]
+            incidents.append(
+                {"topic": s.topic, "partition": s.partition, "cause": causes[-1] if causes else None, **inc}
+            )
         t = by_topic.setdefault(s.topic, {"compliant_ms": 0, "breach_ms": 0, "unknown_ms": 0, "unobserved_ms": 0})
         t["compliant_ms"] += int(flags.weight_ms[flags.compliant].sum())
         t["breach_ms"] += int(flags.weight_ms[flags.breach].sum())
@@ -99,7 +104,7 @@ def write_history(spec: GeneratorSpec, out_dir: str) -> WriteResult:
             lo, hi = np.searchsorted(d, day, "left"), np.searchsorted(d, day, "right")
             if hi > lo:
                 tables.append(series_table(spec, s, int(lo), int(hi)))
-        date = datetime.fromtimestamp(int(day) * 86400, timezone.utc).strftime("%Y-%m-%d")
+        date = datetime.fromtimestamp(int(day) * 86400, UTC).strftime("%Y-%m-%d")
         folder = os.path.join(out_dir, "lag", f"date={date}")
         os.makedirs(folder, exist_ok=True)
         pq.write_table(pa.concat_tables(tables), os.path.join(folder, "part-00000.parquet"), compression="zstd")

@@ -41,14 +41,23 @@ def incidents(enriched: DataFrame) -> DataFrame:
         # max of (lag, -ts): the largest lag, and among equal lags the earliest sample. Null lags sort first.
         F.max(F.struct(F.col("true_lag"), (-F.col("ts_ms")).alias("neg_ts"))).alias("peak"),
         F.max("time_lag_s").alias("peak_time_lag_s"),
-        F.max_by(F.struct("gap_after", "next_ts_ms", "next_true_lag", "next_compliant", "true_lag"), "ts_ms").alias("last"),
+        F.max_by(F.struct("gap_after", "next_ts_ms", "next_true_lag", "next_compliant", "true_lag"), "ts_ms").alias(
+            "last"
+        ),
     )
-    recovered = F.col("last.next_ts_ms").isNotNull() & ~F.col("last.gap_after") & F.coalesce(F.col("last.next_compliant"), F.lit(False))
+    recovered = (
+        F.col("last.next_ts_ms").isNotNull()
+        & ~F.col("last.gap_after")
+        & F.coalesce(F.col("last.next_compliant"), F.lit(False))
+    )
     peak_lag = F.col("peak.true_lag")
     peak_ms = F.when(peak_lag.isNotNull(), -F.col("peak.neg_ts"))
     ref_ms = F.when(recovered, F.col("last.next_ts_ms")).otherwise(F.col("end_ms"))
     ref_lag = F.when(recovered, F.col("last.next_true_lag")).otherwise(F.col("last.true_lag"))
-    rate = F.when(ref_lag.isNotNull() & peak_ms.isNotNull() & (ref_ms != peak_ms), (peak_lag - ref_lag) / ((ref_ms - peak_ms) / 1000.0))
+    rate = F.when(
+        ref_lag.isNotNull() & peak_ms.isNotNull() & (ref_ms != peak_ms),
+        (peak_lag - ref_lag) / ((ref_ms - peak_ms) / 1000.0),
+    )
     return g.select(
         *PARTITION_KEYS,
         F.timestamp_millis("start_ms").alias("start"),
@@ -72,15 +81,31 @@ def incidents_by_topic(partition_incidents: DataFrame) -> DataFrame:
     grouped = (
         partition_incidents.withColumn("until", until)
         .withColumn("new_window", prev_until.isNull() | (F.col("start") > prev_until))
-        .withColumn("window_no", F.sum(F.col("new_window").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+        .withColumn(
+            "window_no",
+            F.sum(F.col("new_window").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow)),
+        )
     )
-    return grouped.groupBy(*TOPIC_KEYS, "window_no").agg(
-        F.min("start").alias("start"),
-        F.max("until").alias("end"),
-        F.count_distinct("partition").alias("partitions"),
-        F.count(F.lit(1)).alias("partition_incidents"),
-        F.max("peak_true_lag").alias("max_partition_peak_true_lag"),
-        F.max("peak_time_lag_s").alias("peak_time_lag_s"),
-        F.max(F.col("open").cast("int")).cast("boolean").alias("open"),
-    ).select(*TOPIC_KEYS, "start", "end", ((F.unix_millis("end") - F.unix_millis("start")) / 1000.0).alias("duration_s"),
-             "partitions", "partition_incidents", "max_partition_peak_true_lag", "peak_time_lag_s", "open")
+    return (
+        grouped.groupBy(*TOPIC_KEYS, "window_no")
+        .agg(
+            F.min("start").alias("start"),
+            F.max("until").alias("end"),
+            F.count_distinct("partition").alias("partitions"),
+            F.count(F.lit(1)).alias("partition_incidents"),
+            F.max("peak_true_lag").alias("max_partition_peak_true_lag"),
+            F.max("peak_time_lag_s").alias("peak_time_lag_s"),
+            F.max(F.col("open").cast("int")).cast("boolean").alias("open"),
+        )
+        .select(
+            *TOPIC_KEYS,
+            "start",
+            "end",
+            ((F.unix_millis("end") - F.unix_millis("start")) / 1000.0).alias("duration_s"),
+            "partitions",
+            "partition_incidents",
+            "max_partition_peak_true_lag",
+            "peak_time_lag_s",
+            "open",
+        )
+    )

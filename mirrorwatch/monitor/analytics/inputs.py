@@ -92,7 +92,9 @@ def local_footer_problem(path: str) -> str | None:
     return None
 
 
-def find_history_files(spark, history_uri: str, start: datetime | None = None, end: datetime | None = None) -> HistoryFiles:
+def find_history_files(
+    spark, history_uri: str, start: datetime | None = None, end: datetime | None = None
+) -> HistoryFiles:
     fs = HadoopFS(spark)
     root = lag_root(history_uri)
     if not fs.exists(history_uri):

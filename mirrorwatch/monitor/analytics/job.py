@@ -12,7 +12,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 from ...core.cli import UserError
 from .definitions import DEFAULT_GAP_FACTOR, DEFAULT_SLO_LAG, DEFAULT_SLO_TIME_S, FLOW_KEYS, TOPIC_KEYS
@@ -82,8 +82,10 @@ def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
     for uri, reason in files.skipped:
         progress.warn(f"skipping corrupt Parquet file {uri}: {reason}")
     if not files.good:
-        raise HistoryUnavailable(f"no readable lag history files under {lag_root(settings.history_uri)}"
-                                 + (" in the requested period" if settings.start or settings.end else ""))
+        raise HistoryUnavailable(
+            f"no readable lag history files under {lag_root(settings.history_uri)}"
+            + (" in the requested period" if settings.start or settings.end else "")
+        )
 
     with progress.stage(f"reading {len(files.good)} files"):
         samples = read_samples(spark, files.good, settings.start, settings.end)
@@ -92,8 +94,10 @@ def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
         rows = enriched.count()
     try:
         if rows == 0:
-            raise HistoryUnavailable(f"the lag history under {settings.history_uri} is empty"
-                                     + (" in the requested period" if settings.start or settings.end else ""))
+            raise HistoryUnavailable(
+                f"the lag history under {settings.history_uri} is empty"
+                + (" in the requested period" if settings.start or settings.end else "")
+            )
         out = settings.out_uri.rstrip("/")
 
         def read(name):
@@ -122,7 +126,7 @@ def json_safe(value):
         return None
     if isinstance(value, datetime):
         # pyspark returns timestamps as naive datetimes in this process's local time zone: make them UTC.
-        return value.astimezone(timezone.utc).isoformat()
+        return value.astimezone(UTC).isoformat()
     if isinstance(value, date):
         return value.isoformat()
     return value
@@ -138,18 +142,34 @@ def build_summary(spark, settings: AnalysisSettings, files, rows: int, table_nam
     from pyspark.sql import functions as F
 
     out = settings.out_uri.rstrip("/")
-    slo_cols = ["compliance", "compliance_lower_bound", "compliant_ms", "breach_ms", "unknown_ms", "unobserved_ms",
-                "first_sample", "last_sample"]
+    slo_cols = [
+        "compliance",
+        "compliance_lower_bound",
+        "compliant_ms",
+        "breach_ms",
+        "unknown_ms",
+        "unobserved_ms",
+        "first_sample",
+        "last_sample",
+    ]
     incidents = spark.read.parquet(f"{out}/incidents")
-    inc = incidents.agg(
-        F.count(F.lit(1)).alias("count"),
-        F.sum(F.col("open").cast("int")).alias("open"),
-        F.sum("duration_s").alias("total_duration_s"),
-        F.max("peak_true_lag").alias("max_peak_true_lag"),
-    ).first().asDict()
-    gaps = spark.read.parquet(f"{out}/sampling_gaps").agg(F.count(F.lit(1)).alias("count"), F.sum("gap_s").alias("total_gap_s")).first()
+    inc = (
+        incidents.agg(
+            F.count(F.lit(1)).alias("count"),
+            F.sum(F.col("open").cast("int")).alias("open"),
+            F.sum("duration_s").alias("total_duration_s"),
+            F.max("peak_true_lag").alias("max_peak_true_lag"),
+        )
+        .first()
+        .asDict()
+    )
+    gaps = (
+        spark.read.parquet(f"{out}/sampling_gaps")
+        .agg(F.count(F.lit(1)).alias("count"), F.sum("gap_s").alias("total_gap_s"))
+        .first()
+    )
     return {
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "history": settings.history_uri,
         "period": {"from": settings.start, "to": settings.end},
         "slo": {"true_lag": settings.slo_lag, "time_lag_s": settings.slo_time_s, "gap_factor": settings.gap_factor},
@@ -159,11 +179,34 @@ def build_summary(spark, settings: AnalysisSettings, files, rows: int, table_nam
         "compliance_by_topic": _rows(spark, f"{out}/slo_by_topic", TOPIC_KEYS + slo_cols, TOPIC_KEYS),
         "incidents": {**inc, "by_topic_windows": spark.read.parquet(f"{out}/incidents_by_topic").count()},
         "sampling_gaps": gaps.asDict(),
-        "committed_view": _rows(spark, f"{out}/committed_view",
-                                TOPIC_KEYS + ["samples", "committed_minus_true_p50", "committed_minus_true_p99",
-                                              "false_pages", "false_page_share", "missed_breaches"], TOPIC_KEYS),
-        "trend": _rows(spark, f"{out}/trend", TOPIC_KEYS + ["first_day", "last_day", "first_true_lag_p99", "last_true_lag_p99",
-                                                            "true_lag_p99_change", "true_lag_p99_slope_per_day"], TOPIC_KEYS),
+        "committed_view": _rows(
+            spark,
+            f"{out}/committed_view",
+            TOPIC_KEYS
+            + [
+                "samples",
+                "committed_minus_true_p50",
+                "committed_minus_true_p99",
+                "false_pages",
+                "false_page_share",
+                "missed_breaches",
+            ],
+            TOPIC_KEYS,
+        ),
+        "trend": _rows(
+            spark,
+            f"{out}/trend",
+            TOPIC_KEYS
+            + [
+                "first_day",
+                "last_day",
+                "first_true_lag_p99",
+                "last_true_lag_p99",
+                "true_lag_p99_change",
+                "true_lag_p99_slope_per_day",
+            ],
+            TOPIC_KEYS,
+        ),
         "tables": {name: f"{out}/{name}" for name in table_names},
     }
 

@@ -28,9 +28,13 @@ def history_spark_schema() -> T.StructType:
         if pa.types.is_timestamp(arrow_type):
             # An instant (tz-aware) is Spark's TimestampType, not TIMESTAMP_NTZ.
             return T.TimestampType() if arrow_type.tz else T.TimestampNTZType()
-        for check, st in ((pa.types.is_string, T.StringType()), (pa.types.is_int32, T.IntegerType()),
-                          (pa.types.is_int64, T.LongType()), (pa.types.is_float64, T.DoubleType()),
-                          (pa.types.is_boolean, T.BooleanType())):
+        for check, st in (
+            (pa.types.is_string, T.StringType()),
+            (pa.types.is_int32, T.IntegerType()),
+            (pa.types.is_int64, T.LongType()),
+            (pa.types.is_float64, T.DoubleType()),
+            (pa.types.is_boolean, T.BooleanType()),
+        ):
             if check(arrow_type):
                 return st
         raise TypeError(f"history column type {arrow_type} has no Spark mapping here")
@@ -38,7 +42,9 @@ def history_spark_schema() -> T.StructType:
     return T.StructType([T.StructField(f.name, spark_type(f.type), f.nullable) for f in lag_sample_arrow_schema()])
 
 
-def read_samples(spark: SparkSession, files: list[str], start: datetime | None = None, end: datetime | None = None) -> DataFrame:
+def read_samples(
+    spark: SparkSession, files: list[str], start: datetime | None = None, end: datetime | None = None
+) -> DataFrame:
     """Files are listed and checked beforehand (``inputs``); ``ignoreCorruptFiles`` only guards against damage
     inside data pages that the footer check cannot see."""
     df = spark.read.schema(history_spark_schema()).option("ignoreCorruptFiles", "true").parquet(*files)
@@ -55,7 +61,9 @@ def series_window():
 
 def breach_expr(slo_lag: int, slo_time_s: float) -> Column:
     # A known value over the limit is a breach even if the other one is unknown.
-    return F.coalesce(F.col("true_lag") > slo_lag, F.lit(False)) | F.coalesce(F.col("time_lag_s") > slo_time_s, F.lit(False))
+    return F.coalesce(F.col("true_lag") > slo_lag, F.lit(False)) | F.coalesce(
+        F.col("time_lag_s") > slo_time_s, F.lit(False)
+    )
 
 
 def compliant_expr(slo_lag: int, slo_time_s: float) -> Column:
@@ -81,10 +89,14 @@ def enrich(samples: DataFrame, slo_lag: int, slo_time_s: float, gap_factor: floa
         "*",
         # Spark's least/greatest skip nulls, hence the explicit branch for the last sample (spacing null).
         F.when(F.col("spacing_ms").isNull(), F.coalesce(last_weight_ms, F.lit(0).cast("long")))
-        .otherwise(F.least(F.col("spacing_ms"), cap_ms)).alias("weight_ms"),
+        .otherwise(F.least(F.col("spacing_ms"), cap_ms))
+        .alias("weight_ms"),
         F.when(F.col("spacing_ms").isNull(), F.lit(0).cast("long"))
-        .otherwise(F.greatest(F.col("spacing_ms") - cap_ms, F.lit(0).cast("long"))).alias("unobserved_ms"),
-        F.coalesce(F.col("spacing_ms") > F.lit(gap_factor) * F.col("median_spacing_ms"), F.lit(False)).alias("gap_after"),
+        .otherwise(F.greatest(F.col("spacing_ms") - cap_ms, F.lit(0).cast("long")))
+        .alias("unobserved_ms"),
+        F.coalesce(F.col("spacing_ms") > F.lit(gap_factor) * F.col("median_spacing_ms"), F.lit(False)).alias(
+            "gap_after"
+        ),
         breach_expr(slo_lag, slo_time_s).alias("breach"),
         compliant_expr(slo_lag, slo_time_s).alias("compliant"),
     )

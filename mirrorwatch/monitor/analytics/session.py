@@ -54,7 +54,9 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def spark_session(master: str | None = None, app_name: str = "mirrorwatch-analytics", conf: dict[str, str] | None = None):
+def spark_session(
+    master: str | None = None, app_name: str = "mirrorwatch-analytics", conf: dict[str, str] | None = None
+):
     """Return ``(spark, created)``; ``created`` is False when a session was already running (tests, notebooks)
     — then its settings (master, driver memory …) stand, and the caller must not stop it.
 
@@ -72,8 +74,11 @@ def spark_session(master: str | None = None, app_name: str = "mirrorwatch-analyt
         # the output's format is part of the contract whoever launches the job: UTC buckets, and timestamps written
         # as Parquet TIMESTAMP_MILLIS (UTC-adjusted) rather than Spark's default INT96, which readers such as
         # pyarrow and the status page take as naive times (tests/test_analytics_cluster.py found the difference)
-        settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
-                    **(conf or {})}
+        settings = {
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MILLIS",
+            **(conf or {}),
+        }
     else:
         java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config_path()}"
         settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_opts, **(conf or {})}

@@ -25,12 +25,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.status import PartitionStatus
 from .definitions import DEFAULT_GAP_FACTOR, DEFAULT_SLO_LAG, DEFAULT_SLO_TIME_S
 
 SLOT_S = 3 * 3600
 EVENT_CYCLE = ("mirror_stop", "slow_target", "burst", "sampling_gap")
 TOPIC_BASE_RATES = (800.0, 300.0, 150.0, 500.0, 60.0)  # messages/s per partition at the diurnal mean
-DURATION_RANGES_S = {"mirror_stop": (300, 900), "slow_target": (900, 1800), "burst": (120, 300), "sampling_gap": (600, 1800)}
+DURATION_RANGES_S = {
+    "mirror_stop": (300, 900),
+    "slow_target": (900, 1800),
+    "burst": (120, 300),
+    "sampling_gap": (600, 1800),
+}
 BURST_RATE_FACTOR = 12.0  # × base rate, whatever the time of day
 CAPACITY_FACTOR = 3.0  # × peak rate
 SLOW_TARGET_FACTOR = 0.3  # × mean rate
@@ -113,7 +119,15 @@ def plan_events(spec: GeneratorSpec, rng: np.random.Generator) -> list[InjectedE
             topic = spec.topics[int(rng.integers(len(spec.topics)))]
         if kind == "burst":
             partition = int(rng.integers(spec.partitions))
-        events.append(InjectedEvent(kind, spec.start_ms + int(start_step * step_ms), spec.start_ms + int(end_step * step_ms), topic, partition))
+        events.append(
+            InjectedEvent(
+                kind,
+                spec.start_ms + int(start_step * step_ms),
+                spec.start_ms + int(end_step * step_ms),
+                topic,
+                partition,
+            )
+        )
     return events
 
 
@@ -125,8 +139,9 @@ def _window_mask(t_ms: np.ndarray, events: list[InjectedEvent], kind: str, topic
     return mask
 
 
-def simulate_partition(spec: GeneratorSpec, events: list[InjectedEvent], topic_index: int, partition: int,
-                       rng: np.random.Generator) -> PartitionSeries:
+def simulate_partition(
+    spec: GeneratorSpec, events: list[InjectedEvent], topic_index: int, partition: int, rng: np.random.Generator
+) -> PartitionSeries:
     topic = spec.topics[topic_index]
     n = spec.steps
     dt = spec.interval_s
@@ -175,7 +190,11 @@ def simulate_partition(spec: GeneratorSpec, events: list[InjectedEvent], topic_i
     read_position = np.minimum(source_end, acked_next + read_ahead)
 
     true_lag = source_end - acked_next
-    status = np.where(stopped & (true_lag > 0), "STOP", np.where(true_lag > spec.slo_lag, "WARN", "OK")).astype(object)
+    status = np.where(
+        stopped & (true_lag > 0),
+        PartitionStatus.STOP.name,
+        np.where(true_lag > spec.slo_lag, PartitionStatus.WARN.name, PartitionStatus.OK.name),
+    ).astype(object)
 
     monitor_down = np.zeros(n, dtype=bool)
     for ev in events:
@@ -202,8 +221,6 @@ def generate(spec: GeneratorSpec) -> tuple[list[PartitionSeries], list[InjectedE
     rng = np.random.default_rng(spec.seed)
     events = plan_events(spec, rng)
     series = [
-        simulate_partition(spec, events, ti, p, rng)
-        for ti in range(len(spec.topics))
-        for p in range(spec.partitions)
+        simulate_partition(spec, events, ti, p, rng) for ti in range(len(spec.topics)) for p in range(spec.partitions)
     ]
     return series, events

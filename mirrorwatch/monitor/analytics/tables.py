@@ -158,18 +158,24 @@ def trend(daily: DataFrame) -> DataFrame:
     """Per topic over the period: first and last day's p99 true lag, the change, and a least-squares slope
     (per day). First/last days may be partial days; the slope is less sensitive to that than the change."""
     day_index = F.datediff("day", F.min("day").over(Window.partitionBy(*TOPIC_KEYS)))
-    g = daily.withColumn("day_index", day_index).groupBy(*TOPIC_KEYS).agg(
-        F.count(F.lit(1)).alias("days"),
-        F.min("day").alias("first_day"),
-        F.max("day").alias("last_day"),
-        F.min_by("true_lag_p99", "day").alias("first_true_lag_p99"),
-        F.max_by("true_lag_p99", "day").alias("last_true_lag_p99"),
-        F.regr_slope("true_lag_p99", "day_index").alias("true_lag_p99_slope_per_day"),
-        F.regr_slope("time_lag_s_p99", "day_index").alias("time_lag_s_p99_slope_per_day"),
+    g = (
+        daily.withColumn("day_index", day_index)
+        .groupBy(*TOPIC_KEYS)
+        .agg(
+            F.count(F.lit(1)).alias("days"),
+            F.min("day").alias("first_day"),
+            F.max("day").alias("last_day"),
+            F.min_by("true_lag_p99", "day").alias("first_true_lag_p99"),
+            F.max_by("true_lag_p99", "day").alias("last_true_lag_p99"),
+            F.regr_slope("true_lag_p99", "day_index").alias("true_lag_p99_slope_per_day"),
+            F.regr_slope("time_lag_s_p99", "day_index").alias("time_lag_s_p99_slope_per_day"),
+        )
     )
     change = F.col("last_true_lag_p99") - F.col("first_true_lag_p99")
     return g.select(
         "*",
         change.alias("true_lag_p99_change"),
-        F.when(F.col("first_true_lag_p99") > 0, change / F.col("first_true_lag_p99")).alias("true_lag_p99_change_ratio"),
+        F.when(F.col("first_true_lag_p99") > 0, change / F.col("first_true_lag_p99")).alias(
+            "true_lag_p99_change_ratio"
+        ),
     )

@@ -20,8 +20,14 @@ class SeriesFlags:
     compliant: np.ndarray
 
 
-def series_flags(ts_ms: np.ndarray, true_lag: np.ndarray, time_lag_s: np.ndarray, slo_lag: float, slo_time_s: float,
-                 gap_factor: float) -> SeriesFlags:
+def series_flags(
+    ts_ms: np.ndarray,
+    true_lag: np.ndarray,
+    time_lag_s: np.ndarray,
+    slo_lag: float,
+    slo_time_s: float,
+    gap_factor: float,
+) -> SeriesFlags:
     """``true_lag`` / ``time_lag_s`` as float arrays with NaN for unknown; ``ts_ms`` sorted."""
     n = len(ts_ms)
     spacing = np.diff(ts_ms)

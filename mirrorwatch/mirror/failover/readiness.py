@@ -43,8 +43,14 @@ class GroupVerdict:
     oldest_checkpoint_s: float | None = None
 
 
-def judge_group(group: str, facts: list[PartitionFacts], active_on_target: bool, checkpoint_max_age_s: float,
-                heartbeat_age_s: float | None, heartbeat_max_age_s: float) -> GroupVerdict:
+def judge_group(
+    group: str,
+    facts: list[PartitionFacts],
+    active_on_target: bool,
+    checkpoint_max_age_s: float,
+    heartbeat_age_s: float | None,
+    heartbeat_max_age_s: float,
+) -> GroupVerdict:
     v = GroupVerdict(group, READY, partitions=len(facts))
     blocking, costly, notes = [], [], []
     for f in facts:
@@ -52,8 +58,10 @@ def judge_group(group: str, facts: list[PartitionFacts], active_on_target: bool,
             v.missing_checkpoints += 1
             continue
         if f.checkpoint_upstream > f.committed:
-            blocking.append(f"{f.topic}[{f.partition}]: checkpoint at {f.checkpoint_upstream} is ahead of the commit "
-                            f"{f.committed} (would skip {f.checkpoint_upstream - f.committed} records)")
+            blocking.append(
+                f"{f.topic}[{f.partition}]: checkpoint at {f.checkpoint_upstream} is ahead of the commit "
+                f"{f.committed} (would skip {f.checkpoint_upstream - f.committed} records)"
+            )
             continue
         # the group has consumed (committed − checkpoint) more since the checkpoint: those re-deliver too
         v.duplicates += (f.committed - f.checkpoint_upstream) + (f.checkpoint_duplicates or 0)
@@ -73,8 +81,11 @@ def judge_group(group: str, facts: list[PartitionFacts], active_on_target: bool,
     if v.oldest_checkpoint_s is not None and v.oldest_checkpoint_s > checkpoint_max_age_s:
         costly.append(f"oldest checkpoint is {v.oldest_checkpoint_s:.0f} s old (limit {checkpoint_max_age_s:.0f} s)")
     if heartbeat_age_s is None or heartbeat_age_s > heartbeat_max_age_s:
-        costly.append("no recent heartbeat: the mirror may not be running" if heartbeat_age_s is None
-                      else f"last heartbeat {heartbeat_age_s:.0f} s ago (limit {heartbeat_max_age_s:.0f} s)")
+        costly.append(
+            "no recent heartbeat: the mirror may not be running"
+            if heartbeat_age_s is None
+            else f"last heartbeat {heartbeat_age_s:.0f} s ago (limit {heartbeat_max_age_s:.0f} s)"
+        )
     v.verdict = NOT_READY if blocking else DEGRADED if costly else READY
     v.reasons = blocking + costly + notes
     return v

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..core.access import AccessProblem, wait_for_connection
-from ..core.cli import UserError
-from ..core.clients import make_admin
+from ...core.access import AccessProblem, wait_for_connection
+from ...core.cli import UserError
+from ...core.clients import make_admin
 
 REACH_TIMEOUT_S = 5
 EXIT_UNREACHABLE = 3

@@ -18,13 +18,19 @@ BIN = Path(sys.executable).parent
 
 
 def fast_mirror_settings(**overrides) -> dict:
-    settings = {"commit_interval_s": 1.0, "refresh_interval_s": 1.0, "config_sync_interval_s": 2.0,
-                "heartbeat_interval_s": 0.5, "metrics_port": 0, "checkpoint_interval_s": 1.0}
+    settings = {
+        "commit_interval_s": 1.0,
+        "refresh_interval_s": 1.0,
+        "config_sync_interval_s": 2.0,
+        "heartbeat_interval_s": 0.5,
+        "metrics_port": 0,
+        "checkpoint_interval_s": 1.0,
+    }
     settings.update(overrides)
     return settings
 
 
-_STARTED: list["MirrorProcess"] = []
+_STARTED: list[MirrorProcess] = []
 
 
 @atexit.register
@@ -41,14 +47,15 @@ class MirrorProcess:
         self.log_path = path.with_name(log_name)
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "MirrorProcess":
+    def start(self) -> MirrorProcess:
         cmd = [str(BIN / "mirror"), "run", "--config", str(self.path)]
         if self.flow:
             cmd += ["--flow", self.flow]
         self._log = open(self.log_path, "ab")
         already = len(self.log_text())
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ},
-                                     preexec_fn=die_with_test)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ}, preexec_fn=die_with_test
+        )
         _STARTED.append(self)
         # ready = signal handlers installed and the engine starting (a SIGTERM before that kills it outright)
         wait_until(lambda: "mirroring flow" in self.log_text()[already:] or not self.running(), 60, 0.1, "mirror start")
@@ -75,7 +82,7 @@ class MirrorProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def __enter__(self) -> "MirrorProcess":
+    def __enter__(self) -> MirrorProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -90,7 +97,9 @@ def wait_until(predicate, timeout: float, interval: float = 0.5, what: str = "co
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if alive is not None and not alive.running():
-            raise AssertionError(f"mirror exited with {alive.proc.returncode} while waiting for {what}:\n{alive.log_text()[-2000:]}")
+            raise AssertionError(
+                f"mirror exited with {alive.proc.returncode} while waiting for {what}:\n{alive.log_text()[-2000:]}"
+            )
         value = predicate()
         if value:
             return value

@@ -20,8 +20,14 @@ class Service:
     def __init__(self, name: str, argv: list[str], logs: Path, env: dict[str, str] | None = None):
         self.name, self.log_path = name, logs / f"{name}.log"
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     preexec_fn=die_with_test, env=env)
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_test,
+            env=env,
+        )
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

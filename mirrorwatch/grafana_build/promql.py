@@ -14,15 +14,20 @@ from pathlib import Path
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
+# the repository's grafana/ folder (the builder is a development tool: it runs from a checkout)
+HERE = Path(__file__).resolve().parents[2] / "grafana"
 RULES = HERE / "prometheus" / "mirrorwatch-rules.yml"
 DASHBOARDS = HERE / "dashboards"
 GRAFANA_ALERTS = HERE / "provisioning" / "alerting" / "mirrorwatch-alerts.yml"
 
 # Grafana's built-in interval variables and our dashboard variables, as PromQL-valid stand-ins.
 VARIABLES = {
-    "__rate_interval": "1m", "__interval": "15s", "__range": "1h",
-    "flow": ".*", "topic": ".*", "datasource": "prometheus",
+    "__rate_interval": "1m",
+    "__interval": "15s",
+    "__range": "1h",
+    "flow": ".*",
+    "topic": ".*",
+    "datasource": "prometheus",
 }
 _VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
 # The trailing comparisons of an alert expression: "<query> > 10000", "<query> >= 2 <= 5".
@@ -37,6 +42,7 @@ def substitute_variables(expr: str) -> str:
         if name not in VARIABLES:
             raise KeyError(f"unknown template variable ${name} in {expr!r}")
         return VARIABLES[name]
+
     return _VAR.sub(repl, expr)
 
 

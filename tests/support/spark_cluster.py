@@ -3,9 +3,9 @@
 Nothing is downloaded: pyspark ships ``bin/spark-class`` and every jar the standalone Master and Worker need.
 Used by the session fixture ``spark_cluster`` (tests/conftest.py) and by hand:
 
-    .venv/bin/python -m tests.spark_cluster        # prints the master URL, Ctrl-C stops both
+    .venv/bin/python -m tests.support.spark_cluster        # prints the master URL, Ctrl-C stops both
 
-Both processes die with the process that started them (tests/services.py: PR_SET_PDEATHSIG).
+Both processes die with the process that started them (tests/support/services.py: PR_SET_PDEATHSIG).
 Driver and executors run on this machine, so they share the filesystem (plain paths work for --history/--out)
 and the Python: ``PYSPARK_PYTHON`` is this interpreter (the job has no Python UDFs, so executors never start a
 Python worker today, but a future UDF would then find the same venv).
@@ -31,11 +31,18 @@ SPARK_HOME = Path(pyspark.__file__).parent
 
 def spark_env(work: Path) -> dict[str, str]:
     """The environment for the cluster's processes and for drivers that talk to it."""
-    return {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_LOG_DIR": str(work / "logs"), "SPARK_WORKER_DIR": str(work / "worker"),
-            "SPARK_NO_DAEMONIZE": "1",
-            # the master's REST submission server would take the fixed port 6066: off, nothing here uses it
-            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    return {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(work / "logs"),
+        "SPARK_WORKER_DIR": str(work / "worker"),
+        "SPARK_NO_DAEMONIZE": "1",
+        # the master's REST submission server would take the fixed port 6066: off, nothing here uses it
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
 
 
 class SparkCluster:
@@ -47,18 +54,39 @@ class SparkCluster:
         self.services: list[Service] = []
 
     def _start(self, name: str, main_class: str, *args: str) -> Service:
-        service = Service(name, [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], self.work,
-                          env=spark_env(self.work))
+        service = Service(
+            name, [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], self.work, env=spark_env(self.work)
+        )
         self.services.append(service)
         return service
 
-    def start(self, timeout_s: float = 300) -> "SparkCluster":  # two JVMs starting on a busy 2-core machine
+    def start(self, timeout_s: float = 300) -> SparkCluster:  # two JVMs starting on a busy 2-core machine
         self.work.mkdir(parents=True, exist_ok=True)
-        self._start("spark-master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.port), "--webui-port", str(self.ui_port))
-        self._start("spark-worker", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                    "--webui-port", str(self.worker_ui_port), "--cores", str(self.cores), "--memory", self.memory,
-                    "--work-dir", str(self.work / "worker"), self.master_url)
+        self._start(
+            "spark-master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui_port),
+        )
+        self._start(
+            "spark-worker",
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--webui-port",
+            str(self.worker_ui_port),
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--work-dir",
+            str(self.work / "worker"),
+            self.master_url,
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for service in self.services:

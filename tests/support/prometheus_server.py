@@ -16,14 +16,14 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 import requests
 import yaml
 
-from grafana import promql
+from mirrorwatch.grafana_build import promql
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
@@ -38,8 +38,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_rules_copy(dst: Path, for_: str | None = "5s", thresholds: dict[str, float] | None = None,
-                     src: Path = promql.RULES) -> Path:
+def write_rules_copy(
+    dst: Path, for_: str | None = "5s", thresholds: dict[str, float] | None = None, src: Path = promql.RULES
+) -> Path:
     """Copy the rule file with every alert's ``for:`` set to ``for_`` (a live test cannot wait 5 minutes)
     and, optionally, the trailing threshold of named alerts replaced: ``{"MirrorwatchTrueLagHigh": 10}``."""
     doc = promql.load_rules(src)
@@ -101,24 +102,35 @@ class PrometheusServer:
             if self.process.poll() is not None:
                 break
             time.sleep(0.25)
-        raise AssertionError(f"{what} not reached within {timeout_s}s (last: {value!r})\n"
-                             f"prometheus log tail:\n{self.log.read_text()[-3000:]}")
+        raise AssertionError(
+            f"{what} not reached within {timeout_s}s (last: {value!r})\n"
+            f"prometheus log tail:\n{self.log.read_text()[-3000:]}"
+        )
 
 
 def _config(targets: dict[str, list[str]], rule_files, scrape_interval: str, evaluation_interval: str) -> dict:
     return {
-        "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval,
-                   "scrape_timeout": scrape_interval},
+        "global": {
+            "scrape_interval": scrape_interval,
+            "evaluation_interval": evaluation_interval,
+            "scrape_timeout": scrape_interval,
+        },
         "rule_files": [str(Path(p).resolve()) for p in rule_files],
-        "scrape_configs": [{"job_name": job, "static_configs": [{"targets": list(hosts)}]}
-                           for job, hosts in targets.items()],
+        "scrape_configs": [
+            {"job_name": job, "static_configs": [{"targets": list(hosts)}]} for job, hosts in targets.items()
+        ],
     }
 
 
 @contextmanager
-def prometheus_server(targets: dict[str, list[str]], rule_files=(), scrape_interval: str = "1s",
-                      evaluation_interval: str = "1s", workdir: Path | None = None,
-                      ready_timeout_s: float = 60) -> Iterator[PrometheusServer]:
+def prometheus_server(
+    targets: dict[str, list[str]],
+    rule_files=(),
+    scrape_interval: str = "1s",
+    evaluation_interval: str = "1s",
+    workdir: Path | None = None,
+    ready_timeout_s: float = 60,
+) -> Iterator[PrometheusServer]:
     """Start Prometheus on a free 127.0.0.1 port; yield a PrometheusServer; stop it on exit. The config, the
     TSDB and the log live in ``workdir`` (a temporary directory, removed afterwards, when not given)."""
     tmp = None if workdir else tempfile.TemporaryDirectory(prefix="mw-prometheus-")
@@ -130,11 +142,19 @@ def prometheus_server(targets: dict[str, list[str]], rule_files=(), scrape_inter
     port = free_port()  # a small race with other processes; a taken port shows up as a failed start
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={work / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=info"],
-            stdout=out, stderr=subprocess.STDOUT)
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={work / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=info",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     server = PrometheusServer(f"http://127.0.0.1:{port}", process, log)
     try:
+
         def ready() -> bool:
             if process.poll() is not None:
                 raise AssertionError(f"prometheus exited with {process.returncode}:\n{log.read_text()[-3000:]}")
@@ -142,6 +162,7 @@ def prometheus_server(targets: dict[str, list[str]], rule_files=(), scrape_inter
                 return requests.get(server.url + "/-/ready", timeout=2).status_code == 200
             except requests.RequestException:
                 return False
+
         server.wait_for(ready, ready_timeout_s, "prometheus ready")
         yield server
     finally:

@@ -7,32 +7,49 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+# ``auth``: extra client properties (SASL_SSL credentials for the tests/support/sasl.py clusters); none for PLAINTEXT.
 
-# ``auth``: extra client properties (SASL_SSL credentials for the tests/sasl.py clusters); none for PLAINTEXT.
 
 def admin(bootstrap: str, auth: dict | None = None) -> AdminClient:
     return AdminClient({**(auth or {}), "bootstrap.servers": bootstrap})
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 6, config: dict | None = None, auth: dict | None = None) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 6, config: dict | None = None, auth: dict | None = None
+) -> None:
     client = admin(bootstrap, auth)  # keep a reference: a collected client fails its pending futures
     client.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
     wait_for_topic(bootstrap, name, partitions, auth=auth)
 
 
-def wait_for_topic(bootstrap: str, name: str, partitions: int | None = None, timeout_s: float = 60, auth: dict | None = None) -> int:
+def wait_for_topic(
+    bootstrap: str, name: str, partitions: int | None = None, timeout_s: float = 60, auth: dict | None = None
+) -> int:
     a = admin(bootstrap, auth)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         md = a.list_topics(name, timeout=5).topics.get(name)
-        if md is not None and md.error is None and md.partitions and (partitions is None or len(md.partitions) >= partitions):
+        if (
+            md is not None
+            and md.error is None
+            and md.partitions
+            and (partitions is None or len(md.partitions) >= partitions)
+        ):
             return len(md.partitions)
         time.sleep(0.2)
     raise AssertionError(f"topic {name} did not appear on {bootstrap} within {timeout_s}s")
 
 
-def produce_numbered(bootstrap: str, topic: str, count: int, partitions: int = 6, start: int = 0,
-                     value_size: int = 0, headers: bool = False, **extra) -> None:
+def produce_numbered(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    partitions: int = 6,
+    start: int = 0,
+    value_size: int = 0,
+    headers: bool = False,
+    **extra,
+) -> None:
     """Records key=f"k{i}", value=f"v{i}" padded, into partition i % partitions, acks=all."""
     props = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
     props.update(extra)
@@ -43,8 +60,14 @@ def produce_numbered(bootstrap: str, topic: str, count: int, partitions: int = 6
         kwargs = {"headers": [("h", f"{i}".encode())]} if headers else {}
         while True:
             try:
-                producer.produce(topic, key=f"k{i}".encode(), value=value, partition=i % partitions,
-                                 on_delivery=lambda err, msg: errors.append(err) if err else None, **kwargs)
+                producer.produce(
+                    topic,
+                    key=f"k{i}".encode(),
+                    value=value,
+                    partition=i % partitions,
+                    on_delivery=lambda err, msg: errors.append(err) if err else None,
+                    **kwargs,
+                )
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -54,24 +77,42 @@ def produce_numbered(bootstrap: str, topic: str, count: int, partitions: int = 6
 
 
 def end_offsets(bootstrap: str, topic: str, auth: dict | None = None) -> dict[int, int]:
-    consumer = Consumer({**(auth or {}), "bootstrap.servers": bootstrap, "group.id": "unused-never-committed",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            **(auth or {}),
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused-never-committed",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         for attempt in range(40):  # a just-created topic's partitions may not have a leader yet
             try:
                 md = consumer.list_topics(topic, timeout=10).topics[topic]
-                return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+                return {
+                    p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions
+                }
             except KafkaException as exc:
-                if not exc.args[0].retriable() and exc.args[0].code() not in (
-                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                        KafkaError.NOT_LEADER_FOR_PARTITION) or attempt == 39:
+                if (
+                    not exc.args[0].retriable()
+                    and exc.args[0].code()
+                    not in (
+                        KafkaError.UNKNOWN_TOPIC_OR_PART,
+                        KafkaError._UNKNOWN_PARTITION,
+                        KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.NOT_LEADER_FOR_PARTITION,
+                    )
+                    or attempt == 39
+                ):
                     raise
                 time.sleep(0.25)
     finally:
         consumer.close()
 
 
-def read_all(bootstrap: str, topic: str, timeout_s: float = 60, expect: int | None = None, auth: dict | None = None) -> list:
+def read_all(
+    bootstrap: str, topic: str, timeout_s: float = 60, expect: int | None = None, auth: dict | None = None
+) -> list:
     """Every record of the topic (all partitions, from the start up to the end offsets seen now)."""
     ends = end_offsets(bootstrap, topic, auth)
     if expect is not None:
@@ -79,8 +120,15 @@ def read_all(bootstrap: str, topic: str, timeout_s: float = 60, expect: int | No
         while sum(ends.values()) < expect and time.monotonic() < deadline:
             time.sleep(0.5)
             ends = end_offsets(bootstrap, topic, auth)
-    consumer = Consumer({**(auth or {}), "bootstrap.servers": bootstrap, "group.id": "unused-never-committed",
-                         "enable.auto.commit": False, "enable.partition.eof": False})
+    consumer = Consumer(
+        {
+            **(auth or {}),
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused-never-committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
     records, seen = [], {p: 0 for p in ends}
     deadline = time.monotonic() + timeout_s

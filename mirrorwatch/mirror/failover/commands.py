@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import click
 from confluent_kafka import TopicPartition
@@ -19,17 +19,22 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ..core.cli import UserError
-from ..core.clients import make_admin, make_consumer
-from ..core.config import load_config
-from ..core.naming import ReplicationPolicy, offset_syncs_topic
-from ..core.records import Checkpoint
-from .checkpoints import all_checkpoints, apply_offsets, committed_offsets, group_is_active, translate_group
-from .options import config_option, flow_option
+from ...core.cli import UserError
+from ...core.clients import make_admin, make_consumer
+from ...core.config import load_config
+from ...core.naming import offset_syncs_topic
+from ...core.records import Checkpoint
+from ...core.topic_selection import TopicFilter, policy_of
+from ..checkpoints import (
+    all_checkpoints,
+    apply_offsets,
+    committed_offsets,
+    group_is_active,
+    read_offset_syncs,
+    translate_group,
+)
+from ..options import config_option, flow_option
 from .reach import reachable, require_reachable
-from .syncs_reader import OffsetSyncReader
-from .topics import flow_topic_filter
-
 
 
 def latest_checkpoints(cluster, source: str, group: str) -> dict[tuple[str, int], Checkpoint]:
@@ -41,33 +46,55 @@ def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
     """('live' | 'checkpoints', rows): where ``group`` would resume on the target."""
     target = config.clusters[flow.target]
     require_reachable(target, flow.target)
-    policy = ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
+    policy = policy_of(flow)
     if reachable(config.clusters[flow.source], flow.source):
-        reader = OffsetSyncReader(target, offset_syncs_topic(flow.source))
-        store = reader.catch_up(20)
-        reader.close()
-        mirrored = {t for t, _ in store.partitions() if flow_topic_filter(config, flow).matches(t)}
-        committed = {k: v for k, v in committed_offsets(make_admin(config.clusters[flow.source], "mirrorwatch-failover"), group).items()
-                     if k[0] in mirrored}
-        rows = [{"topic": t.topic, "target_topic": policy.target_topic(t.topic), "partition": t.partition,
-                 "source_offset": t.upstream_committed, "target_offset": t.downstream_offset,
-                 "max_duplicates": t.duplicates, "checkpoint_age_s": None}
-                for t in translate_group(store, committed)]
+        store = read_offset_syncs(target, offset_syncs_topic(flow.source))
+        mirrored = {t for t, _ in store.partitions() if TopicFilter.of(config, flow).matches(t)}
+        committed = {
+            k: v
+            for k, v in committed_offsets(
+                make_admin(config.clusters[flow.source], "mirrorwatch-failover"), group
+            ).items()
+            if k[0] in mirrored
+        }
+        rows = [
+            {
+                "topic": t.topic,
+                "target_topic": policy.target_topic(t.topic),
+                "partition": t.partition,
+                "source_offset": t.upstream_committed,
+                "target_offset": t.downstream_offset,
+                "max_duplicates": t.duplicates,
+                "checkpoint_age_s": None,
+            }
+            for t in translate_group(store, committed)
+        ]
         return "live", rows
     now = time.time() * 1000
-    rows = [{"topic": cp.topic, "target_topic": policy.target_topic(cp.topic), "partition": cp.partition,
-             "source_offset": cp.upstream_offset, "target_offset": cp.downstream_offset,
-             "max_duplicates": cp.max_duplicates,
-             "checkpoint_age_s": round((now - cp.ts_ms) / 1000, 1)}
-            for cp in sorted(latest_checkpoints(target, flow.source, group).values(), key=lambda c: (c.topic, c.partition))]
+    rows = [
+        {
+            "topic": cp.topic,
+            "target_topic": policy.target_topic(cp.topic),
+            "partition": cp.partition,
+            "source_offset": cp.upstream_offset,
+            "target_offset": cp.downstream_offset,
+            "max_duplicates": cp.max_duplicates,
+            "checkpoint_age_s": round((now - cp.ts_ms) / 1000, 1),
+        }
+        for cp in sorted(latest_checkpoints(target, flow.source, group).values(), key=lambda c: (c.topic, c.partition))
+    ]
     return "checkpoints", rows
 
 
 def _apply(config, flow, group: str, rows: list[dict], field: str) -> int:
     admin = make_admin(config.clusters[flow.target], "mirrorwatch-failover")
     if group_is_active(admin, group):
-        raise UserError(f"group '{group}' is active on '{flow.target}': stop its consumers there before applying offsets", 2)
-    return apply_offsets(admin, group, {(r["target_topic"], r["partition"]): r[field] for r in rows}, forward_only=False)
+        raise UserError(
+            f"group '{group}' is active on '{flow.target}': stop its consumers there before applying offsets", 2
+        )
+    return apply_offsets(
+        admin, group, {(r["target_topic"], r["partition"]): r[field] for r in rows}, forward_only=False
+    )
 
 
 def _print_rows(title: str, rows: list[dict], columns: list[tuple[str, str]]) -> None:
@@ -95,17 +122,35 @@ def translate(config_path, flow, group, do_apply, as_json):
     flow_name, flow_cfg = config.flow(flow)
     mode, rows = translation_plan(config, flow_cfg, group)
     if not rows:
-        raise UserError(f"no translation for group '{group}' on flow {flow_name}: it has no committed offsets on mirrored "
-                        f"topics{' (source unreachable and no checkpoints)' if mode == 'checkpoints' else ''}", 2)
+        raise UserError(
+            f"no translation for group '{group}' on flow {flow_name}: it has no committed offsets on mirrored "
+            f"topics{' (source unreachable and no checkpoints)' if mode == 'checkpoints' else ''}",
+            2,
+        )
     applied = _apply(config, flow_cfg, group, rows, "target_offset") if do_apply else 0
     if as_json:
-        click.echo(json.dumps({"flow": flow_name, "group": group, "mode": mode, "applied": applied, "partitions": rows}))
+        click.echo(
+            json.dumps({"flow": flow_name, "group": group, "mode": mode, "applied": applied, "partitions": rows})
+        )
         return
-    _print_rows(f"{group}: {flow_cfg.source} → {flow_cfg.target} ({mode})", rows,
-                [("topic", "topic"), ("partition", "partition"), ("source_offset", "source offset"),
-                 ("target_topic", "target topic"), ("target_offset", "target offset"),
-                 ("max_duplicates", "re-delivered ≤"), ("checkpoint_age_s", "checkpoint age s")])
-    click.echo(f"applied {applied} offsets on {flow_cfg.target}" if do_apply else "plan only: add --apply to commit these on the target")
+    _print_rows(
+        f"{group}: {flow_cfg.source} → {flow_cfg.target} ({mode})",
+        rows,
+        [
+            ("topic", "topic"),
+            ("partition", "partition"),
+            ("source_offset", "source offset"),
+            ("target_topic", "target topic"),
+            ("target_offset", "target offset"),
+            ("max_duplicates", "re-delivered ≤"),
+            ("checkpoint_age_s", "checkpoint age s"),
+        ],
+    )
+    click.echo(
+        f"applied {applied} offsets on {flow_cfg.target}"
+        if do_apply
+        else "plan only: add --apply to commit these on the target"
+    )
 
 
 def parse_time(text: str) -> int:
@@ -114,7 +159,7 @@ def parse_time(text: str) -> int:
     except ValueError:
         raise UserError(f"--time {text!r} is not an ISO 8601 time (e.g. 2026-11-23T10:15:00Z)", 2) from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)  # documented: a time without an offset is UTC
+        moment = moment.replace(tzinfo=UTC)  # documented: a time without an offset is UTC
     return int(moment.timestamp() * 1000)
 
 
@@ -132,15 +177,20 @@ def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
     ts_ms = parse_time(when)
     ahead_s = ts_ms / 1000 - time.time()
     if ahead_s > 0 and not force:
-        raise UserError(f"--time {when} is {ahead_s:.0f} s in the future: every partition would move to its end, skipping "
-                        "everything not yet consumed; check the time (no offset means UTC) or add --force", 2)
+        raise UserError(
+            f"--time {when} is {ahead_s:.0f} s in the future: every partition would move to its end, skipping "
+            "everything not yet consumed; check the time (no offset means UTC) or add --force",
+            2,
+        )
     target = config.clusters[flow_cfg.target]
     require_reachable(target, flow_cfg.target)
-    policy = ReplicationPolicy(flow_cfg.policy, flow_cfg.source, flow_cfg.target, flow_cfg.separator)
-    reader = OffsetSyncReader(target, offset_syncs_topic(flow_cfg.source))
-    mine = flow_topic_filter(config, flow_cfg)  # another flow of this pair shares the offset-syncs topic
-    partitions = [(t, p) for t, p in reader.catch_up(20).partitions() if mine.matches(t)]
-    reader.close()
+    policy = policy_of(flow_cfg)
+    mine = TopicFilter.of(config, flow_cfg)  # another flow of this pair shares the offset-syncs topic
+    partitions = [
+        (t, p)
+        for t, p in read_offset_syncs(target, offset_syncs_topic(flow_cfg.source)).partitions()
+        if mine.matches(t)
+    ]
     if not partitions:
         raise UserError(f"no mirrored partitions known for flow {flow_name} (no offset syncs on {flow_cfg.target})", 2)
     consumer = make_consumer(target, "mirrorwatch-failover")
@@ -149,28 +199,39 @@ def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
         with Progress(disable=as_json or len(partitions) < 50, transient=True) as progress:
             task = progress.add_task("looking up offsets", total=len(partitions))
             for start in range(0, len(partitions), 500):
-                chunk = partitions[start:start + 500]
+                chunk = partitions[start : start + 500]
                 query = [TopicPartition(policy.target_topic(t), p, ts_ms) for t, p in chunk]
                 for (topic, partition), found in zip(chunk, consumer.offsets_for_times(query, timeout=30)):
                     offset = found.offset
                     if offset < 0:  # nothing at or after that time yet: resume at the end
                         offset = consumer.get_watermark_offsets(TopicPartition(found.topic, partition), timeout=10)[1]
-                    rows.append({"topic": topic, "target_topic": found.topic, "partition": partition, "target_offset": offset})
+                    rows.append(
+                        {"topic": topic, "target_topic": found.topic, "partition": partition, "target_offset": offset}
+                    )
                 progress.advance(task, len(chunk))
     finally:
         consumer.close()
     applied = _apply(config, flow_cfg, group, rows, "target_offset") if do_apply else 0
     if as_json:
-        click.echo(json.dumps({"flow": flow_name, "group": group, "time_ms": ts_ms, "applied": applied, "partitions": rows}))
+        click.echo(
+            json.dumps({"flow": flow_name, "group": group, "time_ms": ts_ms, "applied": applied, "partitions": rows})
+        )
         return
-    _print_rows(f"{group}: first offsets at/after {when} on {flow_cfg.target}", rows,
-                [("target_topic", "target topic"), ("partition", "partition"), ("target_offset", "target offset")])
-    click.echo(f"applied {applied} offsets on {flow_cfg.target}" if do_apply else "plan only: add --apply to commit these on the target")
+    _print_rows(
+        f"{group}: first offsets at/after {when} on {flow_cfg.target}",
+        rows,
+        [("target_topic", "target topic"), ("partition", "partition"), ("target_offset", "target offset")],
+    )
+    click.echo(
+        f"applied {applied} offsets on {flow_cfg.target}"
+        if do_apply
+        else "plan only: add --apply to commit these on the target"
+    )
 
 
 def _register_check() -> None:
+    from .check import check
     from .drill import drill
-    from .failover_check import check
 
     failover.add_command(check)
     failover.add_command(drill)

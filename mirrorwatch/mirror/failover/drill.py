@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -27,10 +27,10 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..core.cli import UserError
-from ..core.clients import make_producer
-from ..core.config import ClusterConfig, load_config
-from ..core.reading import end_offsets, read_to_end
+from ...core.cli import UserError
+from ...core.clients import make_producer
+from ...core.config import ClusterConfig, load_config
+from ...core.reading import end_offsets, read_to_end
 
 BIN = Path(sys.executable).parent
 FAILBACK = """Failback (do not reverse the mirror in place): the old source missed everything written to the new
@@ -52,8 +52,15 @@ def is_loopback(bootstrap: str) -> bool:
 
 def consume(bootstrap: str, topic: str, group: str, stop_after: int | None, idle_s: float = 5.0) -> list[bytes]:
     """The drill's application: read, commit after every batch; stop after N records or when idle."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
     consumer.subscribe([topic])
     seen: list[bytes] = []
     last = time.monotonic()
@@ -70,13 +77,19 @@ def consume(bootstrap: str, topic: str, group: str, stop_after: int | None, idle
 
 
 def read_whole(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirrorwatch-assign-only", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "mirrorwatch-assign-only", "enable.auto.commit": False}
+    )
     try:
         positions = {(topic, p): 0 for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
         ends = end_offsets(consumer, list(positions))
         consumer.assign([TopicPartition(t, p, 0) for t, p in positions])
         # the topic as it was when the read began (records that arrive meanwhile are left out)
-        return [m.value() for m in read_to_end(consumer, positions, 120, ends) if m.offset() < ends[(m.topic(), m.partition())]]
+        return [
+            m.value()
+            for m in read_to_end(consumer, positions, 120, ends)
+            if m.offset() < ends[(m.topic(), m.partition())]
+        ]
     finally:
         consumer.close()
 
@@ -86,7 +99,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_path: str | None = None) -> dict:
-    from ..localkafka import LocalClusters
+    from ...localkafka import LocalClusters
 
     run_id = f"{int(time.time())}"
     topic, group = f"drill-{run_id}", f"drill-app-{run_id}"
@@ -101,21 +114,41 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
     try:
         admin = AdminClient({"bootstrap.servers": east})  # keep it referenced until the future resolves
         admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
-        config = {"clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
-                  "flows": {"drill": {"source": "east", "target": "west", "topics": [topic], "group": f"mirror-{topic}",
-                                      "checkpoint_groups": [group]}},
-                  "mirror": {"commit_interval_s": 1, "refresh_interval_s": 1, "checkpoint_interval_s": 1,
-                             "offset_sync_every": 100, "metrics_port": None},
-                  "canary": {"metrics_port": None}}
+        config = {
+            "clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
+            "flows": {
+                "drill": {
+                    "source": "east",
+                    "target": "west",
+                    "topics": [topic],
+                    "group": f"mirror-{topic}",
+                    "checkpoint_groups": [group],
+                }
+            },
+            "mirror": {
+                "commit_interval_s": 1,
+                "refresh_interval_s": 1,
+                "checkpoint_interval_s": 1,
+                "offset_sync_every": 100,
+                "metrics_port": None,
+            },
+            "canary": {"metrics_port": None},
+        }
         path = workdir / "drill.yaml"
         path.write_text(yaml.safe_dump(config))
-        mirror = subprocess.Popen([str(BIN / "mirror"), "run", "--config", str(path)], stdout=subprocess.DEVNULL,
-                                  stderr=open(workdir / "mirror.log", "ab"))
+        mirror = subprocess.Popen(
+            [str(BIN / "mirror"), "run", "--config", str(path)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(workdir / "mirror.log", "ab"),
+        )
         try:
             say(f"1. producing {records} keyed, sequenced records to east:{topic}; the mirror is running")
             # through core.clients: its connection errors after the outage stay off stderr (-v shows them)
-            producer = make_producer(ClusterConfig.model_validate({"bootstrap.servers": east}), "mirrorwatch-drill",
-                                     **{"acks": "all", "enable.idempotence": True})
+            producer = make_producer(
+                ClusterConfig.model_validate({"bootstrap.servers": east}),
+                "mirrorwatch-drill",
+                **{"acks": "all", "enable.idempotence": True},
+            )
             for i in range(records):
                 producer.produce(topic, f"{i % 100}:{i // 100}".encode(), f"k{i % 100}".encode())
                 if i % 1000 == 0:
@@ -136,10 +169,14 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
                         break
                 time.sleep(1)
             if predicted is None:
-                raise UserError("the check never said READY within 90 s; see the mirror log: " + str(workdir / "mirror.log"), 1)
+                raise UserError(
+                    "the check never said READY within 90 s; see the mirror log: " + str(workdir / "mirror.log"), 1
+                )
             say(f"   READY: 0 records would be lost, at most {predicted} re-delivered")
             time.sleep(1.5)
-            say("4. the outage: the source cluster stops" if clusters else "4. the outage (simulated: the mirror stops)")
+            say(
+                "4. the outage: the source cluster stops" if clusters else "4. the outage (simulated: the mirror stops)"
+            )
             mirror.send_signal(signal.SIGTERM)
             mirror.wait(30)
             if clusters:
@@ -148,9 +185,20 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
                 say("5. translating the group's offsets through the checkpoints and applying them on west")
                 applied = _cli("failover", "translate", "--config", str(path), "--group", group, "--apply", "--json")
             else:
-                when = datetime.fromtimestamp((outage_ms - 5000) / 1000, tz=timezone.utc).isoformat()
+                when = datetime.fromtimestamp((outage_ms - 5000) / 1000, tz=UTC).isoformat()
                 say(f"5. resetting the group on west to {when} (5 s before the outage)")
-                applied = _cli("failover", "reset-to-time", "--config", str(path), "--group", group, "--time", when, "--apply", "--json")
+                applied = _cli(
+                    "failover",
+                    "reset-to-time",
+                    "--config",
+                    str(path),
+                    "--group",
+                    group,
+                    "--time",
+                    when,
+                    "--apply",
+                    "--json",
+                )
             if applied.returncode != 0:
                 raise UserError(f"applying offsets failed: {applied.stderr.strip()}", 1)
             say("6. the same application resumes on west")
@@ -165,18 +213,32 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
     seen = set(on_east) | set(on_west)
     lost = sum(1 for value in set(target_has) if value not in seen)
     duplicates = len(on_east) + len(on_west) - len(seen)
-    result = {"mode": mode, "records": records, "on_target": len(target_has), "consumed_on_east": len(on_east),
-              "consumed_on_west": len(on_west), "lost": lost, "duplicates": duplicates,
-              "predicted_duplicates": predicted if mode == "checkpoint" else None}
+    result = {
+        "mode": mode,
+        "records": records,
+        "on_target": len(target_has),
+        "consumed_on_east": len(on_east),
+        "consumed_on_west": len(on_west),
+        "lost": lost,
+        "duplicates": duplicates,
+        "predicted_duplicates": predicted if mode == "checkpoint" else None,
+    }
     result["ok"] = lost == 0 and (mode == "time" or duplicates <= predicted)
     return result
 
 
-@click.command("drill", help="Rehearse a failover on the project's own local clusters (refuses elsewhere without --i-know).")
+@click.command(
+    "drill", help="Rehearse a failover on the project's own local clusters (refuses elsewhere without --i-know)."
+)
 @click.option("--mode", type=click.Choice(["checkpoint", "time"]), default="checkpoint", show_default=True)
 @click.option("--records", default=20_000, show_default=True)
-@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
-              help="use the config's clusters instead of a fresh local pair (the outage is then simulated)")
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="use the config's clusters instead of a fresh local pair (the outage is then simulated)",
+)
 @click.option("--i-know", "i_know", is_flag=True, help="allow clusters that are not on this machine's loopback")
 @click.option("--json", "as_json", is_flag=True)
 def drill(mode, records, config_path, i_know, as_json):
@@ -185,17 +247,25 @@ def drill(mode, records, config_path, i_know, as_json):
         name, flow = cfg.flow(None)
         outside = [a for a in (flow.source, flow.target) if not is_loopback(cfg.clusters[a].bootstrap_servers)]
         if outside and not i_know:
-            raise UserError(f"refusing to drill on cluster(s) {', '.join(outside)} that are not this machine's own; "
-                            "add --i-know to rehearse there (it writes a drill topic and a group, never stops a cluster)", 2)
+            raise UserError(
+                f"refusing to drill on cluster(s) {', '.join(outside)} that are not this machine's own; "
+                "add --i-know to rehearse there (it writes a drill topic and a group, never stops a cluster)",
+                2,
+            )
     say = (lambda *_: None) if as_json else click.echo
     result = run_drill(mode, records, Path(tempfile.mkdtemp(prefix="mw-drill-")), say, config_path)
     if as_json:
         click.echo(json.dumps(result))
     else:
-        click.echo(f"7. verified by an independent reader of west: {result['on_target']} records on the target, "
-                   f"lost {result['lost']}, re-delivered {result['duplicates']}"
-                   + (f" (the check predicted at most {result['predicted_duplicates']})" if mode == "checkpoint" else
-                      " (time-based failover re-delivers what arrived after the chosen time)"))
+        click.echo(
+            f"7. verified by an independent reader of west: {result['on_target']} records on the target, "
+            f"lost {result['lost']}, re-delivered {result['duplicates']}"
+            + (
+                f" (the check predicted at most {result['predicted_duplicates']})"
+                if mode == "checkpoint"
+                else " (time-based failover re-delivers what arrived after the chosen time)"
+            )
+        )
         click.echo(f"drill {'PASSED' if result['ok'] else 'FAILED'}")
         click.echo(FAILBACK)
     return 0 if result["ok"] else 1

@@ -11,22 +11,22 @@ from confluent_kafka import KafkaException, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from ..core.clients import make_admin, make_consumer
-from ..core.cli import UserError
-from ..core.config import ConfigError, load_config
-from ..core.naming import mirror_group, offset_syncs_topic
-from ..core.mm2 import flow_policy, is_mm2
-from ..core.mm2_lag import checkpoint_redelivery, translation_coverage
-from .checkpoints import all_checkpoints, committed_offsets, group_is_active, source_groups
-from ..core.oneshot import require_clusters, timeout_option, within
-from .mm2_records import read_mm2_state, target_end_offsets
+from ...core.cli import UserError
+from ...core.clients import make_admin, make_consumer
+from ...core.config import ConfigError, load_config
+from ...core.mm2 import is_mm2
+from ...core.mm2_lag import checkpoint_redelivery, translation_coverage
+from ...core.naming import mirror_group, offset_syncs_topic
+from ...core.oneshot import require_clusters, timeout_option, within
+from ...core.status import CanaryStatus
+from ...core.topic_selection import TopicFilter, policy_of
+from ..checkpoints import all_checkpoints, committed_offsets, group_is_active, read_offset_syncs, source_groups
+from ..mm2_records import read_mm2_state, target_end_offsets
+from ..topology import latest_heartbeats
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
-from .syncs_reader import OffsetSyncReader
-from .topics import flow_topic_filter
-from .topology import latest_heartbeats
 
-CANARY_STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
+CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
 
 
 def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict, dict]:
@@ -79,7 +79,7 @@ def canary_status(host: str, port: int | None, flow: str) -> str:
         return "not running"
     for line in text.splitlines():
         if line.startswith("mirrorwatch_canary_status{") and f'flow="{flow}"' in line:
-            return CANARY_STATUS.get(int(float(line.rsplit(" ", 1)[1])), "UNKNOWN")
+            return CANARY_STATUS.get(int(float(line.rsplit(" ", 1)[1])), CanaryStatus.UNKNOWN.name)
     return "no data"
 
 
@@ -93,8 +93,11 @@ def check(config_path, flow, groups, as_json, timeout_s):
     try:
         config = load_config(config_path)
         _, f = config.flow(flow)
-        require_clusters([(f.source, config.clusters[f.source]), (f.target, config.clusters[f.target])], timeout_s,
-                         {f.source: "source", f.target: "target"})
+        require_clusters(
+            [(f.source, config.clusters[f.source]), (f.target, config.clusters[f.target])],
+            timeout_s,
+            {f.source: "source", f.target: "target"},
+        )
         return within(timeout_s, lambda: _check(config_path, flow, groups, as_json), "failover check")
     except (UserError, ConfigError):
         raise
@@ -108,28 +111,39 @@ def _check(config_path, flow, groups, as_json):
     source, target = config.clusters[f.source], config.clusters[f.target]
     require_reachable(source, f.source)
     require_reachable(target, f.target)
-    policy = flow_policy(f)
-    source_admin, target_admin = make_admin(source, "mirrorwatch-failover-check"), make_admin(target, "mirrorwatch-failover-check")
+    policy = policy_of(f)
+    source_admin, target_admin = (
+        make_admin(source, "mirrorwatch-failover-check"),
+        make_admin(target, "mirrorwatch-failover-check"),
+    )
     mm2 = read_mm2_state(config, f) if is_mm2(f) else None
     if mm2 is not None:
         # MirrorMaker 2: MM2's committed position and offset syncs, the target's end offsets (core.mm2_lag)
-        acked = mm2.acked_next(target_end_offsets(config, f, sorted(set(mm2.latest_sync) | set(mm2.positions))),
-                               one_to_one=policy.kind == "prefix")
+        acked = mm2.acked_next(
+            target_end_offsets(config, f, sorted(set(mm2.latest_sync) | set(mm2.positions))),
+            one_to_one=policy.kind == "prefix",
+        )
         own_group = None
     else:
-        reader = OffsetSyncReader(target, offset_syncs_topic(f.source))
-        store = reader.catch_up(20)
-        reader.close()
+        store = read_offset_syncs(target, offset_syncs_topic(f.source))
         own_group = mirror_group(f.source, f.target, f.group, flow_name)
         mirror_commits = committed_offsets(source_admin, own_group)
         # a commit implies an acknowledgement: the newer of the two is what the target surely has
-        mine = flow_topic_filter(config, f)  # another flow of this pair shares the offset-syncs topic
+        mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
         acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items() if mine.matches(k[0])}
     true_lag, age, lost = source_positions(source, sorted(acked), acked)
     topics = {}
     for (topic, partition), lag in true_lag.items():
-        t = topics.setdefault(topic, {"topic": topic, "target_topic": policy.target_topic(topic), "true_lag": 0,
-                                      "time_lag_s": 0.0, "records_lost": 0})
+        t = topics.setdefault(
+            topic,
+            {
+                "topic": topic,
+                "target_topic": policy.target_topic(topic),
+                "true_lag": 0,
+                "time_lag_s": 0.0,
+                "records_lost": 0,
+            },
+        )
         t["true_lag"] += lag
         t["records_lost"] += lost.get((topic, partition), 0)
         t["time_lag_s"] = round(max(t["time_lag_s"], age.get((topic, partition), 0.0)), 1)
@@ -161,31 +175,70 @@ def _check(config_path, flow, groups, as_json):
                 redelivery[(group, t, p)] = duplicates
                 last = mm2.latest_sync.get((t, p))
                 if last is not None and c > last[0] + 1:
-                    approximate = (f"{t}[{p}]: commit {c} is beyond MM2's last offset sync ({last[0]}): "
-                                   f"translated approximately")
+                    approximate = (
+                        f"{t}[{p}]: commit {c} is beyond MM2's last offset sync ({last[0]}): translated approximately"
+                    )
                 elif duplicates:
-                    approximate = (f"{t}[{p}]: MM2 translated the checkpoint through an older offset sync: "
-                                   f"approximate, {duplicates} records re-delivered")
+                    approximate = (
+                        f"{t}[{p}]: MM2 translated the checkpoint through an older offset sync: "
+                        f"approximate, {duplicates} records re-delivered"
+                    )
             cp_age = (now - cp.ts_ms) / 1000 if cp else None
             if mm2 is not None and cp is not None and cp.upstream_offset == c:
-                cp_age = None  # MM2 writes a checkpoint only when the group's offset moves: one at the commit is current
-            facts.append(PartitionFacts(t, p, c, cp.upstream_offset if cp else None, cp.downstream_offset if cp else None,
-                                        duplicates, cp_age, true_lag[(t, p)], approximate))
-        verdicts.append(judge_group(group, facts, group_is_active(target_admin, group), max_age,
-                                    heartbeat_age, config.canary.heartbeat_max_age_s))
-    last_sync = {k: v[0] for k, v in mm2.latest_sync.items()} if mm2 is not None else {
-        k: s.upstream_offset for k, s in store.latest.items()}
+                cp_age = (
+                    None  # MM2 writes a checkpoint only when the group's offset moves: one at the commit is current
+                )
+            facts.append(
+                PartitionFacts(
+                    t,
+                    p,
+                    c,
+                    cp.upstream_offset if cp else None,
+                    cp.downstream_offset if cp else None,
+                    duplicates,
+                    cp_age,
+                    true_lag[(t, p)],
+                    approximate,
+                )
+            )
+        verdicts.append(
+            judge_group(
+                group,
+                facts,
+                group_is_active(target_admin, group),
+                max_age,
+                heartbeat_age,
+                config.canary.heartbeat_max_age_s,
+            )
+        )
+    last_sync = (
+        {k: v[0] for k, v in mm2.latest_sync.items()}
+        if mm2 is not None
+        else {k: s.upstream_offset for k, s in store.latest.items()}
+    )
     coverage = translation_coverage(commits_by_group, checkpoints, last_sync, int(now), max_age, redelivery)
     report = {
-        "flow": flow_name, "source": f.source, "target": f.target, "mirror": "mm2" if mm2 is not None else "mirrorwatch",
+        "flow": flow_name,
+        "source": f.source,
+        "target": f.target,
+        "mirror": "mm2" if mm2 is not None else "mirrorwatch",
         "coverage": coverage,
         "heartbeat_age_s": None if heartbeat_age is None else round(heartbeat_age, 1),
         "canary": canary_status(config.canary.metrics_host, config.canary.metrics_port, flow_name),
         "topics": sorted(topics.values(), key=lambda t: t["topic"]),
-        "groups": [{"group": v.group, "verdict": v.verdict, "reasons": v.reasons, "lost": v.lost,
-                    "duplicates": v.duplicates, "partitions": v.partitions, "missing_checkpoints": v.missing_checkpoints,
-                    "oldest_checkpoint_s": None if v.oldest_checkpoint_s is None else round(v.oldest_checkpoint_s, 1)}
-                   for v in verdicts],
+        "groups": [
+            {
+                "group": v.group,
+                "verdict": v.verdict,
+                "reasons": v.reasons,
+                "lost": v.lost,
+                "duplicates": v.duplicates,
+                "partitions": v.partitions,
+                "missing_checkpoints": v.missing_checkpoints,
+                "oldest_checkpoint_s": None if v.oldest_checkpoint_s is None else round(v.oldest_checkpoint_s, 1),
+            }
+            for v in verdicts
+        ],
     }
     code = overall_exit(verdicts)
     records_lost = sum(t["records_lost"] for t in report["topics"])
@@ -198,29 +251,42 @@ def _check(config_path, flow, groups, as_json):
         click.echo(json.dumps(report))
         return code
     console = Console()
-    console.print(f"failover {f.source} → {f.target} (flow {flow_name}): heartbeat "
-                  f"{'none' if heartbeat_age is None else f'{heartbeat_age:.1f} s ago'}, canary {report['canary']}")
+    console.print(
+        f"failover {f.source} → {f.target} (flow {flow_name}): heartbeat "
+        f"{'none' if heartbeat_age is None else f'{heartbeat_age:.1f} s ago'}, canary {report['canary']}"
+    )
     topic_table = Table(title="if the source vanished now")
     for h in ("topic", "target topic", "records lost", "oldest unmirrored s", "lost to source retention"):
         topic_table.add_column(h)
     for t in report["topics"]:
-        topic_table.add_row(t["topic"], t["target_topic"], str(t["true_lag"]), f"{t['time_lag_s']:.1f}",
-                            str(t["records_lost"]))
+        topic_table.add_row(
+            t["topic"], t["target_topic"], str(t["true_lag"]), f"{t['time_lag_s']:.1f}", str(t["records_lost"])
+        )
     console.print(topic_table)
     if records_lost:
-        console.print(f"{records_lost} record(s) were removed from the source before they were mirrored "
-                      "(retention, DeleteRecords or a recreated topic): they are on neither cluster")
+        console.print(
+            f"{records_lost} record(s) were removed from the source before they were mirrored "
+            "(retention, DeleteRecords or a recreated topic): they are on neither cluster"
+        )
     group_table = Table(title="consumer groups")
     for h in ("group", "verdict", "lost", "re-delivered", "checkpoints", "why"):
         group_table.add_column(h)
     for g in report["groups"]:
-        group_table.add_row(g["group"], g["verdict"], str(g["lost"]), str(g["duplicates"]),
-                            f"{g['partitions'] - g['missing_checkpoints']}/{g['partitions']}", "; ".join(g["reasons"]) or "-")
+        group_table.add_row(
+            g["group"],
+            g["verdict"],
+            str(g["lost"]),
+            str(g["duplicates"]),
+            f"{g['partitions'] - g['missing_checkpoints']}/{g['partitions']}",
+            "; ".join(g["reasons"]) or "-",
+        )
     console.print(group_table)
     if not report["groups"]:
         console.print("no consumer groups to judge (none given, none match checkpoint_groups)")
     else:
-        console.print(f"translation coverage: {coverage['translated']}/{coverage['groups']} groups have a usable checkpoint"
-                      + "".join(f"\n  {u['group']}: {u['reason']}" for u in coverage["untranslated"])
-                      + "".join(f"\n  {u['group']} (approximate): {u['reason']}" for u in coverage["approximate"]))
+        console.print(
+            f"translation coverage: {coverage['translated']}/{coverage['groups']} groups have a usable checkpoint"
+            + "".join(f"\n  {u['group']}: {u['reason']}" for u in coverage["untranslated"])
+            + "".join(f"\n  {u['group']} (approximate): {u['reason']}" for u in coverage["approximate"])
+        )
     return code

@@ -28,8 +28,9 @@ class RateProducer(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, rate: int, partitions: int):
         super().__init__(daemon=True)
         self.topic, self.rate, self.partitions = topic, rate, partitions
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1,
-                                  "enable.idempotence": True})
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1, "enable.idempotence": True}
+        )
         self.stop_event = threading.Event()
         self.sent = 0
 
@@ -58,8 +59,15 @@ class LatencyReader(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, partitions: int):
         super().__init__(daemon=True)
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lag-accuracy-unused",
-                                  "enable.auto.commit": False, "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "lag-accuracy-unused",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 5,
+                "fetch.min.bytes": 1,
+            }
+        )
         self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
         self.stop_event = threading.Event()
         self.samples: list[tuple[float, float]] = []  # (receive ms, latency ms)
@@ -96,18 +104,31 @@ class Measurement:
 
 
 def _ends(admin: AdminClient, topic: str, partitions: int) -> list[int]:
-    futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
-                                 request_timeout=10)
+    futures = admin.list_offsets(
+        {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}, request_timeout=10
+    )
     out = [0] * partitions
     for tp, f in futures.items():
         out[tp.partition] = f.result(15).offset
     return out
 
 
-def measure(sampler, source_bootstrap: str, target_bootstrap: str, topic: str, target_topic: str,
-            partitions: int, local: list[int], cycles: int, every_s: float) -> Measurement:
+def measure(
+    sampler,
+    source_bootstrap: str,
+    target_bootstrap: str,
+    topic: str,
+    target_topic: str,
+    partitions: int,
+    local: list[int],
+    cycles: int,
+    every_s: float,
+) -> Measurement:
     """``cycles`` monitor cycles ``every_s`` apart, each bracketed by the independent reader."""
-    src, dst = AdminClient({"bootstrap.servers": source_bootstrap}), AdminClient({"bootstrap.servers": target_bootstrap})
+    src, dst = (
+        AdminClient({"bootstrap.servers": source_bootstrap}),
+        AdminClient({"bootstrap.servers": target_bootstrap}),
+    )
     sampler.sample()  # warm-up, not counted: the first cycle behind creates the time-lag reader's consumer
     m = Measurement(start_ms=time.time() * 1000)
     for _ in range(cycles):

@@ -5,8 +5,15 @@ from __future__ import annotations
 import time
 import uuid
 
-from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-                                   ResourcePatternType, ResourceType)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from mirrorwatch.core.acls import LITERAL, PREFIXED, AclNeed
 from mirrorwatch.localkafka import LocalClusters
@@ -22,8 +29,12 @@ _PATTERN = {LITERAL: ResourcePatternType.LITERAL, PREFIXED: ResourcePatternType.
 
 class SaslPair:
     def __init__(self, base_dir):
-        self.clusters = LocalClusters(["east", "west"], base_dir, security="sasl_ssl",
-                                      users={"admin": ADMIN_PASSWORD, MIRROR_USER: MIRROR_PASSWORD})
+        self.clusters = LocalClusters(
+            ["east", "west"],
+            base_dir,
+            security="sasl_ssl",
+            users={"admin": ADMIN_PASSWORD, MIRROR_USER: MIRROR_PASSWORD},
+        )
         self.east, self.west = self.clusters["east"], self.clusters["west"]
 
     def start(self) -> None:
@@ -38,12 +49,20 @@ class SaslPair:
     def admin(self, role: str) -> AdminClient:
         return AdminClient(self.cluster(role).client_config())
 
-    def config(self, source_alias: str = "east", target_alias: str = "west", user: str = MIRROR_USER,
-               password: str = MIRROR_PASSWORD, **flow) -> dict:
+    def config(
+        self,
+        source_alias: str = "east",
+        target_alias: str = "west",
+        user: str = MIRROR_USER,
+        password: str = MIRROR_PASSWORD,
+        **flow,
+    ) -> dict:
         """A config dict for source→target on this pair, as ``user``."""
         return {
-            "clusters": {source_alias: self.east.client_config(user, password),
-                         target_alias: self.west.client_config(user, password)},
+            "clusters": {
+                source_alias: self.east.client_config(user, password),
+                target_alias: self.west.client_config(user, password),
+            },
             "flows": {f"{source_alias}-{target_alias}": {"source": source_alias, "target": target_alias, **flow}},
         }
 
@@ -59,13 +78,27 @@ class SaslPair:
 
     def revoke_all(self, principal: str = f"User:{MIRROR_USER}") -> None:
         for role in ("source", "target"):
-            f = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
-                                 AclOperation.ANY, AclPermissionType.ANY)
+            f = AclBindingFilter(
+                ResourceType.ANY,
+                None,
+                ResourcePatternType.ANY,
+                principal,
+                None,
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
             for future in self.admin(role).delete_acls([f]).values():
                 future.result(30)
         time.sleep(0.5)
 
 
 def binding(need: AclNeed, principal: str) -> AclBinding:
-    return AclBinding(_RESOURCE[need.resource_type], "kafka-cluster" if need.resource_type == "cluster" else need.name,
-                      _PATTERN[need.pattern], principal, "*", AclOperation[need.operation], AclPermissionType.ALLOW)
+    return AclBinding(
+        _RESOURCE[need.resource_type],
+        "kafka-cluster" if need.resource_type == "cluster" else need.name,
+        _PATTERN[need.pattern],
+        principal,
+        "*",
+        AclOperation[need.operation],
+        AclPermissionType.ALLOW,
+    )

@@ -1,0 +1,595 @@
+"""The mirror-flows dashboard, built with Grafana's own SDK (grafana-foundation-sdk's typed builders), so the
+JSON conforms to Grafana's dashboard schema by construction.
+
+Status panels take their value mappings from the enums in ``mirrorwatch.core.status``; every panel sits on
+the 24-column grid where :class:`Layout` puts it (left to right, a new line when a panel does not fit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import IntEnum
+from typing import TypeVar
+
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import heatmap, prometheus, stat, statetimeline, timeseries
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import heatmap as hm
+from grafana_foundation_sdk.models import prometheus as pm
+
+from ..core.status import CanaryStatus, GroupStatus, PartitionStatus
+
+Status = TypeVar("Status", bound=IntEnum)
+
+DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
+F = 'flow=~"$flow"'
+FT = 'flow=~"$flow",topic=~"$topic"'
+
+# Value mappings: the status enums give code and text, these give each status its colour.
+GROUP_COLORS = {
+    GroupStatus.OK: "green",
+    GroupStatus.WARN: "yellow",
+    GroupStatus.ERR: "red",
+    GroupStatus.STOP: "red",
+    GroupStatus.STALL: "red",
+    GroupStatus.REWIND: "orange",
+    GroupStatus.NOTFOUND: "purple",
+    GroupStatus.UNKNOWN: "text",
+}
+CANARY_COLORS = {
+    CanaryStatus.OK: "green",
+    CanaryStatus.WARNING: "yellow",
+    CanaryStatus.CRITICAL: "red",
+    CanaryStatus.UNKNOWN: "text",
+}
+PARTITION_COLORS = {
+    PartitionStatus.OK: "green",
+    PartitionStatus.WARN: "yellow",
+    PartitionStatus.STOP: "red",
+    PartitionStatus.STALL: "red",
+    PartitionStatus.REWIND: "orange",
+    PartitionStatus.UNKNOWN: "text",
+    PartitionStatus.LOST: "dark-red",
+}
+
+
+def mappings(colors: Mapping[Status, str]) -> list[dm.ValueMapping]:
+    """One value mapping per status code: its enum name as text, in code order."""
+    return [
+        dm.ValueMap(
+            options={
+                str(s.value): dm.ValueMappingResult(text=s.name, color=colors[s], index=s.value) for s in sorted(colors)
+            }
+        )
+    ]
+
+
+def thresholds(*steps: tuple[float | None, str]) -> db.ThresholdsConfig:
+    return (
+        db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps([dm.Threshold(value=v, color=c) for v, c in steps])
+    )
+
+
+def target(expr: str, legend: str = "", ref: str = "A", heatmap_format: bool = False) -> prometheus.Dataquery:
+    query = prometheus.Dataquery().datasource(DS).ref_id(ref).expr(expr).legend_format(legend or "__auto")
+    return query.format(pm.PromQueryFormat.HEATMAP) if heatmap_format else query
+
+
+class Layout:
+    """Places panels left to right on Grafana's 24-column grid and numbers them."""
+
+    def __init__(self, dashboard: db.Dashboard) -> None:
+        self.dashboard = dashboard
+        self.count = 0
+        self.x = self.y = self.row_h = 0
+
+    def row(self, title: str) -> None:
+        self._newline()
+        self.count += 1
+        self.dashboard.with_row(db.Row(title).id(self.count).grid_pos(dm.GridPos(x=0, y=self.y, w=24, h=1)))
+        self.y += 1
+
+    def add(self, w: int, h: int, panel: stat.Panel | timeseries.Panel | statetimeline.Panel | heatmap.Panel) -> None:
+        if self.x + w > 24:
+            self._newline()
+        self.count += 1
+        self.dashboard.with_panel(
+            panel.id(self.count).datasource(DS).grid_pos(dm.GridPos(x=self.x, y=self.y, w=w, h=h))
+        )
+        self.x, self.row_h = self.x + w, max(self.row_h, h)
+
+    def _newline(self) -> None:
+        self.y, self.x, self.row_h = self.y + self.row_h, 0, 0
+
+
+def stat_panel(
+    title: str,
+    targets: list[prometheus.Dataquery],
+    unit: str = "none",
+    steps: tuple[tuple[float | None, str], ...] = ((None, "green"),),
+    maps: list[dm.ValueMapping] | None = None,
+    description: str = "",
+) -> stat.Panel:
+    return (
+        stat.Panel()
+        .title(title)
+        .description(description)
+        .targets(targets)
+        .unit(unit)
+        .thresholds(thresholds(*steps))
+        .mappings(maps or [])
+        .color_scheme(db.FieldColor().mode("thresholds"))
+        .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).fields("").values(False))
+        .color_mode(cm.BigValueColorMode.BACKGROUND)
+        .graph_mode(cm.BigValueGraphMode.NONE)
+        .text_mode(cm.BigValueTextMode.VALUE_AND_NAME)
+    )
+
+
+def timeseries_panel(
+    title: str,
+    targets: list[prometheus.Dataquery],
+    unit: str = "short",
+    description: str = "",
+    threshold: float | None = None,
+) -> timeseries.Panel:
+    steps: list[tuple[float | None, str]] = [(None, "green")] + ([(threshold, "red")] if threshold is not None else [])
+    style = cm.GraphThresholdsStyleMode.LINE if threshold is not None else cm.GraphThresholdsStyleMode.OFF
+    return (
+        timeseries.Panel()
+        .title(title)
+        .description(description)
+        .targets(targets)
+        .unit(unit)
+        .draw_style(cm.GraphDrawStyle.LINE)
+        .line_width(1)
+        .fill_opacity(0)
+        .show_points(cm.VisibilityMode.NEVER)
+        .span_nulls(False)
+        .thresholds_style(cb.GraphThresholdsStyleConfig().mode(style))
+        .thresholds(thresholds(*steps))
+        .legend(
+            cb.VizLegendOptions()
+            .show_legend(True)
+            .display_mode(cm.LegendDisplayMode.TABLE)
+            .placement(cm.LegendPlacement.BOTTOM)
+            .calcs(["lastNotNull", "max"])
+        )
+        .tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
+    )
+
+
+def state_timeline_panel(
+    title: str, targets: list[prometheus.Dataquery], maps: list[dm.ValueMapping], description: str = ""
+) -> statetimeline.Panel:
+    return (
+        statetimeline.Panel()
+        .title(title)
+        .description(description)
+        .targets(targets)
+        .mappings(maps)
+        .color_scheme(db.FieldColor().mode("thresholds"))
+        .thresholds(thresholds((None, "text")))
+        .show_value(cm.VisibilityMode.NEVER)
+        .merge_values(True)
+        .row_height(0.9)
+        # the SDK writes a legend of its own, hidden; Grafana's default (and ours before) shows it
+        .legend(
+            cb.VizLegendOptions()
+            .show_legend(True)
+            .display_mode(cm.LegendDisplayMode.LIST)
+            .placement(cm.LegendPlacement.BOTTOM)
+        )
+    )
+
+
+def lag_by_kind(kind: str) -> str:
+    return f'sum by (flow, topic) (mirrorwatch_lag_records{{kind="{kind}",{FT}}})'
+
+
+def quantile(q: str, metric: str, rng: str = "$__rate_interval", by: str = "flow") -> str:
+    return f"histogram_quantile({q}, sum by ({by}, le) (rate({metric}_bucket{{{F}}}[{rng}])))"
+
+
+def variable(name: str, query: str, label: str) -> db.QueryVariable:
+    return (
+        db.QueryVariable(name)
+        .label(label)
+        .datasource(DS)
+        .query({"query": query, "refId": name})
+        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+        .current(dm.VariableOption(text="All", value="$__all"))
+        .sort(dm.VariableSort.ALPHABETICAL_ASC)
+    )
+
+
+def flows_dashboard() -> dm.Dashboard:
+    dashboard = (
+        db.Dashboard("mirrorwatch: mirror flows")
+        .uid("mirrorwatch-flows")
+        .tags(["mirrorwatch", "kafka"])
+        .editable()
+        .version(1)
+        .refresh("30s")
+        .timezone("")
+        .time("now-1h", "now")
+        .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+        .with_variable(
+            db.DatasourceVariable("datasource").label("Prometheus").type("prometheus").hide(dm.VariableHide.DONT_HIDE)
+        )
+        .with_variable(variable("flow", 'label_values(mirrorwatch_lag_records{flow!=""}, flow)', "Flow"))
+        .with_variable(variable("topic", 'label_values(mirrorwatch_lag_records{flow=~"$flow"}, topic)', "Topic"))
+    )
+    L = Layout(dashboard)
+    L.row("Overview")
+    L.add(
+        6,
+        5,
+        stat_panel(
+            "Evaluator status (worst group)",
+            [target(f"max by (flow) (mirrorwatch_group_status{{{F}}})", "{{flow}}")],
+            maps=mappings(GROUP_COLORS),
+        ),
+    )
+    L.add(
+        6,
+        5,
+        stat_panel(
+            "Canary status",
+            [target(f"max by (flow) (mirrorwatch_canary_status{{{F}}})", "{{flow}}")],
+            maps=mappings(CANARY_COLORS),
+        ),
+    )
+    L.add(
+        4,
+        5,
+        stat_panel(
+            "True lag",
+            [target(f'sum by (flow) (mirrorwatch_lag_records{{kind="true",{F}}})', "{{flow}}")],
+            steps=((None, "green"), (10000, "red")),
+            description="Alert threshold: 10000 records for 5m.",
+        ),
+    )
+    L.add(
+        4,
+        5,
+        stat_panel(
+            "RPO",
+            [target(f"max by (flow) (mirrorwatch_flow_rpo_seconds{{{F}}})", "{{flow}}")],
+            unit="s",
+            steps=((None, "green"), (60, "red")),
+            description="Age of the oldest source record not yet on the target. Alert: above 60 s for 2m.",
+        ),
+    )
+    L.add(
+        4,
+        5,
+        stat_panel(
+            "Heartbeat age",
+            [target(f"max by (flow) (mirrorwatch_canary_heartbeat_age_seconds{{{F}}})", "{{flow}}")],
+            unit="s",
+            steps=((None, "green"), (60, "red")),
+        ),
+    )
+
+    L.row("Lag: committed vs read vs true")
+    # One panel with all three so the committed saw-tooth sits right beside the flat true lag.
+    L.add(
+        24,
+        9,
+        timeseries_panel(
+            "Committed, read and true lag per flow",
+            [target(f"sum by (flow, kind) (mirrorwatch_lag_records{{{FT}}})", "{{flow}} {{kind}}")],
+            description="Committed lag saw-tooths with the mirror's commit interval and is not alerted on; "
+            "true lag (from offset syncs) is what the target is really missing. Read lag under-reports.",
+            threshold=10000,
+        )
+        .override_by_regexp(
+            ".* committed",
+            [
+                dm.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]}),
+                dm.DynamicConfigValue(id_val="custom.fillOpacity", value=10),
+            ],
+        )
+        .override_by_regexp(".* true", [dm.DynamicConfigValue(id_val="custom.lineWidth", value=3)]),
+    )
+    for kind in ("committed", "read", "true"):
+        L.add(
+            8,
+            8,
+            timeseries_panel(
+                f"{kind.capitalize()} lag by topic",
+                [target(lag_by_kind(kind), "{{flow}} {{topic}}")],
+                threshold=10000 if kind == "true" else None,
+            ),
+        )
+
+    L.row("Throughput")
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "Mirrored records/s by topic",
+            [
+                target(
+                    f"sum by (flow, topic) (rate(mirrorwatch_mirror_records_total{{{FT}}}[$__rate_interval]))",
+                    "{{flow}} {{topic}}",
+                )
+            ],
+            unit="rps",
+        ),
+    )
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "Mirrored bytes/s by topic",
+            [
+                target(
+                    f"sum by (flow, topic) (rate(mirrorwatch_mirror_bytes_total{{{FT}}}[$__rate_interval]))",
+                    "{{flow}} {{topic}}",
+                )
+            ],
+            unit="Bps",
+        ),
+    )
+    L.add(
+        8,
+        7,
+        timeseries_panel(
+            "Replication latency (ack − record time)",
+            [
+                target(
+                    quantile(q, "mirrorwatch_mirror_replication_latency_seconds"),
+                    f"{{{{flow}}}} p{int(float(q) * 100)}",
+                    ref,
+                )
+                for q, ref in (("0.5", "A"), ("0.99", "B"))
+            ],
+            unit="s",
+        ),
+    )
+    L.add(
+        8,
+        7,
+        timeseries_panel(
+            "Produce errors/s",
+            [
+                target(
+                    f"sum by (flow, retriable) (rate(mirrorwatch_mirror_produce_errors_total{{{FT}}}[$__rate_interval]))",
+                    "{{flow}} retriable={{retriable}}",
+                )
+            ],
+            unit="rps",
+        ),
+    )
+    L.add(
+        8,
+        7,
+        timeseries_panel(
+            "In-flight records and rebalances",
+            [
+                target(f"sum by (flow) (mirrorwatch_mirror_in_flight_records{{{F}}})", "{{flow}} in flight"),
+                target(
+                    f"sum by (flow) (increase(mirrorwatch_mirror_rebalances_total{{{F}}}[$__rate_interval]))",
+                    "{{flow}} rebalances",
+                    "B",
+                ),
+            ],
+        ),
+    )
+
+    L.row("Time lag and status")
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "Time lag by topic (oldest record not yet on the target)",
+            [target(f"max by (flow, topic) (mirrorwatch_time_lag_seconds{{{FT}}})", "{{flow}} {{topic}}")],
+            unit="s",
+            threshold=120,
+        ),
+    )
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "Catch-up forecast",
+            [target(f"max by (flow, topic) (mirrorwatch_catch_up_seconds{{{FT}}})", "{{flow}} {{topic}}")],
+            unit="s",
+            description="+Inf: not catching up.",
+        ),
+    )
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "RPO seconds and the canary's replication latency",
+            [
+                target(f"max by (flow) (mirrorwatch_flow_rpo_seconds{{{F}}})", "{{flow}} RPO"),
+                target(quantile("0.5", "mirrorwatch_canary_round_trip_seconds"), "{{flow}} canary p50", "B"),
+            ],
+            unit="s",
+            threshold=60,
+            description="RPO: the age of the oldest source record not yet on the target (the flow's worst partition), "
+            "measured from the clusters every monitor cycle — page on it. The canary's latency measures "
+            "its own probes; on a healthy mirror the two agree within a few hundred ms.",
+        ),
+    )
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "Records lost before they were mirrored or consumed",
+            [
+                target(
+                    f"sum by (flow, group, topic) (mirrorwatch_records_lost{{{F}}})", "{{group}} {{topic}} (monitor)"
+                ),
+                target(
+                    f"sum by (flow, topic) (mirrorwatch_mirror_records_lost_total{{{F}}})",
+                    "{{flow}} {{topic}} (engine skipped)",
+                    "B",
+                ),
+            ],
+            threshold=1,
+            description="Source log start past a group's committed offset (retention, DeleteRecords, a recreated "
+            "topic). Any value above 0 pages (MirrorwatchRecordsLost).",
+        ),
+    )
+    L.add(
+        12,
+        8,
+        state_timeline_panel(
+            "Group status",
+            [target(f"max by (flow, group) (mirrorwatch_group_status{{{F}}})", "{{flow}} {{group}}")],
+            mappings(GROUP_COLORS),
+        ),
+    )
+    L.add(
+        12,
+        8,
+        state_timeline_panel(
+            "Partition status",
+            [
+                target(
+                    f"max by (flow, topic, partition) (mirrorwatch_partition_status{{{FT}}})", "{{topic}}/{{partition}}"
+                )
+            ],
+            mappings(PARTITION_COLORS),
+        ),
+    )
+
+    L.row("Canary and heartbeats")
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "Canary round trip percentiles",
+            [
+                target(
+                    quantile(q, "mirrorwatch_canary_round_trip_seconds"), f"{{{{flow}}}} p{int(float(q) * 100)}", ref
+                )
+                for q, ref in (("0.5", "A"), ("0.9", "B"), ("0.99", "C"))
+            ],
+            unit="s",
+        ),
+    )
+    L.add(
+        12,
+        8,
+        heatmap.Panel()
+        .title("Canary round trip heatmap")
+        .targets(
+            [
+                target(
+                    f"sum by (le) (increase(mirrorwatch_canary_round_trip_seconds_bucket{{{F}}}[$__rate_interval]))",
+                    "{{le}}",
+                    heatmap_format=True,
+                )
+            ]
+        )
+        .calculate(False)
+        .y_axis(heatmap.YAxisConfig().unit("s"))
+        .cell_gap(1)
+        .color(heatmap.HeatmapColorOptions().mode(hm.HeatmapColorMode.SCHEME).scheme("Oranges").steps(64)),
+    )
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "Canary lost, duplicate, reordered events",
+            [
+                target(
+                    f"sum by (flow) (increase(mirrorwatch_canary_{m}_total{{{F}}}[$__rate_interval]))",
+                    f"{{{{flow}}}} {m}",
+                    ref,
+                )
+                for m, ref in (("lost", "A"), ("duplicates", "B"), ("reordered", "C"))
+            ],
+        ),
+    )
+    L.add(
+        12,
+        8,
+        timeseries_panel(
+            "Heartbeat age",
+            [target(f"max by (flow) (mirrorwatch_canary_heartbeat_age_seconds{{{F}}})", "{{flow}}")],
+            unit="s",
+            threshold=60,
+        ),
+    )
+
+    L.row("SLO and collector health")
+    # Needs the recording rules loaded (flow:mirrorwatch_time_lag_slo:ok).
+    L.add(
+        8,
+        6,
+        stat_panel(
+            "Time lag SLO: share of time with time lag ≤ 60 s",
+            [target(f"avg by (flow) (avg_over_time(flow:mirrorwatch_time_lag_slo:ok{{{F}}}[$__range]))", "{{flow}}")],
+            unit="percentunit",
+            steps=((None, "red"), (0.99, "green")),
+            description="Objective: 99 % of the time. Needs grafana/prometheus/mirrorwatch-rules.yml loaded.",
+        ),
+    )
+    L.add(
+        8,
+        6,
+        stat_panel(
+            "Canary delivery: share of probes not lost",
+            [
+                target(
+                    f"1 - sum by (flow) (increase(mirrorwatch_canary_lost_total{{{F}}}[$__range])) / "
+                    f"clamp_min(sum by (flow) (increase(mirrorwatch_canary_probes_total{{{F}}}[$__range])), 1)",
+                    "{{flow}}",
+                )
+            ],
+            unit="percentunit",
+            steps=((None, "red"), (0.999, "green")),
+        ),
+    )
+    L.add(
+        8,
+        6,
+        stat_panel(
+            "Canary round trip p99 over the range",
+            [target(quantile("0.99", "mirrorwatch_canary_round_trip_seconds", "$__range"), "{{flow}}")],
+            unit="s",
+        ),
+    )
+    L.add(
+        12,
+        7,
+        state_timeline_panel(
+            "Exporters and clusters up",
+            [
+                target('up{job=~"mirrorwatch-mirror|mirrorwatch-canary|mirrorwatch-monitor"}', "{{job}} {{instance}}"),
+                target("mirrorwatch_cluster_up", "cluster {{cluster}}", "B"),
+            ],
+            [
+                dm.ValueMap(
+                    options={
+                        "0": dm.ValueMappingResult(text="DOWN", color="red"),
+                        "1": dm.ValueMappingResult(text="UP", color="green"),
+                    }
+                )
+            ],
+        ),
+    )
+    L.add(
+        12,
+        7,
+        timeseries_panel(
+            "Monitor sample age and evaluator window complete",
+            [
+                target(f"max by (flow) (mirrorwatch_sample_age_seconds{{{F}}})", "{{flow}} sample age (s)"),
+                target(f"min by (flow) (mirrorwatch_window_complete_ratio{{{F}}})", "{{flow}} window complete", "B"),
+            ],
+        ),
+    )
+    return dashboard.build()

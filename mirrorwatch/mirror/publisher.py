@@ -1,0 +1,132 @@
+"""Publishing the mirror engine's positions: commits for the mirror group on the source, offset syncs on the
+target. Both only ever carry what the acknowledgement rule allows (``PartitionState.commit_position``,
+``acked_next``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from ..core.access import Denied, error_of, is_denied
+from ..core.records import OffsetSync
+from .partition_state import PartitionState
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+Key = tuple[str, int]
+
+
+class PositionPublisher:
+    def __init__(
+        self,
+        partitions: dict[Key, PartitionState],
+        syncs_topic: str,
+        retrying: Callable[..., None] | None = None,
+        group: str = "",
+        on_denied: Callable[[Denied], None] | None = None,
+    ) -> None:
+        self.partitions = partitions  # the engine's own dict: assignments come and go there
+        self.syncs_topic = syncs_topic
+        self.group = group
+        # an ACL missing for a commit or an offset sync: the engine stops with one line (EngineAccess.deny)
+        self.on_denied: Callable[[Denied], None] = on_denied or (lambda denied: None)
+        # how a failed commit is reported: the engine's lifecycle keeps retries quiet while a cluster is away
+        self.retrying: Callable[..., None] = retrying or log.warning
+        self.producer: Producer | None = None
+        self.consumer: Consumer | None = None
+
+    def bind(self, producer: Producer, consumer: Consumer) -> None:
+        """The engine's clients (the consumer is made with ``committed`` as its commit callback, so after us)."""
+        self.producer, self.consumer = producer, consumer
+
+    def commit(self, keys: Iterable[Key] | None = None, sync: bool = True) -> None:
+        """Commit what the target acknowledged. Periodic commits under load are asynchronous (a synchronous
+        round trip on the data path showed up in p99 latency); idle, revoke and shutdown commits are not."""
+        assert self.consumer is not None
+        offsets = []
+        for key in keys if keys is not None else list(self.partitions):
+            state = self.partitions.get(key)
+            if state is None:
+                continue
+            target = state.commit_position()
+            if target is None:
+                continue
+            if state.committed is None or target > state.committed:
+                offsets.append(TopicPartition(key[0], key[1], target))
+        if not offsets:
+            return
+        if not sync:
+            try:  # the outcome arrives in committed() (served inside consume())
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as exc:
+                self.retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            error = error_of(exc)
+            if error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                self.on_denied(Denied("READ", "group", self.group, "source"))  # a refused topic is named by the fetch
+            self.retrying("commit failed (will retry): %s", exc.args[0].str() if exc.args else exc)
+            return
+        for tp in offsets:
+            state = self.partitions.get((tp.topic, tp.partition))
+            if state is not None:
+                state.committed = tp.offset
+
+    def committed(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """The consumer's commit callback: record what the group coordinator confirmed."""
+        if err is not None:
+            # A commit needs READ on the group and on each topic. A refused topic is not named here: the client
+            # marks every partition of the commit refused, so the fetch error (which names the topic) says it.
+            if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                self.on_denied(Denied("READ", "group", self.group, "source"))
+            self.retrying("commit failed (will retry): %s", err.str())
+            return
+        for tp in partitions:
+            state = self.partitions.get((tp.topic, tp.partition))
+            if tp.error is None and state is not None and (state.committed is None or tp.offset > state.committed):
+                state.committed = tp.offset
+
+    def emit_syncs(self, keys: Iterable[Key] | None = None, force: bool = False) -> None:
+        now = int(time.time() * 1000)
+        for key in keys if keys is not None else list(self.partitions):
+            state = self.partitions.get(key)
+            if state is None or state.acked_next is None:
+                continue
+            moved = state.acked_next != state.synced_acked or state.read_next != state.synced_read
+            if not (moved or force):
+                continue
+            sync = OffsetSync(
+                key[0],
+                key[1],
+                state.last_upstream,
+                state.last_downstream,
+                state.acked_next,
+                state.read_next if state.read_next is not None else state.acked_next,
+                now,
+            )
+            self._produce(self.syncs_topic, sync.key(), sync.to_value())
+            state.synced_acked, state.synced_read = state.acked_next, state.read_next
+
+    def _produce(self, topic: str, key: bytes, value: bytes) -> None:
+        assert self.producer is not None
+        while True:
+            try:
+                self.producer.produce(topic, key=key, value=value, on_delivery=self._delivered)
+                return
+            except KafkaException as exc:  # refused at once when the client already knows it may not write there
+                if not is_denied(exc):
+                    raise
+                self.on_denied(Denied("WRITE", "topic", topic, "target"))
+                return
+            except BufferError:
+                self.producer.poll(0.1)  # reports served here are settled by the caller's round
+
+    def _delivered(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None and is_denied(err):
+            self.on_denied(Denied("WRITE", "topic", msg.topic(), "target"))

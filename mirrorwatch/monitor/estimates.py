@@ -1,0 +1,91 @@
+"""Two per-partition estimates of a sampling cycle, a mix-in of :class:`~.sampler.Sampler`: time lag (RPO seconds;
+exact from record timestamps, or interpolated from the source end's history) and the catch-up forecast."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..core.clients import make_consumer
+from .lag import catch_up_seconds, rate
+from .syncs import UNUSED_GROUP
+from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
+
+if TYPE_CHECKING:
+    from .sampler import _GroupState
+
+log = logging.getLogger("mirrorwatch.monitor.sampler")
+
+
+class SamplerEstimates:
+    """Needs the sampler's config, ``time_tables``, ``ts_readers`` and ``timeout_s``."""
+
+    def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts, ts_target) -> np.ndarray:
+        """Seconds per partition: the age of the oldest source record not on the target (RPO seconds).
+
+        Exact mode measures it at ``ts_target``, when the target end was sampled: a record produced after that
+        moment was not missing from the target then (0)."""
+        out = np.where(true_lag == 0, 0.0, np.nan)
+        behind = np.flatnonzero(true_lag > 0)
+        if self.config.monitor.time_lag_mode == "interpolate":
+            table = self.time_tables.setdefault(cluster, OffsetTimeTable(self.config.monitor.interpolation_points))
+            for i, k in enumerate(keys):
+                table.add(k, int(source_end[i]), ts)
+            for i in behind:
+                value = time_lag_interpolated(table.points(keys[i]), int(acked[i]), ts)
+                out[i] = np.nan if value is None else value
+            return out
+        if len(behind):
+            reader = self.ts_readers.get(cluster)
+            if reader is None:
+                cfg = self.config.clusters[cluster]
+                reader = self.ts_readers[cluster] = RecordTimestampReader(
+                    lambda: make_consumer(
+                        cfg,
+                        f"mirrorwatch-monitor-timelag-{cluster}",
+                        group_id=UNUSED_GROUP,
+                        **{
+                            "auto.offset.reset": "earliest",
+                            "enable.partition.eof": False,
+                            "fetch.max.bytes": 1048576,
+                            "max.partition.fetch.bytes": 65536,
+                        },
+                    ),
+                    timeout_s=min(2.0, self.timeout_s),
+                )
+            wanted = [(keys[i][0], keys[i][1], int(acked[i])) for i in behind]
+            try:
+                found = reader.timestamps(wanted)
+            except Exception as exc:  # time lag is a bonus; never let it sink the sample
+                log.warning("time lag: cannot read record timestamps on '%s': %s", cluster, exc)
+                found = {}
+            for i, w in zip(behind, wanted):
+                if w in found:
+                    out[i] = max(0.0, (ts_target - found[w]) / 1000.0)
+        return out
+
+    def _forecast(self, state: _GroupState, keys, ts, source_end, acked, true_lag):
+        state.history.append((ts, source_end, acked))
+        old_ts, old_end, old_acked = state.history[0]
+        produce, mirror = rate(old_end, old_ts, source_end, ts), rate(old_acked, old_ts, acked, ts)
+        interval_s = self.config.monitor.interval_s
+        per_partition = catch_up_seconds(true_lag, produce, mirror, produce * interval_s)
+        per_topic: dict[str, float] = {}
+        topics = np.array([k[0] for k in keys], dtype=object)
+        for topic in dict.fromkeys(k[0] for k in keys):
+            m = topics == topic
+            known = (true_lag[m] >= 0) & ~np.isnan(produce[m]) & ~np.isnan(mirror[m])
+            if not known.any():
+                per_topic[topic] = math.nan
+                continue
+            value = catch_up_seconds(
+                [true_lag[m][known].sum()],
+                [produce[m][known].sum()],
+                [mirror[m][known].sum()],
+                [produce[m][known].sum() * interval_s],
+            )[0]
+            per_topic[topic] = float(value)
+        return per_partition, per_topic
