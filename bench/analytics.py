@@ -50,8 +50,10 @@ def measure(args, monitor: list[str], figures: dict) -> None:
         figures["samples_ratio"] = last["samples"] / first["samples"]
         figures["generate_s_ratio"] = last["generate_s"] / first["generate_s"]
         figures["analyze_s_ratio"] = last["analyze_s"] / first["analyze_s"]
-        print(f"ratio {last['samples'] // first['samples']}x samples: generate {figures['generate_s_ratio']:.1f}x, "
-              f"analyze {figures['analyze_s_ratio']:.1f}x")
+        print(
+            f"ratio {last['samples'] // first['samples']}x samples: generate {figures['generate_s_ratio']:.1f}x, "
+            f"analyze {figures['analyze_s_ratio']:.1f}x"
+        )
 
 
 if __name__ == "__main__":

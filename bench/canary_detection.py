@@ -61,23 +61,38 @@ def trials(args, figures: dict) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mw-bench-canary-"))
     with fresh_clusters() as clusters:
         port = free_port()
-        config = {"clusters": {"east": {"bootstrap.servers": clusters["east"].bootstrap},
-                               "west": {"bootstrap.servers": clusters["west"].bootstrap}},
-                  "flows": {"ew": {"source": "east", "target": "west", "topics": []}},
-                  "mirror": {"metrics_port": None, "refresh_interval_s": 1, "heartbeat_interval_s": 0.5},
-                  "canary": {"interval_s": args.interval, "warn_latency_s": 2, "crit_latency_s": args.crit,
-                             "heartbeat_max_age_s": 60, "metrics_port": port}}
+        config = {
+            "clusters": {
+                "east": {"bootstrap.servers": clusters["east"].bootstrap},
+                "west": {"bootstrap.servers": clusters["west"].bootstrap},
+            },
+            "flows": {"ew": {"source": "east", "target": "west", "topics": []}},
+            "mirror": {"metrics_port": None, "refresh_interval_s": 1, "heartbeat_interval_s": 0.5},
+            "canary": {
+                "interval_s": args.interval,
+                "warn_latency_s": 2,
+                "crit_latency_s": args.crit,
+                "heartbeat_max_age_s": 60,
+                "metrics_port": port,
+            },
+        }
         path = workdir / "c.yaml"
         path.write_text(yaml.safe_dump(config))
         url = f"http://127.0.0.1:{port}/metrics"
-        canary = subprocess.Popen([str(BIN / "canary"), "run", "--config", str(path)], stdout=subprocess.DEVNULL,
-                                  stderr=open(workdir / "canary.log", "w"))
+        canary = subprocess.Popen(
+            [str(BIN / "canary"), "run", "--config", str(path)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(workdir / "canary.log", "w"),
+        )
         ratios = []
         figures["trials"] = detections = []
         try:
             for trial in range(args.trials):
-                mirror = subprocess.Popen([str(BIN / "mirror"), "run", "--config", str(path)], stdout=subprocess.DEVNULL,
-                                          stderr=open(workdir / "mirror.log", "a"))
+                mirror = subprocess.Popen(
+                    [str(BIN / "mirror"), "run", "--config", str(path)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=open(workdir / "mirror.log", "a"),
+                )
                 wait_for(url, 0, 120)
                 time.sleep(3 * args.interval)
                 stopped = time.monotonic()
@@ -86,16 +101,20 @@ def trials(args, figures: dict) -> None:
                 detected = wait_for(url, 2, 120) - stopped
                 ratios.append(detected / args.interval)
                 detections.append({"detection_s": detected, "detection_over_interval": detected / args.interval})
-                print(f"trial {trial + 1}: mirror stop → CRITICAL in {detected:.2f} s "
-                      f"(interval {args.interval:g} s, crit_latency {args.crit:g} s) → {detected / args.interval:.2f} intervals")
+                print(
+                    f"trial {trial + 1}: mirror stop → CRITICAL in {detected:.2f} s "
+                    f"(interval {args.interval:g} s, crit_latency {args.crit:g} s) → {detected / args.interval:.2f} intervals"
+                )
         finally:
             canary.terminate()
             canary.wait(30)
     figures["median_detection_s"] = sorted(d["detection_s"] for d in detections)[len(detections) // 2]
     figures["median_detection_over_interval"] = sorted(ratios)[len(ratios) // 2]
     figures["floor_crit_over_interval"] = args.crit / args.interval
-    print(f"detection / probe interval: median {sorted(ratios)[len(ratios) // 2]:.2f} "
-          f"(floor: crit_latency / interval = {args.crit / args.interval:.2f})")
+    print(
+        f"detection / probe interval: median {sorted(ratios)[len(ratios) // 2]:.2f} "
+        f"(floor: crit_latency / interval = {args.crit / args.interval:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -90,7 +90,9 @@ def consume_rate(bootstrap: str, topic: str, count: int, partitions: int) -> flo
     return count / elapsed
 
 
-def client_floor_rate(east: str, west: str, topic: str, count: int, partitions: int, linger_ms: int = 5) -> tuple[float, float]:
+def client_floor_rate(
+    east: str, west: str, topic: str, count: int, partitions: int, linger_ms: int = 5
+) -> tuple[float, float]:
     """Records/s of the least a correct mirror must do per record with this client library, in one process:
     consume, produce with the source timestamp, and a delivery report per record (without reports nothing could
     be committed safely). No headers, no bookkeeping, no commits: the floor of the engine's cost, for comparison.

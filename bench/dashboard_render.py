@@ -57,8 +57,11 @@ def render_s(context, url: str, view: str, charts: int, marker: str) -> float:
             wait(lambda: "Flow detail" in page.evaluate("document.body.innerText"), 60, "the sidebar")
             started = time.perf_counter()  # measure the view itself, not the overview before the click
             page.get_by_text(view, exact=True).click()
-        wait(lambda: marker in page.evaluate("document.body.innerText") and page.evaluate(CHARTS) >= charts, 120,
-             f"{view} drawn")
+        wait(
+            lambda: marker in page.evaluate("document.body.innerText") and page.evaluate(CHARTS) >= charts,
+            120,
+            f"{view} drawn",
+        )
         return time.perf_counter() - started
     finally:
         page.close()
@@ -72,13 +75,30 @@ def main() -> None:
     stub = StubServer()
     work = Path(tempfile.mkdtemp(prefix="mw-bench-page-"))
     page_port = free_port()
-    config = {"clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": "127.0.0.1:2"}},
-              "flows": {"east-west": {"source": "east", "target": "west"}},
-              "dashboard": {"monitor_url": stub.url, "canary_url": f"{stub.url}/metrics", "refresh_s": 60,
-                            "analytics_dir": str(FIXTURES / "analytics")}}
+    config = {
+        "clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}, "west": {"bootstrap.servers": "127.0.0.1:2"}},
+        "flows": {"east-west": {"source": "east", "target": "west"}},
+        "dashboard": {
+            "monitor_url": stub.url,
+            "canary_url": f"{stub.url}/metrics",
+            "refresh_s": 60,
+            "analytics_dir": str(FIXTURES / "analytics"),
+        },
+    }
     (work / "mirrorwatch.yaml").write_text(yaml.safe_dump(config))
-    server = subprocess.Popen([sys.executable, "-m", "mirrorwatch.dashboards.cli", "--config", str(work / "mirrorwatch.yaml"),
-                               "--port", str(page_port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mirrorwatch.dashboards.cli",
+            "--config",
+            str(work / "mirrorwatch.yaml"),
+            "--port",
+            str(page_port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{page_port}/"
     print(f"# status page time to first render, headless Chromium; {machine()}")
     run = BenchRun("dashboard_render", vars(args))
@@ -105,14 +125,21 @@ def measure(args, stub, url: str, figures: dict) -> None:
             stub.serve("degraded")
             stub.routes["/v1/analytics"] = (200, "application/json", analytics_status("ok"))
             stub.routes["/v1/flows"] = (200, "application/json", lambda p=partitions: json.dumps(big_flow(p)).encode())
-            for view, charts, marker in (("Overview", 1, "Status changes"), ("Flow detail", 3, "Mean round trip"),
-                                         ("History", 4, "Daily p99 trend")):
+            for view, charts, marker in (
+                ("Overview", 1, "Status changes"),
+                ("Flow detail", 3, "Mean round trip"),
+                ("History", 4, "Daily p99 trend"),
+            ):
                 times = []
                 for _ in range(args.runs + 1):  # the first run warms Streamlit's caches and the browser: dropped
                     profile = tempfile.mkdtemp(prefix="mw-chromium-")
                     context = pw.chromium.launch_persistent_context(
-                        profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
-                        viewport={"width": 1400, "height": 1000})
+                        profile,
+                        executable_path=CHROMIUM,
+                        headless=True,
+                        args=CHROMIUM_FLAGS,
+                        viewport={"width": 1400, "height": 1000},
+                    )
                     try:
                         times.append(render_s(context, url, view, charts, marker))
                     finally:
@@ -120,9 +147,13 @@ def measure(args, stub, url: str, figures: dict) -> None:
                         shutil.rmtree(profile, ignore_errors=True)
                 shown = ", ".join(f"{t:.2f}" for t in times[1:])
                 figures.setdefault(f"{partitions}_partitions", {})[view.lower().replace(" ", "_")] = {
-                    "first_render_median_s": statistics.median(times[1:]), "first_render_runs_s": times[1:]}
-                print(f"{partitions:>5} partitions  {view:<12} first render {statistics.median(times[1:]):.2f} s "
-                      f"(median of {args.runs}: {shown})")
+                    "first_render_median_s": statistics.median(times[1:]),
+                    "first_render_runs_s": times[1:],
+                }
+                print(
+                    f"{partitions:>5} partitions  {view:<12} first render {statistics.median(times[1:]):.2f} s "
+                    f"(median of {args.runs}: {shown})"
+                )
 
 
 def _up(url: str) -> bool:

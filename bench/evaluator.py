@@ -43,10 +43,15 @@ def main() -> None:
     with BenchRun("evaluator", vars(args)) as run:
         for n in (10_000, 100_000):
             cycle, memory = bench(n, args.window)
-            run.figures[f"{n}_partitions"] = {"cycle_ms": cycle * 1000, "share_of_interval_pct": cycle / args.interval * 100,
-                                              "bytes_per_partition": memory / n}
-            print(f"{n:>7} partitions: cycle {cycle * 1000:7.2f} ms = {cycle / args.interval * 100:.3f} % of a "
-                  f"{args.interval:g} s interval; {memory / n:.0f} bytes/partition (window {args.window})")
+            run.figures[f"{n}_partitions"] = {
+                "cycle_ms": cycle * 1000,
+                "share_of_interval_pct": cycle / args.interval * 100,
+                "bytes_per_partition": memory / n,
+            }
+            print(
+                f"{n:>7} partitions: cycle {cycle * 1000:7.2f} ms = {cycle / args.interval * 100:.3f} % of a "
+                f"{args.interval:g} s interval; {memory / n:.0f} bytes/partition (window {args.window})"
+            )
 
 
 if __name__ == "__main__":

@@ -26,11 +26,24 @@ def snapshot(partitions: int, seq: int) -> Snapshot:
     parts = [i % 100 for i in range(partitions)]
     lag = lambda: rng.integers(0, 1000, partitions)  # noqa: E731
     view = GroupView(
-        kind="mirror", flow="ew", cluster="east", target="west", group="mirrorwatch-east-west",
-        ts_ms=int(time.time() * 1000), group_status=0, last_ok_ms=int(time.time() * 1000), topics=topics,
-        partitions=parts, committed_lag=lag(), read_lag=lag(), true_lag=lag(),
-        time_lag_s=rng.random(partitions) * 10, status=rng.integers(0, 2, partitions).astype(np.int8),
-        complete=1.0, topic_catch_up_s={t: math.inf for t in set(topics)})
+        kind="mirror",
+        flow="ew",
+        cluster="east",
+        target="west",
+        group="mirrorwatch-east-west",
+        ts_ms=int(time.time() * 1000),
+        group_status=0,
+        last_ok_ms=int(time.time() * 1000),
+        topics=topics,
+        partitions=parts,
+        committed_lag=lag(),
+        read_lag=lag(),
+        true_lag=lag(),
+        time_lag_s=rng.random(partitions) * 10,
+        status=rng.integers(0, 2, partitions).astype(np.int8),
+        complete=1.0,
+        topic_catch_up_s={t: math.inf for t in set(topics)},
+    )
     return Snapshot(view.ts_ms, [view], {"east": True, "west": True}, seq)
 
 
@@ -55,9 +68,15 @@ def measure(partitions: int) -> dict:
     for _ in range(100):
         cache.render()
     cached = (time.perf_counter() - start) / 100
-    print(f"{partitions} partitions: first scrape after a cycle {np.median(fresh) * 1000:.0f} ms, "
-          f"cached scrape {cached * 1e6:.0f} µs, body {len(body) / 1e6:.1f} MB")
-    return {"first_scrape_ms": float(np.median(fresh)) * 1000, "cached_scrape_us": cached * 1e6, "body_bytes": len(body)}
+    print(
+        f"{partitions} partitions: first scrape after a cycle {np.median(fresh) * 1000:.0f} ms, "
+        f"cached scrape {cached * 1e6:.0f} µs, body {len(body) / 1e6:.1f} MB"
+    )
+    return {
+        "first_scrape_ms": float(np.median(fresh)) * 1000,
+        "cached_scrape_us": cached * 1e6,
+        "body_bytes": len(body),
+    }
 
 
 if __name__ == "__main__":

@@ -31,9 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def git_commit() -> tuple[str | None, bool | None]:
     """(short commit, whether tracked files differ from it); (None, None) outside a git checkout."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=ROOT, capture_output=True, timeout=10).returncode != 0
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = (
+            subprocess.run(
+                ["git", "diff", "--quiet", "HEAD", "--"], cwd=ROOT, capture_output=True, timeout=10
+            ).returncode
+            != 0
+        )
         return commit, dirty
     except (OSError, subprocess.SubprocessError):
         return None, None
@@ -62,7 +68,7 @@ class BenchRun:
         self.load_start = os.getloadavg()[0]
         self.commit, self.dirty = git_commit()  # the code that runs is the code at the start
 
-    def __enter__(self) -> "BenchRun":
+    def __enter__(self) -> BenchRun:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -71,13 +77,23 @@ class BenchRun:
 
     def line(self, status: str = "ok", error: str | None = None) -> str:
         record = {
-            "bench": self.bench, "schema": SCHEMA, "status": status, "commit": self.commit, "dirty": self.dirty,
-            "timestamp": datetime.datetime.fromtimestamp(self.started, datetime.timezone.utc).isoformat(timespec="seconds"),
+            "bench": self.bench,
+            "schema": SCHEMA,
+            "status": status,
+            "commit": self.commit,
+            "dirty": self.dirty,
+            "timestamp": datetime.datetime.fromtimestamp(self.started, datetime.UTC).isoformat(timespec="seconds"),
             "elapsed_s": time.time() - self.started,
-            "machine": {"host": platform.node(), "arch": platform.machine(), "cores": os.cpu_count(),
-                        "python": platform.python_version(), "load_1m_start": self.load_start,
-                        "load_1m_end": os.getloadavg()[0]},
-            "params": self.params, "figures": self.figures,
+            "machine": {
+                "host": platform.node(),
+                "arch": platform.machine(),
+                "cores": os.cpu_count(),
+                "python": platform.python_version(),
+                "load_1m_start": self.load_start,
+                "load_1m_end": os.getloadavg()[0],
+            },
+            "params": self.params,
+            "figures": self.figures,
         }
         if error:
             record["error"] = error
@@ -122,8 +138,11 @@ def compare(old: dict, new: dict) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m bench.jsonline OLD NEW  (files holding bench JSON lines; the last line of each bench "
-              "in OLD is compared with the last of the same bench in NEW)", file=sys.stderr)
+        print(
+            "usage: python -m bench.jsonline OLD NEW  (files holding bench JSON lines; the last line of each bench "
+            "in OLD is compared with the last of the same bench in NEW)",
+            file=sys.stderr,
+        )
         return 2
     try:
         old, new = ({r["bench"]: r for r in read_lines(p)} for p in argv)
@@ -136,7 +155,9 @@ def main(argv: list[str]) -> int:
         return 1
     for bench in common:
         if old[bench].get("schema") != new[bench].get("schema"):
-            print(f"{bench}: schema {old[bench].get('schema')} vs {new[bench].get('schema')}; figures may differ in meaning")
+            print(
+                f"{bench}: schema {old[bench].get('schema')} vs {new[bench].get('schema')}; figures may differ in meaning"
+            )
         print("\n".join(compare(old[bench], new[bench])))
     return 0
 

@@ -55,18 +55,33 @@ def accuracy(cycles: int) -> dict:
                     create_topic(west, target_topic, parts)
                     produce_numbered(west, target_topic, 30 * parts, parts)
                     local = [30] * parts
-                cfg = {"clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
-                       "flows": {"ew": {"source": "east", "target": "west", "topics": [topic], "policy": policy,
-                                        "checkpoint_groups": [], "group": f"g-{topic}"}},
-                       "mirror": fast_mirror_settings(heartbeats=False, metrics_port=None),
-                       "monitor": {"interval_s": interval_s, "window": 3, "history": False}}
+                cfg = {
+                    "clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
+                    "flows": {
+                        "ew": {
+                            "source": "east",
+                            "target": "west",
+                            "topics": [topic],
+                            "policy": policy,
+                            "checkpoint_groups": [],
+                            "group": f"g-{topic}",
+                        }
+                    },
+                    "mirror": fast_mirror_settings(heartbeats=False, metrics_port=None),
+                    "monitor": {"interval_s": interval_s, "window": 3, "history": False},
+                }
                 sampler = Sampler(config_from_dict(cfg))
                 producer = RateProducer(east, topic, rate_, parts)
                 try:
                     with MirrorProcess(cfg, base / f"{topic}.yaml") as mirror:
                         produce_numbered(east, topic, parts, parts)
-                        wait_until(lambda: all(r["true_lag"] == 0 for r in sampler.sample().views[0].rows()), 90,
-                                   0.5, "caught up", alive=mirror)
+                        wait_until(
+                            lambda: all(r["true_lag"] == 0 for r in sampler.sample().views[0].rows()),
+                            90,
+                            0.5,
+                            "caught up",
+                            alive=mirror,
+                        )
                         latency = LatencyReader(west, target_topic, parts)
                         latency.start()
                         producer.start()
@@ -84,17 +99,25 @@ def accuracy(cycles: int) -> dict:
                 figures[f"{policy}_{rate_}_per_s"] = {
                     "true_lag_above_truth_p50_records": np.percentile(over, 50),
                     "true_lag_above_truth_p99_records": np.percentile(over, 99),
-                    "true_lag_above_truth_max_records": over.max(), "bound_records": rate_ / parts * interval_s,
-                    "samples_below_truth": under, "samples": len(over),
-                    "rpo_p50_ms": np.percentile(rpo, 50), "rpo_p99_ms": np.percentile(rpo, 99),
-                    "replication_latency_p50_ms": np.percentile(lat, 50), "replication_latency_p99_ms": np.percentile(lat, 99),
-                    "cycle_p50_ms": np.percentile(m.cycle_ms, 50)}
-                print(f"{policy:8s} {rate_:5d}/s  true lag above truth: p50 {np.percentile(over, 50):6.0f} "
-                      f"p99 {np.percentile(over, 99):6.0f} max {over.max():6.0f} records (bound "
-                      f"{rate_ / parts * interval_s:.0f}; below truth: {under} of {len(over)})  |  RPO p50 "
-                      f"{np.percentile(rpo, 50):5.0f} ms p99 {np.percentile(rpo, 99):5.0f} ms  |  replication latency "
-                      f"p50 {np.percentile(lat, 50):5.0f} ms p99 {np.percentile(lat, 99):5.0f} ms  |  cycle p50 "
-                      f"{np.percentile(m.cycle_ms, 50):4.0f} ms", flush=True)
+                    "true_lag_above_truth_max_records": over.max(),
+                    "bound_records": rate_ / parts * interval_s,
+                    "samples_below_truth": under,
+                    "samples": len(over),
+                    "rpo_p50_ms": np.percentile(rpo, 50),
+                    "rpo_p99_ms": np.percentile(rpo, 99),
+                    "replication_latency_p50_ms": np.percentile(lat, 50),
+                    "replication_latency_p99_ms": np.percentile(lat, 99),
+                    "cycle_p50_ms": np.percentile(m.cycle_ms, 50),
+                }
+                print(
+                    f"{policy:8s} {rate_:5d}/s  true lag above truth: p50 {np.percentile(over, 50):6.0f} "
+                    f"p99 {np.percentile(over, 99):6.0f} max {over.max():6.0f} records (bound "
+                    f"{rate_ / parts * interval_s:.0f}; below truth: {under} of {len(over)})  |  RPO p50 "
+                    f"{np.percentile(rpo, 50):5.0f} ms p99 {np.percentile(rpo, 99):5.0f} ms  |  replication latency "
+                    f"p50 {np.percentile(lat, 50):5.0f} ms p99 {np.percentile(lat, 99):5.0f} ms  |  cycle p50 "
+                    f"{np.percentile(m.cycle_ms, 50):4.0f} ms",
+                    flush=True,
+                )
     finally:
         clusters.stop()
     return figures
@@ -134,8 +157,10 @@ def pure_cycle_cost(partitions: int, rounds: int = 20) -> dict:
         produce = rate(source_end - 100, 0, source_end, 5000)
         catch_up_seconds(lags.true_lag, produce, produce, produce * 5)
         times.append((time.perf_counter() - t0) * 1000)
-    print(f"pure part of one cycle at {partitions:,} partitions: p50 {np.percentile(times, 50):.1f} ms, "
-          f"max {max(times):.1f} ms (arrays from dicts, estimate, lags, records lost, evaluator, forecast)")
+    print(
+        f"pure part of one cycle at {partitions:,} partitions: p50 {np.percentile(times, 50):.1f} ms, "
+        f"max {max(times):.1f} ms (arrays from dicts, estimate, lags, records lost, evaluator, forecast)"
+    )
     return {"partitions": partitions, "p50_ms": np.percentile(times, 50), "max_ms": max(times)}
 
 

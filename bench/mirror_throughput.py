@@ -28,8 +28,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000, help="100 B records per run (1 KB: half)")
     parser.add_argument("--repeat", type=int, default=2, help="passes over the variants, alternating")
-    parser.add_argument("--warm-up-records", type=int, default=400_000, help="records written and read on each "
-                        "cluster first (a cold broker JIT costs whichever phase runs first)")
+    parser.add_argument(
+        "--warm-up-records",
+        type=int,
+        default=400_000,
+        help="records written and read on each cluster first (a cold broker JIT costs whichever phase runs first)",
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}")
     with BenchRun("mirror_throughput", {**vars(args), "partitions": PARTITIONS, "variants": VARIANTS}) as run:
@@ -45,14 +49,16 @@ def main() -> None:
                     runs.append(one_run(east, west, target_broker, size, count, round_, variant, settings))
 
 
-def one_run(east: str, west: str, target_broker: int, size: int, count: int, round_: int, variant: str,
-            settings: dict) -> dict:
+def one_run(
+    east: str, west: str, target_broker: int, size: int, count: int, round_: int, variant: str, settings: dict
+) -> dict:
     topic = f"bench-{size}b-{variant.split('=')[0].replace('.', '-')}-{round_}"
     create_topic(east, topic, PARTITIONS)
     produced = produce_rate(east, topic, count, size, PARTITIONS)
     consumed = consume_rate(east, topic, count, PARTITIONS)
-    floor, floor_cpu = client_floor_rate(east, west, topic, count, PARTITIONS,
-                                         settings.get("producer", {}).get("linger.ms", 5))
+    floor, floor_cpu = client_floor_rate(
+        east, west, topic, count, PARTITIONS, settings.get("producer", {}).get("linger.ms", 5)
+    )
     broker_cpu = cpu_seconds(target_broker)
     proc = start_ours(east, west, topic, Path(tempfile.mkdtemp(prefix="mw-bench-mirror-")), **settings)
     try:
@@ -64,22 +70,35 @@ def one_run(east: str, west: str, target_broker: int, size: int, count: int, rou
     ceiling = min(produced, consumed)
     mb = size / 1e6
     figures = {
-        "record_bytes": size, "records": count, "variant": variant, "pass": round_ // len(VARIANTS) + 1,
-        "produce_only_records_per_s": produced, "consume_only_records_per_s": consumed,
-        "client_floor_records_per_s": floor, "mirror_records_per_s": mirrored, "mirror_mb_per_s": mirrored * mb,
-        "mirror_over_ceiling": mirrored / ceiling, "floor_over_ceiling": floor / ceiling, "mirror_over_floor": mirrored / floor,
-        "mirror_cpu_s_per_million": cpu_per_million, "target_broker_cpu_s_per_million": broker_per_million,
-        "client_floor_cpu_s_per_million": floor_cpu, "mirror_mb_per_s_per_core": mb_per_core_s(size, cpu_per_million),
+        "record_bytes": size,
+        "records": count,
+        "variant": variant,
+        "pass": round_ // len(VARIANTS) + 1,
+        "produce_only_records_per_s": produced,
+        "consume_only_records_per_s": consumed,
+        "client_floor_records_per_s": floor,
+        "mirror_records_per_s": mirrored,
+        "mirror_mb_per_s": mirrored * mb,
+        "mirror_over_ceiling": mirrored / ceiling,
+        "floor_over_ceiling": floor / ceiling,
+        "mirror_over_floor": mirrored / floor,
+        "mirror_cpu_s_per_million": cpu_per_million,
+        "target_broker_cpu_s_per_million": broker_per_million,
+        "client_floor_cpu_s_per_million": floor_cpu,
+        "mirror_mb_per_s_per_core": mb_per_core_s(size, cpu_per_million),
         "client_floor_mb_per_s_per_core": mb_per_core_s(size, floor_cpu),
     }
-    print(f"{size:>5} B x {count}, {variant}: produce-only {produced:,.0f}/s ({produced * mb:.1f} MB/s), "
-          f"consume-only {consumed:,.0f}/s ({consumed * mb:.1f} MB/s), "
-          f"client floor {floor:,.0f}/s, mirror {mirrored:,.0f}/s ({mirrored * mb:.1f} MB/s); "
-          f"mirror / min(produce, consume) = {mirrored / ceiling:.2f}, floor / min(produce, consume) = "
-          f"{floor / ceiling:.2f}, mirror / floor = {mirrored / floor:.2f}; CPU s per million records: "
-          f"mirror {cpu_per_million:.1f}, client floor {floor_cpu:.1f}, target broker {broker_per_million:.1f}; "
-          f"MB/s per core: mirror {figures['mirror_mb_per_s_per_core']:.1f}, "
-          f"client floor {figures['client_floor_mb_per_s_per_core']:.1f}", flush=True)
+    print(
+        f"{size:>5} B x {count}, {variant}: produce-only {produced:,.0f}/s ({produced * mb:.1f} MB/s), "
+        f"consume-only {consumed:,.0f}/s ({consumed * mb:.1f} MB/s), "
+        f"client floor {floor:,.0f}/s, mirror {mirrored:,.0f}/s ({mirrored * mb:.1f} MB/s); "
+        f"mirror / min(produce, consume) = {mirrored / ceiling:.2f}, floor / min(produce, consume) = "
+        f"{floor / ceiling:.2f}, mirror / floor = {mirrored / floor:.2f}; CPU s per million records: "
+        f"mirror {cpu_per_million:.1f}, client floor {floor_cpu:.1f}, target broker {broker_per_million:.1f}; "
+        f"MB/s per core: mirror {figures['mirror_mb_per_s_per_core']:.1f}, "
+        f"client floor {figures['client_floor_mb_per_s_per_core']:.1f}",
+        flush=True,
+    )
     return figures
 
 

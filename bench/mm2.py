@@ -74,24 +74,45 @@ def mb_per_core_s(record_bytes: int, cpu_s_per_million: float) -> float:
 
 def start_ours(east: str, west: str, topics: str, workdir: Path, **mirror) -> subprocess.Popen:
     """`mirror run` on its defaults (plus ``mirror`` settings), metrics and heartbeats off, topics refreshed every 2 s."""
-    config = {"clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
-              "flows": {"ew": {"source": "east", "target": "west", "topics": [topics], "group": f"ours-{topics}"}},
-              "mirror": {"metrics_port": None, "heartbeats": False, "checkpoint_interval_s": 3600, "refresh_interval_s": 2,
-                         **mirror}}
+    config = {
+        "clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
+        "flows": {"ew": {"source": "east", "target": "west", "topics": [topics], "group": f"ours-{topics}"}},
+        "mirror": {
+            "metrics_port": None,
+            "heartbeats": False,
+            "checkpoint_interval_s": 3600,
+            "refresh_interval_s": 2,
+            **mirror,
+        },
+    }
     path = workdir / "ours.yaml"
     path.write_text(yaml.safe_dump(config))
-    return subprocess.Popen([str(Path(sys.executable).parent / "mirror"), "run", "--config", str(path)],
-                            stdout=subprocess.DEVNULL, stderr=open(workdir / "ours.log", "w"))
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "mirror"), "run", "--config", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "ours.log", "w"),
+    )
 
 
 def start_mm2(east: str, west: str, topics: str, workdir: Path) -> subprocess.Popen:
-    props = mm2_properties({"east": east, "west": west}, "east", "west", topics, **{
-        "refresh.topics.interval.seconds": "2", "tasks.max": "2", "emit.heartbeats.enabled": "false",
-        "emit.checkpoints.enabled": "false"})
+    props = mm2_properties(
+        {"east": east, "west": west},
+        "east",
+        "west",
+        topics,
+        **{
+            "refresh.topics.interval.seconds": "2",
+            "tasks.max": "2",
+            "emit.heartbeats.enabled": "false",
+            "emit.checkpoints.enabled": "false",
+        },
+    )
     return LocalMirrorMaker2(workdir / f"mm2-{topics}", props, heap="-Xms512m -Xmx1g").start(die_with_parent=False).proc
 
 
-def throughput(west: str, proc: subprocess.Popen, target: str, count: int, timeout_s: float = 600) -> tuple[float, float]:
+def throughput(
+    west: str, proc: subprocess.Popen, target: str, count: int, timeout_s: float = 600
+) -> tuple[float, float]:
     """Records/s on the target from its first record until all ``count`` are there, and the engine's CPU seconds
     per million records over the same span (end offsets asked every 50 ms through one long-lived client)."""
     watcher = Consumer({"bootstrap.servers": west, "group.id": "bench-watch"})
@@ -109,7 +130,9 @@ def throughput(west: str, proc: subprocess.Popen, target: str, count: int, timeo
             if done and first is None:
                 first, first_count, cpu_first = now, done, cpu_seconds(proc.pid)
             if done >= count:
-                return (count - first_count) / (now - first), (cpu_seconds(proc.pid) - cpu_first) * 1e6 / max(1, count - first_count)
+                return (count - first_count) / (now - first), (cpu_seconds(proc.pid) - cpu_first) * 1e6 / max(
+                    1, count - first_count
+                )
             time.sleep(0.05)
     finally:
         watcher.close()
@@ -142,9 +165,18 @@ def latency(east: str, west: str, source_topic: str, target_topic: str, rate: in
     """p50/p99 milliseconds from source timestamp to arrival on the target, at a fixed produce rate. The writer is a
     separate process: at 50k/s a writer thread would hold this process's GIL while the reader waits to stamp
     arrivals, and that wait would count as replication latency."""
-    consumer = Consumer({"bootstrap.servers": west, "group.id": "bench-latency", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(target_topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+    consumer = Consumer(
+        {
+            "bootstrap.servers": west,
+            "group.id": "bench-latency",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 5,
+            "fetch.min.bytes": 1,
+        }
+    )
+    ends = {
+        p: consumer.get_watermark_offsets(TopicPartition(target_topic, p), timeout=10)[1] for p in range(PARTITIONS)
+    }
     consumer.assign([TopicPartition(target_topic, p, o) for p, o in ends.items()])
     samples: list[float] = []
     stop = threading.Event()
@@ -178,8 +210,13 @@ def latency(east: str, west: str, source_topic: str, target_topic: str, rate: in
         raise RuntimeError(f"the latency writer exited with {writer.exitcode}")
     samples.sort()
     # records_seen < records_sent means the slowest were cut off by the wait above: the percentiles are then low
-    figures = {"records_sent": total, "records_seen": len(samples), "written_per_s": total / elapsed_s.value,
-               "p50_ms": float("nan"), "p99_ms": float("nan")}
+    figures = {
+        "records_sent": total,
+        "records_seen": len(samples),
+        "written_per_s": total / elapsed_s.value,
+        "p50_ms": float("nan"),
+        "p99_ms": float("nan"),
+    }
     if samples:
         figures["p50_ms"] = samples[len(samples) // 2] * 1000
         figures["p99_ms"] = samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000
@@ -222,25 +259,38 @@ def throughput_part(east: str, west: str, workdir: Path, records: int, order: tu
             finally:
                 proc.terminate()
                 proc.wait(60)
-            runs.append({"engine": engine, "records_per_s": rate, "cpu_s_per_million": cpu,
-                         "mb_per_s_per_core": mb_per_core_s(size, cpu)})
+            runs.append(
+                {
+                    "engine": engine,
+                    "records_per_s": rate,
+                    "cpu_s_per_million": cpu,
+                    "mb_per_s_per_core": mb_per_core_s(size, cpu),
+                }
+            )
         summary: dict = {"records": count}
         for engine in ("ours", "mm2"):
             mine = [r for r in runs if r["engine"] == engine]
             rate, cpu = mean(r["records_per_s"] for r in mine), mean(r["cpu_s_per_million"] for r in mine)
-            summary[engine] = {"records_per_s": rate, "mb_per_s": rate * size / 1e6, "cpu_s_per_million": cpu,
-                               "mb_per_s_per_core": mb_per_core_s(size, cpu)}
+            summary[engine] = {
+                "records_per_s": rate,
+                "mb_per_s": rate * size / 1e6,
+                "cpu_s_per_million": cpu,
+                "mb_per_s_per_core": mb_per_core_s(size, cpu),
+            }
         ours, mm2 = summary["ours"], summary["mm2"]
         summary["ours_over_mm2_records_per_s"] = ours["records_per_s"] / mm2["records_per_s"]
         summary["ours_over_mm2_mb_per_s_per_core"] = ours["mb_per_s_per_core"] / mm2["mb_per_s_per_core"]
         summary["runs"] = runs
         figures[f"{size}_bytes"] = summary
         shown = ", ".join(f"{r['engine']} {r['records_per_s']:,.0f}" for r in runs)
-        print(f"{size:>5} B x {count}: ours {ours['records_per_s']:,.0f}/s ({ours['mb_per_s']:.1f} MB/s, "
-              f"{ours['cpu_s_per_million']:.1f} CPU s/M, {ours['mb_per_s_per_core']:.1f} MB/s per core), "
-              f"MM2 {mm2['records_per_s']:,.0f}/s ({mm2['mb_per_s']:.1f} MB/s, {mm2['cpu_s_per_million']:.1f} CPU s/M, "
-              f"{mm2['mb_per_s_per_core']:.1f} MB/s per core); ours / MM2 = {summary['ours_over_mm2_records_per_s']:.2f} "
-              f"(records/s), {summary['ours_over_mm2_mb_per_s_per_core']:.2f} (MB/s per core) (runs: {shown})", flush=True)
+        print(
+            f"{size:>5} B x {count}: ours {ours['records_per_s']:,.0f}/s ({ours['mb_per_s']:.1f} MB/s, "
+            f"{ours['cpu_s_per_million']:.1f} CPU s/M, {ours['mb_per_s_per_core']:.1f} MB/s per core), "
+            f"MM2 {mm2['records_per_s']:,.0f}/s ({mm2['mb_per_s']:.1f} MB/s, {mm2['cpu_s_per_million']:.1f} CPU s/M, "
+            f"{mm2['mb_per_s_per_core']:.1f} MB/s per core); ours / MM2 = {summary['ours_over_mm2_records_per_s']:.2f} "
+            f"(records/s), {summary['ours_over_mm2_mb_per_s_per_core']:.2f} (MB/s per core) (runs: {shown})",
+            flush=True,
+        )
     return figures
 
 
@@ -258,10 +308,12 @@ def latency_part(east: str, west: str, workdir: Path, rates: list[int], seconds:
                 latency(east, west, topic, f"east.{topic}", rate, 3)  # settle: first fetches, JIT, batch sizes
                 result = {"engine": engine, **latency(east, west, topic, f"east.{topic}", rate, seconds)}
                 runs[rate].append(result)
-                print(f"latency at {rate}/s, {engine} (run {i + 1} of {len(order)}): p50 {result['p50_ms']:.1f} ms, "
-                      f"p99 {result['p99_ms']:.1f} ms ({result['records_seen']:,} of {result['records_sent']:,} seen, written at "
-                      f"{result['written_per_s']:,.0f}/s)",
-                      flush=True)
+                print(
+                    f"latency at {rate}/s, {engine} (run {i + 1} of {len(order)}): p50 {result['p50_ms']:.1f} ms, "
+                    f"p99 {result['p99_ms']:.1f} ms ({result['records_seen']:,} of {result['records_sent']:,} seen, written at "
+                    f"{result['written_per_s']:,.0f}/s)",
+                    flush=True,
+                )
         finally:
             proc.terminate()
             proc.wait(60)
@@ -276,9 +328,12 @@ def latency_part(east: str, west: str, workdir: Path, rates: list[int], seconds:
         summary["ours_over_mm2_p99"] = ours["p99_ms"] / mm2["p99_ms"]
         summary["runs"] = runs[rate]
         figures[f"{rate}_per_s"] = summary
-        print(f"latency at {rate}/s, mean of {len(order) // 2} runs each: ours p50 {ours['p50_ms']:.1f} ms, "
-              f"p99 {ours['p99_ms']:.1f} ms; MM2 p50 {mm2['p50_ms']:.1f} ms, p99 {mm2['p99_ms']:.1f} ms; ours / MM2 = "
-              f"{summary['ours_over_mm2_p50']:.2f} (p50), {summary['ours_over_mm2_p99']:.2f} (p99)", flush=True)
+        print(
+            f"latency at {rate}/s, mean of {len(order) // 2} runs each: ours p50 {ours['p50_ms']:.1f} ms, "
+            f"p99 {ours['p99_ms']:.1f} ms; MM2 p50 {mm2['p50_ms']:.1f} ms, p99 {mm2['p99_ms']:.1f} ms; ours / MM2 = "
+            f"{summary['ours_over_mm2_p50']:.2f} (p50), {summary['ours_over_mm2_p99']:.2f} (p99)",
+            flush=True,
+        )
     return figures
 
 
@@ -287,8 +342,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=600_000, help="100 B records per throughput run (1 KB: half)")
     parser.add_argument("--rates", default="5000,50000", help="latency: records/s, comma-separated")
     parser.add_argument("--latency-seconds", type=float, default=20, help="latency: seconds measured per rate and run")
-    parser.add_argument("--warm-up-records", type=int, default=400_000, help="records written and read on each "
-                        "cluster first (a cold broker JIT costs whichever phase runs first)")
+    parser.add_argument(
+        "--warm-up-records",
+        type=int,
+        default=400_000,
+        help="records written and read on each cluster first (a cold broker JIT costs whichever phase runs first)",
+    )
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()

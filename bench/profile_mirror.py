@@ -38,8 +38,11 @@ def summarize(raw: Path, top: int = 12) -> dict:
         if "mirrorwatch/mirror" in frame:
             print(f"  {100 * n / total:5.1f}%  {frame}")
             engine[frame] = 100 * n / total
-    return {"samples": total, "self_pct": {frame: 100 * n / total for frame, n in own.most_common(top)},
-            "inclusive_engine_pct": engine}
+    return {
+        "samples": total,
+        "self_pct": {frame: 100 * n / total for frame, n in own.most_common(top)},
+        "inclusive_engine_pct": engine,
+    }
 
 
 def main() -> None:
@@ -49,8 +52,11 @@ def main() -> None:
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
-        parser.exit(2, "bench.profile_mirror: py-spy is not installed; install the bench extra: "
-                       ".venv/bin/pip install -e '.[bench]'\n")
+        parser.exit(
+            2,
+            "bench.profile_mirror: py-spy is not installed; install the bench extra: "
+            ".venv/bin/pip install -e '.[bench]'\n",
+        )
     workdir = Path(tempfile.mkdtemp(prefix="mw-profile-"))
     with BenchRun("profile_mirror", vars(args)) as run:
         with fresh_clusters() as clusters:
@@ -61,12 +67,30 @@ def main() -> None:
             raw = workdir / "profile.txt"
             recorder = None
             try:
-                recorder = subprocess.Popen([spy, "record", "-p", str(engine.pid), "-o", str(raw), "-f", "raw", "-r",
-                                             "200", "-d", str(args.seconds), "--nonblocking"], stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL)
+                recorder = subprocess.Popen(
+                    [
+                        spy,
+                        "record",
+                        "-p",
+                        str(engine.pid),
+                        "-o",
+                        str(raw),
+                        "-f",
+                        "raw",
+                        "-r",
+                        "200",
+                        "-d",
+                        str(args.seconds),
+                        "--nonblocking",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 rate, cpu = throughput(west, engine, "east.profile", args.records)
                 print(f"mirror {rate:,.0f} records/s, {cpu:.1f} CPU s per million (under the profiler)")
-                run.figures.update({"records_per_s": rate, "cpu_s_per_million": cpu, "mb_per_s_per_core": mb_per_core_s(100, cpu)})
+                run.figures.update(
+                    {"records_per_s": rate, "cpu_s_per_million": cpu, "mb_per_s_per_core": mb_per_core_s(100, cpu)}
+                )
                 recorder.wait(args.seconds + 30)
             finally:
                 if recorder is not None and recorder.poll() is None:

@@ -58,8 +58,16 @@ class Producing(threading.Thread):
     def __init__(self, bootstrap: str, total: int, rate: int, topic: str = TOPIC):
         super().__init__(name="soak-producer", daemon=True)
         self.topic = topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 10, "message.timeout.ms": 300_000, "queue.buffering.max.messages": 1_000_000})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 10,
+                "message.timeout.ms": 300_000,
+                "queue.buffering.max.messages": 1_000_000,
+            }
+        )
         self.total, self.rate, self.sent, self.failed = total, rate, 0, 0
 
     def run(self) -> None:
@@ -69,7 +77,9 @@ class Producing(threading.Thread):
             k = i % KEYS
             while True:
                 try:
-                    self.producer.produce(self.topic, f"{seq[k]}".encode(), f"key-{k}".encode(), on_delivery=self._delivered)
+                    self.producer.produce(
+                        self.topic, f"{seq[k]}".encode(), f"key-{k}".encode(), on_delivery=self._delivered
+                    )
                     break
                 except BufferError:
                     self.producer.poll(0.05)
@@ -129,8 +139,9 @@ def _die_with_soak() -> None:
 
 
 def _start(name: str, argv: list[str], logs: Path) -> subprocess.Popen:
-    return subprocess.Popen(argv, stdout=open(logs / f"{name}.log", "ab"), stderr=subprocess.STDOUT,
-                            preexec_fn=_die_with_soak)
+    return subprocess.Popen(
+        argv, stdout=open(logs / f"{name}.log", "ab"), stderr=subprocess.STDOUT, preexec_fn=_die_with_soak
+    )
 
 
 def _committed_and_end(source: str) -> tuple[dict[int, int], dict[int, int]]:
@@ -140,7 +151,10 @@ def _committed_and_end(source: str) -> tuple[dict[int, int], dict[int, int]]:
         for attempt in range(30):  # the coordinator moves while a cluster restarts: retry what is retriable
             try:
                 committed = {tp.partition: max(0, tp.offset) for tp in consumer.committed(tps, timeout=30)}
-                ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in range(PARTITIONS)}
+                ends = {
+                    p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
+                    for p in range(PARTITIONS)
+                }
                 return committed, ends
             except KafkaException as exc:
                 if not exc.args[0].retriable() and exc.args[0].code() != KafkaError.NOT_COORDINATOR or attempt == 29:
@@ -173,7 +187,7 @@ def check(source_records, target_records, windows) -> tuple[int, int, int, int]:
     source_offset = {(key, value): (p, off) for p, recs in source_records.items() for off, key, value in recs}
     seen: dict[tuple[bytes, bytes], int] = defaultdict(int)
     order_violations, last_first = 0, {}
-    for p, recs in target_records.items():
+    for recs in target_records.values():
         for _, key, value in recs:
             seen[(key, value)] += 1
             if seen[(key, value)] == 1:  # order of first occurrences per key
@@ -206,24 +220,47 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
         config = {
             "clusters": {"east": {"bootstrap.servers": east.bootstrap}, "west": {"bootstrap.servers": west.bootstrap}},
             "flows": {"soak": {"source": "east", "target": "west", "topics": [TOPIC], "group": GROUP}},
-            "mirror": {"commit_interval_s": 1, "refresh_interval_s": 2, "metrics_port": None, "checkpoint_interval_s": 5},
-            "canary": {"interval_s": 1, "warn_latency_s": 3, "crit_latency_s": 6, "heartbeat_max_age_s": 10,
-                       "metrics_port": ports["canary"]},
-            "monitor": {"interval_s": 1, "window": 5, "history": False, "metrics_port": None, "http_port": ports["api"]},
+            "mirror": {
+                "commit_interval_s": 1,
+                "refresh_interval_s": 2,
+                "metrics_port": None,
+                "checkpoint_interval_s": 5,
+            },
+            "canary": {
+                "interval_s": 1,
+                "warn_latency_s": 3,
+                "crit_latency_s": 6,
+                "heartbeat_max_age_s": 10,
+                "metrics_port": ports["canary"],
+            },
+            "monitor": {
+                "interval_s": 1,
+                "window": 5,
+                "history": False,
+                "metrics_port": None,
+                "http_port": ports["api"],
+            },
         }
         path = workdir / "soak.yaml"
         path.write_text(yaml.safe_dump(config))
         mirror = _start("mirror", [str(BIN / "mirror"), "run", "--config", str(path)], logs)
-        services = [_start("monitor", [str(BIN / "monitor"), "run", "--config", str(path)], logs),
-                    _start("canary", [str(BIN / "canary"), "run", "--config", str(path)], logs)]
+        services = [
+            _start("monitor", [str(BIN / "monitor"), "run", "--config", str(path)], logs),
+            _start("canary", [str(BIN / "canary"), "run", "--config", str(path)], logs),
+        ]
         observer = Observer(f"http://127.0.0.1:{ports['api']}", f"http://127.0.0.1:{ports['canary']}/metrics")
         observer.start()
         producing = Producing(east.bootstrap, records, rate)
         producing.start()
         windows = []
         # faults at fractions of the produced records; each waits for its turn, breaks, repairs
-        plan = [(0.15, "kill mirror"), (0.30, "kill mirror"), (0.45, "kill mirror"),
-                (0.60, "restart target"), (0.75, "restart source")]
+        plan = [
+            (0.15, "kill mirror"),
+            (0.30, "kill mirror"),
+            (0.45, "kill mirror"),
+            (0.60, "restart target"),
+            (0.75, "restart source"),
+        ]
         for fraction, fault in plan:
             while producing.sent < fraction * records and producing.is_alive():
                 time.sleep(0.2)
@@ -242,7 +279,9 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
                 cluster.stop()
                 time.sleep(3)
                 cluster.start()
-            report.faults.append({"fault": fault, "at_record": producing.sent, "start": t0, "repaired": time.monotonic()})
+            report.faults.append(
+                {"fault": fault, "at_record": producing.sent, "start": t0, "repaired": time.monotonic()}
+            )
             log(f"soak: {fault} at record {producing.sent}")
         producing.join()
         deadline = time.monotonic() + 600
@@ -270,10 +309,13 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
                 proc.kill()
         source_records, target_records = _read(east.bootstrap, TOPIC), _read(west.bootstrap, f"east.{TOPIC}")
     report.lost, report.duplicates, report.duplicates_outside_windows, report.order_violations = check(
-        source_records, target_records, windows)
+        source_records, target_records, windows
+    )
     produced = sum(len(v) for v in source_records.values())
     if produced < records:
-        log(f"soak: note: {records - produced} records were not acknowledged by the source (producer: {producing.failed} failed)")
+        log(
+            f"soak: note: {records - produced} records were not acknowledged by the source (producer: {producing.failed} failed)"
+        )
     for i, fault in enumerate(report.faults):
         end = report.faults[i + 1]["start"] if i + 1 < len(report.faults) else time.monotonic()
         during = observer.between(fault["start"], end)
@@ -295,14 +337,23 @@ def main() -> None:
     with BenchRun("soak", vars(args)) as run:
         report = run_soak(args.records, args.rate)
         print(json.dumps(report.__dict__, indent=2))
-        run.figures.update({"passed": report.ok(), "records": report.records, "lost_records": report.lost,
-                            "duplicate_records": report.duplicates,
-                            "duplicates_outside_windows_records": report.duplicates_outside_windows,
-                            "order_violations": report.order_violations, "seconds": report.seconds,
-                            "faults": report.faults})
-        print(f"soak {'PASSED' if report.ok() else 'FAILED'}: {report.records} records, lost {report.lost}, "
-              f"duplicates {report.duplicates} ({report.duplicates_outside_windows} outside in-flight windows), "
-              f"order violations {report.order_violations}, {report.seconds:.0f} s")
+        run.figures.update(
+            {
+                "passed": report.ok(),
+                "records": report.records,
+                "lost_records": report.lost,
+                "duplicate_records": report.duplicates,
+                "duplicates_outside_windows_records": report.duplicates_outside_windows,
+                "order_violations": report.order_violations,
+                "seconds": report.seconds,
+                "faults": report.faults,
+            }
+        )
+        print(
+            f"soak {'PASSED' if report.ok() else 'FAILED'}: {report.records} records, lost {report.lost}, "
+            f"duplicates {report.duplicates} ({report.duplicates_outside_windows} outside in-flight windows), "
+            f"order violations {report.order_violations}, {report.seconds:.0f} s"
+        )
     sys.exit(0 if report.ok() else 1)
 
 

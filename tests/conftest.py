@@ -38,10 +38,26 @@ class TestCluster:
 # session fixture run on the same worker, so there is one SASL_SSL pair and one Spark JVM per run; and the longest
 # groups start first, so that no worker is left with a long tail. Each worker has its own plain Kafka pair.
 SHARED_FIXTURE_GROUPS = {"sasl_pair": "sasl", "spark": "spark", "spark_cluster": "spark"}
-LONGEST_FIRST = ["spark", "test_mm2", "sasl", "test_outages", "test_dashboard_live", "test_canary_service",
-                 "test_localkafka", "test_drill", "test_soak", "test_canary_check", "test_lag_accuracy",
-                 "test_monitor_service", "test_mirror_behaviour", "test_mirror_failover", "test_mirror_faults",
-                 "test_grafana_real_exporters", "test_monitor_engine", "test_monitor_kafka"]
+LONGEST_FIRST = [
+    "spark",
+    "test_mm2",
+    "sasl",
+    "test_outages",
+    "test_dashboard_live",
+    "test_canary_service",
+    "test_localkafka",
+    "test_drill",
+    "test_soak",
+    "test_canary_check",
+    "test_lag_accuracy",
+    "test_monitor_service",
+    "test_mirror_behaviour",
+    "test_mirror_failover",
+    "test_mirror_faults",
+    "test_grafana_real_exporters",
+    "test_monitor_engine",
+    "test_monitor_kafka",
+]
 
 
 def _xdist_groups(items) -> dict[str, str]:
@@ -66,6 +82,7 @@ def pytest_collection_modifyitems(items):
     def rank(item) -> int:
         group = groups[item.module.__name__.rsplit(".", 1)[-1]]
         return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+
     items.sort(key=rank)  # stable: collection order within a group and among the rest
 
 

@@ -16,14 +16,17 @@ from bench.jsonline import BenchRun, clean, compare, flatten, main, read_lines
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-@pytest.mark.parametrize("value, expected", [
-    (1.23456789, 1.23457),
-    (float("nan"), None),
-    (math.inf, None),
-    ({"a": (1, float("-inf"))}, {"a": [1, None]}),
-    ({3: "x"}, {"3": "x"}),
-    (True, True),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (1.23456789, 1.23457),
+        (float("nan"), None),
+        (math.inf, None),
+        ({"a": (1, float("-inf"))}, {"a": [1, None]}),
+        ({3: "x"}, {"3": "x"}),
+        (True, True),
+    ],
+)
 def test_clean(value, expected):
     assert clean(value) == expected
 

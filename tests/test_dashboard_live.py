@@ -355,8 +355,9 @@ def wait_for_charts(page, stack, count: int, what: str, timeout_s: float = 90) -
         (ARTIFACTS / "charts-timeout.txt").write_text(page_text(page) or "")
         drawn = charts_drawn(page)
         embeds = page.evaluate("document.querySelectorAll('.vega-embed').length")
-        raise AssertionError(f"{exc}: {drawn} drawn of {embeds} chart elements (screenshot and text in "
-                             f"{ARTIFACTS})") from None
+        raise AssertionError(
+            f"{exc}: {drawn} drawn of {embeds} chart elements (screenshot and text in {ARTIFACTS})"
+        ) from None
 
 
 def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):

@@ -26,8 +26,9 @@ BIN = Path(sys.executable).parent
 
 
 def doctor(path: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "mirrorwatch"), "doctor", "--config", str(path), *extra],
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [str(BIN / "mirrorwatch"), "doctor", "--config", str(path), *extra], capture_output=True, text=True, timeout=180
+    )
 
 
 def rows_of(proc) -> list[dict]:
@@ -38,7 +39,9 @@ def row_line(row: dict) -> str:
     return " | ".join((row["check"], row["status"], row["detail"], row["fix"]))
 
 
-def test_plaintext_pair_partition_mismatch_is_a_warning_and_skew_is_measured(source, target, mirror_config, write_config):
+def test_plaintext_pair_partition_mismatch_is_a_warning_and_skew_is_measured(
+    source, target, mirror_config, write_config
+):
     tag = uuid.uuid4().hex[:6]
     topic, canary = f"doc-{tag}", f"canary-{tag}"
     create_topic(source.bootstrap, topic, 3)
@@ -112,8 +115,14 @@ def test_sasl_pair_names_missing_write_and_group_read(sasl_pair, tmp_path):
     cfg["canary"] = {"topic": canary, "metrics_port": None}
     config = config_from_dict(cfg)
     needs = [n for n in all_needs(config, None) if n.required]
-    withheld = [n for n in needs if n.operation == "WRITE" and n.name in (f"{alias}.", canary)
-                or n.operation == "READ" and n.resource_type == "group"]
+    withheld = [
+        n
+        for n in needs
+        if n.operation == "WRITE"
+        and n.name in (f"{alias}.", canary)
+        or n.operation == "READ"
+        and n.resource_type == "group"
+    ]
     assert len(withheld) == 3, withheld
     sasl_pair.grant([n for n in needs if n not in withheld])
     east, west = sasl_pair.east.client_config(), sasl_pair.west.client_config()
@@ -133,8 +142,11 @@ def test_sasl_pair_names_missing_write_and_group_read(sasl_pair, tmp_path):
     for case in expected:
         assert any(message_pattern(case["message"]).fullmatch(line) for line in missing), (case["message"], missing)
     writes = {r["check"]: r["status"] for r in rows if r["check"].startswith("ACL WRITE")}
-    assert writes == {f"ACL WRITE topic {heartbeats} (mirror)": "OK", f"ACL WRITE topic {alias}.* (prefixed) (mirror)": "MISSING",
-                      f"ACL WRITE topic {offset_syncs_topic(alias)} (mirror)": "OK",
-                      f"ACL WRITE topic {canary} (canary)": "MISSING"}, writes
+    assert writes == {
+        f"ACL WRITE topic {heartbeats} (mirror)": "OK",
+        f"ACL WRITE topic {alias}.* (prefixed) (mirror)": "MISSING",
+        f"ACL WRITE topic {offset_syncs_topic(alias)} (mirror)": "OK",
+        f"ACL WRITE topic {canary} (canary)": "MISSING",
+    }, writes
     reads = {r["check"]: r["status"] for r in rows if r["check"].startswith(f"ACL READ topic {topic} ")}
     assert list(reads.values()) == ["OK"], reads

@@ -20,8 +20,11 @@ from .error_cases import BASE, CASES, render
 from .support.mirror_harness import BIN
 
 ROOT = Path(__file__).resolve().parents[1]
-PORT_SETTINGS = {"mirror": "mirror: {metrics_port: %d}\n", "monitor": "monitor: {metrics_port: %d, http_port: null}\n",
-                 "canary": "canary: {metrics_port: %d}\n"}
+PORT_SETTINGS = {
+    "mirror": "mirror: {metrics_port: %d}\n",
+    "monitor": "monitor: {metrics_port: %d, http_port: null}\n",
+    "canary": "canary: {metrics_port: %d}\n",
+}
 
 
 def pattern(message: str) -> re.Pattern:
@@ -46,15 +49,20 @@ def run_case(case: dict, folder: Path) -> tuple[subprocess.CompletedProcess, str
         return run_in_process(argv, folder), expected
     env = {k: v for k, v in os.environ.items() if not k.startswith("MIRRORWATCH__")}
     try:
-        return subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=folder, capture_output=True, text=True,
-                              timeout=90, env=env), expected
+        return subprocess.run(
+            [str(BIN / argv[0]), *argv[1:]], cwd=folder, capture_output=True, text=True, timeout=90, env=env
+        ), expected
     finally:
         if holder is not None:
             holder.close()
 
 
-ENTRY_POINTS = {"mirror": "mirrorwatch.mirror.cli:main", "canary": "mirrorwatch.canary.cli:main",
-                "monitor": "mirrorwatch.entrypoints:monitor_main", "mirrorwatch": "mirrorwatch.doctor.cli:main"}
+ENTRY_POINTS = {
+    "mirror": "mirrorwatch.mirror.cli:main",
+    "canary": "mirrorwatch.canary.cli:main",
+    "monitor": "mirrorwatch.entrypoints:monitor_main",
+    "mirrorwatch": "mirrorwatch.doctor.cli:main",
+}
 
 
 def needs_process(case: dict) -> bool:
@@ -121,5 +129,6 @@ def test_at_least_30_cases():
 
 
 def test_errors_page_is_current():
-    assert (ROOT / "docs" / "errors.md").read_text() == render(), \
+    assert (ROOT / "docs" / "errors.md").read_text() == render(), (
         "regenerate: .venv/bin/python -m tests.error_cases > docs/errors.md"
+    )

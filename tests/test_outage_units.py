@@ -25,13 +25,23 @@ def transport() -> KafkaException:
     return KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"))
 
 
-@pytest.mark.parametrize("failures, final, started, renewed", [
-    ([], None, True, 0),                                                   # first attempt works
-    ([transport()], None, True, 1),                                        # one transient failure: new clients, retry
-    ([transport(), TimeoutError()], None, True, 2),                        # each transient failure renews
-    ([KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))], KafkaException, False, 0),  # never waited out
-])
-def test_start_when_reachable_retries_transient_failures_with_new_clients(monkeypatch, failures, final, started, renewed):
+@pytest.mark.parametrize(
+    "failures, final, started, renewed",
+    [
+        ([], None, True, 0),  # first attempt works
+        ([transport()], None, True, 1),  # one transient failure: new clients, retry
+        ([transport(), TimeoutError()], None, True, 2),  # each transient failure renews
+        (
+            [KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))],
+            KafkaException,
+            False,
+            0,
+        ),  # never waited out
+    ],
+)
+def test_start_when_reachable_retries_transient_failures_with_new_clients(
+    monkeypatch, failures, final, started, renewed
+):
     monkeypatch.setattr(outage, "BACKOFF_S", (0.0,))
     pending = list(failures)
     renewals = []
@@ -42,7 +52,10 @@ def test_start_when_reachable_retries_transient_failures_with_new_clients(monkey
 
     stopping = threading.Event()
     if final is None:
-        assert outage.start_when_reachable(start, AnsweringWatch(), stopping, renew_clients=lambda: renewals.append(1)) is started
+        assert (
+            outage.start_when_reachable(start, AnsweringWatch(), stopping, renew_clients=lambda: renewals.append(1))
+            is started
+        )
     else:
         with pytest.raises(final):
             outage.start_when_reachable(start, AnsweringWatch(), stopping, renew_clients=lambda: renewals.append(1))

@@ -55,7 +55,13 @@ def test_mirror_as_least_privilege_principal(sasl_pair, tmp_path):
     sasl_pair.grant(needs)
     east, west = sasl_pair.east, sasl_pair.west
     create_topic(east.bootstrap, topic, 3, auth=admin_auth(east))
-    produce_numbered(east.bootstrap, topic, 300, partitions=3, **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"})
+    produce_numbered(
+        east.bootstrap,
+        topic,
+        300,
+        partitions=3,
+        **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"},
+    )
     with MirrorProcess(cfg, tmp_path / "m.yaml") as mirror:
         records = read_all(west.bootstrap, f"{alias}.{topic}", timeout_s=60, expect=300, auth=admin_auth(west))
         assert mirror.running(), mirror.log_text()[-2000:]
@@ -64,17 +70,23 @@ def test_mirror_as_least_privilege_principal(sasl_pair, tmp_path):
 
 
 def _template_needs() -> list:
-    cfg = {"clusters": {"eTAG": {"bootstrap.servers": "x:1"}, "west": {"bootstrap.servers": "x:2"}},
-           "flows": {"f": {"source": "eTAG", "target": "west", "topics": ["orders-TAG"]}},
-           "mirror": {"heartbeats_topic": "hb-TAG"}, "canary": {"topic": "canary-TAG"}}
+    cfg = {
+        "clusters": {"eTAG": {"bootstrap.servers": "x:1"}, "west": {"bootstrap.servers": "x:2"}},
+        "flows": {"f": {"source": "eTAG", "target": "west", "topics": ["orders-TAG"]}},
+        "mirror": {"heartbeats_topic": "hb-TAG"},
+        "canary": {"topic": "canary-TAG"},
+    }
     return [n for n in mirror_needs(config_from_dict(cfg), None) if n.required]
 
 
 REQUIRED = _template_needs()
 
 
-@pytest.mark.parametrize("index", range(len(REQUIRED)),
-                         ids=[f"{n.role}-{n.operation}-{n.resource_type}-{n.name.replace('TAG', '')}" for n in REQUIRED])
+@pytest.mark.parametrize(
+    "index",
+    range(len(REQUIRED)),
+    ids=[f"{n.role}-{n.operation}-{n.resource_type}-{n.name.replace('TAG', '')}" for n in REQUIRED],
+)
 def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
     cfg, alias, topic = flow_setup(sasl_pair, tmp_path)
     needs = [n for n in mirror_needs(config_from_dict(cfg), None) if n.required]
@@ -84,8 +96,13 @@ def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
     east = sasl_pair.east
     create_topic(east.bootstrap, topic, 2, auth=admin_auth(east))
     create_topic(east.bootstrap, cfg["canary"]["topic"], 1, auth=admin_auth(east))
-    produce_numbered(east.bootstrap, topic, 20, partitions=2,
-                     **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"})
+    produce_numbered(
+        east.bootstrap,
+        topic,
+        20,
+        partitions=2,
+        **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"},
+    )
     mirror = MirrorProcess(cfg, tmp_path / "m.yaml").start()
     try:
         code = mirror.wait(120)  # generous: seconds normally, but brokers share two cores with other suites
@@ -95,7 +112,6 @@ def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
     case = missing_acl_cases(config_from_dict(cfg))[index]  # its row in docs/errors.md, for this test's names
     assert case["need"] == withheld
     assert code == case["exit"] and message_pattern(case["message"]).fullmatch(lines[-1]), "\n".join(lines[-8:])
-
 
 
 # ---------------------------------------------------------------- credentials and TLS: one line each
@@ -124,9 +140,10 @@ def test_credentials_and_tls_failures_are_one_line(sasl_pair, tmp_path, case):
     proc = subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, timeout=120)
     output = (proc.stdout + proc.stderr).strip()
     if case["tool"] in ("monitor", "mirror"):  # the reason is the last line: `mirror run` logs (it is a service), and
-        output = output.splitlines()[-1]   # `monitor lag` may draw its table first
-    assert proc.returncode == case["exit"] and message_pattern(case["message"]).fullmatch(output), \
+        output = output.splitlines()[-1]  # `monitor lag` may draw its table first
+    assert proc.returncode == case["exit"] and message_pattern(case["message"]).fullmatch(output), (
         f"exit {proc.returncode}:\n{output}"
+    )
     assert MIRROR_PASSWORD not in proc.stdout + proc.stderr and "not-the-password" not in proc.stdout + proc.stderr
 
 
@@ -147,13 +164,23 @@ def test_tools_on_sasl_pair_and_no_secret_anywhere(sasl_pair, tmp_path):
     cfg, alias, topic = flow_setup(sasl_pair, tmp_path)
     cfg["canary"].update({"crit_latency_s": 20, "warn_latency_s": 10})
     monitor_http, monitor_metrics = _free_port(), _free_port()
-    cfg["monitor"] = {"interval_s": 1, "http_port": monitor_http, "metrics_port": monitor_metrics,
-                      "history_dir": str(tmp_path / "history")}
+    cfg["monitor"] = {
+        "interval_s": 1,
+        "http_port": monitor_http,
+        "metrics_port": monitor_metrics,
+        "history_dir": str(tmp_path / "history"),
+    }
     config = config_from_dict(cfg)
     sasl_pair.grant([n for n in all_needs(config, None) if n.required])
     east, west = sasl_pair.east, sasl_pair.west
     create_topic(east.bootstrap, topic, 2, auth=admin_auth(east))
-    produce_numbered(east.bootstrap, topic, 50, partitions=2, **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"})
+    produce_numbered(
+        east.bootstrap,
+        topic,
+        50,
+        partitions=2,
+        **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"},
+    )
     path = tmp_path / "mw.yaml"
     outputs: dict[str, str] = {}
     with MirrorProcess(cfg, tmp_path / "mirror.yaml") as mirror:
@@ -200,8 +227,12 @@ def test_tools_on_sasl_pair_and_no_secret_anywhere(sasl_pair, tmp_path):
     doctor = _run("mirrorwatch", "doctor", "--config", str(path), "--json")
     outputs["doctor --json"] = doctor.stdout + doctor.stderr
     assert doctor.returncode in (0, 1), outputs["doctor --json"]
-    secrets = {"the mirror's password": MIRROR_PASSWORD, "the admin's password": ADMIN_PASSWORD,
-               "a PEM private key": "PRIVATE KEY", **_key_lines(sasl_pair)}
+    secrets = {
+        "the mirror's password": MIRROR_PASSWORD,
+        "the admin's password": ADMIN_PASSWORD,
+        "a PEM private key": "PRIVATE KEY",
+        **_key_lines(sasl_pair),
+    }
     for name, text in outputs.items():
         assert text, f"{name}: no output captured"
         for what, secret in secrets.items():
@@ -213,8 +244,10 @@ def _key_lines(sasl_pair) -> dict[str, str]:
     lines = {}
     for cluster in (sasl_pair.east, sasl_pair.west):
         pem = cluster.tls.keystore.read_text()
-        body = pem[pem.index("-----BEGIN PRIVATE KEY-----"):pem.index("-----END PRIVATE KEY-----")].splitlines()[1:]
-        lines.update({f"line {i} of {cluster.name}'s broker key": line for i, line in enumerate(body) if len(line) >= 40})
+        body = pem[pem.index("-----BEGIN PRIVATE KEY-----") : pem.index("-----END PRIVATE KEY-----")].splitlines()[1:]
+        lines.update(
+            {f"line {i} of {cluster.name}'s broker key": line for i, line in enumerate(body) if len(line) >= 40}
+        )
     assert lines
     return lines
 
@@ -227,8 +260,11 @@ def _status_page(config_path: Path, logs: Path, flow: str) -> dict[str, str]:
     from .test_dashboard_live import CHROMIUM, CHROMIUM_FLAGS
 
     port = _free_port()
-    server = Service("dashboard", [sys.executable, "-m", "mirrorwatch.dashboards.cli", "--config", str(config_path),
-                                   "--port", str(port)], logs)
+    server = Service(
+        "dashboard",
+        [sys.executable, "-m", "mirrorwatch.dashboards.cli", "--config", str(config_path), "--port", str(port)],
+        logs,
+    )
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -245,9 +281,13 @@ def _status_page(config_path: Path, logs: Path, flow: str) -> dict[str, str]:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.goto(f"http://127.0.0.1:{port}/", timeout=120_000)
                 # drawn: the flow's card with its status, and the sidebar naming the sources it reads
-                page.wait_for_function("([flow]) => document.body.innerText.includes(flow) && "
-                                       "document.body.innerText.includes('Status:') && "
-                                       "document.body.innerText.includes('Monitor API')", arg=[flow], timeout=120_000)
+                page.wait_for_function(
+                    "([flow]) => document.body.innerText.includes(flow) && "
+                    "document.body.innerText.includes('Status:') && "
+                    "document.body.innerText.includes('Monitor API')",
+                    arg=[flow],
+                    timeout=120_000,
+                )
                 text, html = page.evaluate("document.body.innerText"), page.content()
             finally:
                 browser.close()

@@ -15,7 +15,7 @@ import re
 import time
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic)
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
 
 from ..core.access import AccessProblem, error_of, serve_callbacks, wait_for_connection
 from ..core.acls import LITERAL, PREFIXED, AclNeed
@@ -26,11 +26,17 @@ OK, MISSING, UNVERIFIED = "ok", "missing", "unverified"
 PROBE_NAME = "mirrorwatch-doctor-probe"  # a topic name no one uses: probes on prefixes ask for prefix + this
 TIMEOUT_S = 10.0
 WARM_UP_HEADER = "mw.canary.warmup"  # the canary's warm-up marker: every canary reader skips such a record
-DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
-          KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+DENIED = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+}
 # a fresh cluster creates its group coordinator (__consumer_offsets) on first use: ask again shortly
-COORDINATOR_NOT_READY = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                         KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+COORDINATOR_NOT_READY = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+}
 
 
 class ClusterProbe:
@@ -46,7 +52,10 @@ class ClusterProbe:
         """(reachable and authenticated, what to say)."""
         try:
             if not wait_for_connection(self.admin, self.cluster.bootstrap_servers, self.alias, self.connect_timeout_s):
-                return False, f"cannot reach cluster '{self.alias}' at {self.cluster.bootstrap_servers} within {self.connect_timeout_s:g} s"
+                return (
+                    False,
+                    f"cannot reach cluster '{self.alias}' at {self.cluster.bootstrap_servers} within {self.connect_timeout_s:g} s",
+                )
         except AccessProblem as exc:
             return False, str(exc)
         md = self.admin.list_topics(timeout=TIMEOUT_S)
@@ -91,24 +100,38 @@ class ClusterProbe:
             if op == "DESCRIBE":
                 return OK, ""
             if op == "CREATE":
-                return self._admin_call(lambda: self.admin.create_topics([NewTopic(name, 1, -1)], validate_only=True,
-                                                                         request_timeout=TIMEOUT_S)[name])
+                return self._admin_call(
+                    lambda: self.admin.create_topics(
+                        [NewTopic(name, 1, -1)], validate_only=True, request_timeout=TIMEOUT_S
+                    )[name]
+                )
             if op == "DESCRIBE_CONFIGS":
                 resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-                return self._admin_call(lambda: self.admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource])
+                return self._admin_call(
+                    lambda: self.admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource]
+                )
             if op == "ALTER_CONFIGS":
                 entry = ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)
                 resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[entry])
-                return self._admin_call(lambda: self.admin.incremental_alter_configs(
-                    [resource], validate_only=True, request_timeout=TIMEOUT_S)[resource])
+                return self._admin_call(
+                    lambda: self.admin.incremental_alter_configs(
+                        [resource], validate_only=True, request_timeout=TIMEOUT_S
+                    )[resource]
+                )
             if op == "ALTER":
                 count = self.topics.get(name, 1) + 1
-                return self._admin_call(lambda: self.admin.create_partitions(
-                    [NewPartitions(name, count)], validate_only=True, request_timeout=TIMEOUT_S)[name])
+                return self._admin_call(
+                    lambda: self.admin.create_partitions(
+                        [NewPartitions(name, count)], validate_only=True, request_timeout=TIMEOUT_S
+                    )[name]
+                )
             if op == "WRITE":
                 if not self._describable(name):
                     return MISSING, "refused (not even DESCRIBE)"
-                return UNVERIFIED, f"{name} does not exist yet: the broker states what may be done only on a topic that exists"
+                return (
+                    UNVERIFIED,
+                    f"{name} does not exist yet: the broker states what may be done only on a topic that exists",
+                )
         if kind == "group":
             return self._group(name, op)
         return UNVERIFIED, "not probed"
@@ -117,8 +140,9 @@ class ClusterProbe:
         """OK or MISSING from the operations the broker says the caller may perform on an existing topic."""
         if topic not in self._topic_ops:
             try:
-                future = self.admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
-                                                    request_timeout=TIMEOUT_S)[topic]
+                future = self.admin.describe_topics(
+                    TopicCollection([topic]), include_authorized_operations=True, request_timeout=TIMEOUT_S
+                )[topic]
                 ops = future.result(TIMEOUT_S + 1).authorized_operations
                 self._topic_ops[topic] = None if ops is None else {o.name for o in ops}
             except Exception as exc:
@@ -126,10 +150,12 @@ class ClusterProbe:
                 if err is not None and err.code() in DENIED:
                     self._topic_ops[topic] = set()
                 else:
-                    return (self._fetch(topic) if op == "READ" else (UNVERIFIED, f"no answer: {exc}"))
+                    return self._fetch(topic) if op == "READ" else (UNVERIFIED, f"no answer: {exc}")
         ops = self._topic_ops[topic]
         if ops is None:  # a broker older than KIP-430 (Kafka 2.3) does not say
-            return self._fetch(topic) if op == "READ" else (UNVERIFIED, "the broker does not report authorised operations")
+            return (
+                self._fetch(topic) if op == "READ" else (UNVERIFIED, "the broker does not report authorised operations")
+            )
         if op in ops or "ALL" in ops:
             return OK, ""
         return MISSING, "refused" + (f" (it may {', '.join(sorted(ops))} {topic})" if ops else "")
@@ -140,7 +166,8 @@ class ClusterProbe:
         while True:
             try:
                 description = self.admin.describe_consumer_groups(
-                    [group], include_authorized_operations=True, request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S + 1)
+                    [group], include_authorized_operations=True, request_timeout=TIMEOUT_S
+                )[group].result(TIMEOUT_S + 1)
                 break
             except Exception as exc:
                 err = error_of(exc)
@@ -165,8 +192,9 @@ class ClusterProbe:
             return True
         if name not in self._visible:
             md = self.admin.list_topics(name, timeout=TIMEOUT_S).topics.get(name)
-            self._visible[name] = not (md is not None and md.error is not None
-                                       and md.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED)
+            self._visible[name] = not (
+                md is not None and md.error is not None and md.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            )
         return self._visible[name]
 
     def _admin_call(self, future_of) -> tuple[str, str]:
@@ -177,9 +205,14 @@ class ClusterProbe:
             err = error_of(exc)
             if err is not None and err.code() in DENIED:
                 return MISSING, "refused"
-            if err is not None and err.code() in (KafkaError.TOPIC_ALREADY_EXISTS, KafkaError.UNKNOWN_TOPIC_OR_PART,
-                                                  KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_CONFIG,
-                                                  KafkaError.POLICY_VIOLATION, KafkaError.INVALID_REPLICATION_FACTOR):
+            if err is not None and err.code() in (
+                KafkaError.TOPIC_ALREADY_EXISTS,
+                KafkaError.UNKNOWN_TOPIC_OR_PART,
+                KafkaError.INVALID_PARTITIONS,
+                KafkaError.INVALID_CONFIG,
+                KafkaError.POLICY_VIOLATION,
+                KafkaError.INVALID_REPLICATION_FACTOR,
+            ):
                 return OK, ""  # authorised: the broker got as far as judging the request itself
             return UNVERIFIED, f"no answer: {exc}"
 
@@ -190,7 +223,11 @@ class ClusterProbe:
             deadline = time.monotonic() + 3.0
             while time.monotonic() < deadline:
                 msg = consumer.poll(0.3)
-                if msg is not None and msg.error() is not None and msg.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                if (
+                    msg is not None
+                    and msg.error() is not None
+                    and msg.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+                ):
                     return MISSING, "refused"
             return OK, ""
         finally:
@@ -205,8 +242,12 @@ class ClusterProbe:
         producer.list_topics(topic, timeout=TIMEOUT_S)
         sent = time.time()
         try:
-            producer.produce(topic, value=b"", headers=[(WARM_UP_HEADER, b"1")],
-                             on_delivery=lambda err, msg: got.append((err, msg, time.time())))
+            producer.produce(
+                topic,
+                value=b"",
+                headers=[(WARM_UP_HEADER, b"1")],
+                on_delivery=lambda err, msg: got.append((err, msg, time.time())),
+            )
         except KafkaException:
             return None
         producer.flush(TIMEOUT_S)

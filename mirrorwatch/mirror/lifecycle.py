@@ -72,8 +72,9 @@ class EngineLifecycle:
 
     def start_background(self) -> bool:
         self.watch.start()
-        if not start_when_reachable(self._prepare, self.watch, self._stop, self._check_credentials,
-                                    self._renew_admin_clients):
+        if not start_when_reachable(
+            self._prepare, self.watch, self._stop, self._check_credentials, self._renew_admin_clients
+        ):
             return False
         if self.settings.heartbeats:
             self.heartbeats = HeartbeatProducer(
