@@ -72,6 +72,7 @@ def _xdist_groups(items) -> dict[str, str]:
     return groups
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the group marks into node ids
 def pytest_collection_modifyitems(items):
     groups = _xdist_groups(items)
     for item in items:

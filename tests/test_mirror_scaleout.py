@@ -6,13 +6,25 @@ import time
 from collections import Counter
 
 from mirrorwatch.core.naming import checkpoints_topic
-from mirrorwatch.core.records import Checkpoint
+from mirrorwatch.core.records import Checkpoint, RecordFormatError
 
 from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
 from .support.mirror_harness import MirrorProcess, wait_until
 from .test_mirror import committed_offsets
 from .test_mirror_behaviour import config_for, count_on
 from .test_mirror_failover import consume_and_commit
+
+
+def ours(messages) -> list[Checkpoint]:
+    """mirrorwatch's checkpoints in the topic: a MirrorMaker 2 on the same pair (test_mm2.py) writes its own,
+    binary ones to the same-named topic (docs/mirrormaker2.md), and the engine skips those too."""
+    found = []
+    for m in messages:
+        try:
+            found.append(Checkpoint.from_value(m.value()))
+        except RecordFormatError:
+            continue
+    return found
 
 
 def assignments(bootstrap: str, group: str) -> list[set[tuple[str, int]]]:
@@ -48,7 +60,7 @@ def test_two_workers_split_a_flow_and_the_survivor_takes_over(source, target, to
         time.sleep(6)
         emitted = Counter(
             cp.partition
-            for cp in (Checkpoint.from_value(m.value()) for m in read_all(target.bootstrap, checkpoints_topic("east")))
+            for cp in ours(read_all(target.bootstrap, checkpoints_topic("east")))
             if cp.group == app and since <= cp.ts_ms < since + 6000
         )
         # two writers per partition would give ~12; a reader waiting out its timeout (fixed) gave 1 per ~10 s

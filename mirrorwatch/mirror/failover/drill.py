@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ...core.cli import UserError
-from ...core.clients import make_producer
+from ...core.clients import client_log, make_producer
 from ...core.config import ClusterConfig, load_config
 from ...core.reading import end_offsets, read_to_end
 
@@ -59,6 +59,7 @@ def consume(bootstrap: str, topic: str, group: str, stop_after: int | None, idle
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "session.timeout.ms": 6000,
+            "logger": client_log,  # the drill stops brokers: their clients' complaints stay off stderr
         }
     )
     consumer.subscribe([topic])
@@ -78,7 +79,12 @@ def consume(bootstrap: str, topic: str, group: str, stop_after: int | None, idle
 
 def read_whole(bootstrap: str, topic: str) -> list[bytes]:
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "mirrorwatch-assign-only", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "mirrorwatch-assign-only",
+            "enable.auto.commit": False,
+            "logger": client_log,
+        }
     )
     try:
         positions = {(topic, p): 0 for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions}
@@ -112,7 +118,9 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
         _, flow = cfg.flow(None)
         east, west = cfg.clusters[flow.source].bootstrap_servers, cfg.clusters[flow.target].bootstrap_servers
     try:
-        admin = AdminClient({"bootstrap.servers": east})  # keep it referenced until the future resolves
+        admin = AdminClient(
+            {"bootstrap.servers": east, "logger": client_log}
+        )  # keep it referenced until the future resolves
         admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
         config = {
             "clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
