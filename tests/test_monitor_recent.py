@@ -96,6 +96,17 @@ def test_canary_round_trip_is_the_mean_of_new_probes_held_for_a_while():
     assert scraper.latest["ew"].round_trip_s is None
 
 
+def test_first_probe_back_after_a_reading_without_the_histogram():
+    """The canary creates the round-trip series with its first probe back: the reading before has no sum or count
+    (this once raised KeyError on every scrape, so the recent figures never had a canary round trip)."""
+    scraper = CanaryScraper("http://unused", hold_s=5)
+    no_probe_yet = "\n".join(line for line in CANARY_TEXT.splitlines() if "round_trip" not in line)
+    scraper.update(parse(no_probe_yet.format(age=0.3)), 1_000)
+    assert scraper.latest["ew"].round_trip_s is None and scraper.latest["ew"].heartbeat_age_s == 0.3
+    scraper.update(parse(CANARY_TEXT.format(sum=0.06, count=3.0, age=0.4)), 2_000)
+    assert scraper.latest["ew"].round_trip_s == pytest.approx(0.02)
+
+
 def test_failure_reason_is_the_jobs_last_line_redacted():
     assert failure_reason(2, "spark noise\nmonitor: history not found: /x\n") == "monitor: history not found: /x"
     assert failure_reason(1, "") == "exit code 1"

@@ -72,7 +72,7 @@ def test_unreachable_cluster_is_unknown_then_recovers(source, target, topic_name
                     "west": target.config(),
                     "flaky": {"bootstrap.servers": flaky.bootstrap},
                 },
-                "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
+                "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name], "internal_topics": False}},
                 "monitor": {
                     "interval_s": 1,
                     "window": 3,
@@ -144,7 +144,7 @@ def test_monitor_run_sigterm_closes_history(source, target, topic_name, tmp_path
     path = write_config(
         {
             "clusters": {"east": source.config(), "west": target.config()},
-            "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
+            "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name], "internal_topics": False}},
             "monitor": {"interval_s": 1, "http_port": api, "metrics_port": 0, "history_dir": str(tmp_path / "h")},
         }
     )
@@ -185,7 +185,7 @@ def test_a_hung_analytics_run_is_killed_and_reported_while_sampling_goes_on(sour
     config = config_from_dict(
         {
             "clusters": {"east": source.config(), "west": target.config()},
-            "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name]}},
+            "flows": {"ew": {"source": "east", "target": "west", "topics": [topic_name], "internal_topics": False}},
             "canary": {"metrics_port": None},
             "monitor": {
                 "interval_s": 1,

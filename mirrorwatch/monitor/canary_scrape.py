@@ -67,8 +67,9 @@ class CanaryScraper:
     def update(self, readings: dict[str, dict[str, float]], now_ms: int) -> None:
         for flow, now in readings.items():
             before = self._previous.get(flow)
+            # a previous reading without the histogram (no probe back yet: the series does not exist) counts as 0
             if before and now.get("count", 0) > before.get("count", 0):
-                mean = (now["sum"] - before["sum"]) / (now["count"] - before["count"])
+                mean = (now.get("sum", 0.0) - before.get("sum", 0.0)) / (now["count"] - before.get("count", 0))
                 self._round_trip[flow] = (now_ms, mean)
             self._previous[flow] = now
             seen_ms, mean = self._round_trip.get(flow, (0, None))
