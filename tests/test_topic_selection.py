@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mirrorwatch.core.config import config_from_dict
-from mirrorwatch.core.topic_selection import TopicFilter, mirrored_topics, own_topics, policy_of
+from mirrorwatch.core.topic_selection import TopicFilter, measured_topics, mirrored_topics, own_topics, policy_of
 
 
 def config(policy: str = "prefix", topics=("orders", "payments\\..*"), exclude=("payments\\.secret",)):
@@ -70,8 +70,17 @@ def test_sorted_and_policy():
 
 
 def test_a_flow_not_owning_the_internal_topics_leaves_them_out():
-    # Two flows on one pair: only the owner mirrors (and the monitor measures) heartbeats and the canary topic.
+    # Two flows on one pair: only the owner mirrors heartbeats and the canary topic.
     cfg = config()
     raw = cfg.flows["ew"].model_copy(update={"internal_topics": False})
     assert own_topics(cfg, raw) == frozenset()
     assert mirrored_topics(cfg, raw, ["orders", "heartbeats", "mw.canary"]) == ["orders"]
+
+
+def test_the_monitor_measures_the_mirrored_topics_without_its_own():
+    # heartbeats and the canary have their own figures; their steady trickle would keep an idle mirror's lag off 0
+    cfg = config()
+    flow = cfg.flows["ew"]
+    topics = ["orders", "heartbeats", "mw.canary", "payments.secret"]
+    assert mirrored_topics(cfg, flow, topics) == ["heartbeats", "mw.canary", "orders"]
+    assert measured_topics(cfg, flow, topics) == ["orders"]

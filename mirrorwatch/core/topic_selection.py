@@ -5,7 +5,8 @@ the flow's target would come back to it). mirrorwatch's own topics (heartbeats, 
 whatever the include regexes say, unless an exclude regex names them: without them heartbeats and the canary
 would report a healthy mirror as dead. Only by the flow that owns the pair's internal topics
 (``flows.<n>.internal_topics``, default true): with two flows on one cluster pair exactly one mirrors them, or
-every heartbeat and canary event arrives twice; the others, and the monitor measuring them, leave them out.
+every heartbeat and canary event arrives twice; the others leave them out. The monitor measures the mirrored
+topics without those two (``measured_topics``): they have their own figures (heartbeat age, the canary).
 """
 
 from __future__ import annotations
@@ -62,3 +63,12 @@ def mirrored_topics(config: Config, flow: FlowConfig, source_topics: Iterable[st
     """The flow's mirrored topics among ``source_topics``, sorted (partition layouts stay stable)."""
     topic_filter = TopicFilter.of(config, flow)
     return sorted(t for t in source_topics if topic_filter.matches(t))
+
+
+def measured_topics(config: Config, flow: FlowConfig, source_topics: Iterable[str]) -> list[str]:
+    """What the monitor's lags and RPO cover: the flow's mirrored topics without mirrorwatch's own heartbeats and
+    canary topics. Those are watched by heartbeat age and the canary; their steady trickle of records (a heartbeat
+    every interval, a probe every second) would keep true lag off zero on an idle, caught-up mirror and put
+    records that are not the user's data into the figures people page on."""
+    own = own_topics(config, flow)
+    return [t for t in mirrored_topics(config, flow, source_topics) if t not in own]

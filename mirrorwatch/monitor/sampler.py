@@ -26,7 +26,7 @@ from ..core.config import Config
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
 from ..core.status import GroupStatus, PartitionStatus
-from ..core.topic_selection import mirrored_topics, policy_of
+from ..core.topic_selection import measured_topics, policy_of
 from .coverage import CoverageWatch
 from .estimates import SamplerEstimates
 from .evaluator import WindowSet, summarize
@@ -205,7 +205,7 @@ class Sampler(SamplerEstimates):
         flow = self.config.flows[name]
         src, dst = self.readers[flow.source], self.readers[flow.target]
         source_topics = topics[flow.source]
-        keys = [(t, p) for t in mirrored_topics(self.config, flow, source_topics) for p in range(source_topics[t])]
+        keys = [(t, p) for t in measured_topics(self.config, flow, source_topics) for p in range(source_topics[t])]
         if name in self.mm2:
             view = sample_mm2_flow(self, name, state, topics, keys)
             last_sync = {k: s.upstream_offset for k, s in self.mm2[name].syncs.latest().items()}
