@@ -1,17 +1,22 @@
-"""Keeps the newest OffsetSync per source partition, following the offset-syncs topic on the target cluster
-(core.offset_syncs.OffsetSyncReader: assign()-only, no group, nothing committed) on a thread of its own."""
+"""Keeps the newest OffsetSync per source partition, read continuously from the offset-syncs topic on the
+target cluster with an assign()-only consumer (no group, nothing committed: the monitor must not show up as a
+consumer group or move anybody's offsets).
+
+A long-lived follower with its own loop, not core.offset_syncs.OffsetSyncReader (the one-shot readers' reader):
+built on that reader, the tracker of MirrorMaker 2's 25-partition Connect offsets topic never caught up in the
+real-MM2 tests (all positions stayed 0 for 20 s), so the monitor keeps this follower, which is caught up once
+it has read each partition's end as of its assignment and tolerates a partition whose end it cannot ask."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
-from confluent_kafka import Message
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
+from ..core.clients import make_consumer
 from ..core.config import ClusterConfig
-from ..core.offset_syncs import OffsetSyncReader
-from ..core.records import OffsetSync
+from ..core.records import OffsetSync, RecordFormatError
 
 log = logging.getLogger("mirrorwatch.monitor.syncs")
 
@@ -34,23 +39,21 @@ class OffsetSyncTracker:
         self.topic = topic
         self._decode = decode or _our_sync
         self._cluster, self._client_id = cluster, client_id
-        self._latest: dict[tuple[str, int], Any] = {}
+        self._latest: dict[tuple[str, int], OffsetSync] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._reader: OffsetSyncReader | None = None
+        self._partitions = 0
+        self._targets: dict[int, int] = {}  # partition → end offset when assigned (for caught_up)
         self.caught_up = threading.Event()  # set once everything present at start-up has been read
-
-    @property
-    def bad_records(self) -> int:
-        return self._reader.bad_records if self._reader is not None else 0
+        self.bad_records = 0
 
     def start(self) -> OffsetSyncTracker:
         self._thread = threading.Thread(target=self._run, name=f"syncs-{self.topic}", daemon=True)
         self._thread.start()
         return self
 
-    def latest(self) -> dict[tuple[str, int], Any]:
+    def latest(self) -> dict[tuple[str, int], OffsetSync]:
         with self._lock:
             return dict(self._latest)
 
@@ -60,30 +63,68 @@ class OffsetSyncTracker:
             self._thread.join(10)
 
     def _run(self) -> None:
-        reader = self._reader = OffsetSyncReader(
+        consumer = make_consumer(
             self._cluster,
-            self.topic,
-            lambda _sync: None,
             self._client_id,
-            UNUSED_GROUP,
-            on_message=self._keep,
-            raise_denied=False,
+            group_id=UNUSED_GROUP,
+            **{"enable.partition.eof": False, "reconnect.backoff.max.ms": 2000},
         )
         try:
-            while not self._stop.is_set() and not self.caught_up.is_set():
-                if reader.catch_up(5.0):
-                    self.caught_up.set()
-                elif not reader.partitions:
-                    self._stop.wait(1.0)  # no topic yet
             while not self._stop.is_set():
-                reader.poll(0.5)
+                if not self._assign_new_partitions(consumer):
+                    self._stop.wait(1.0)
+                    continue
+                for msg in consumer.consume(1000, 0.5):
+                    if msg.error():
+                        if msg.error().code() != KafkaError._PARTITION_EOF:
+                            log.debug("offset syncs: %s", msg.error())
+                        continue
+                    self._apply(msg)
+                    if self._targets.get(msg.partition(), -1) <= msg.offset() + 1:
+                        self._targets.pop(msg.partition(), None)
+                if not self._targets:
+                    self.caught_up.set()
         except Exception:  # the tracker must never die silently; the sampler reads stale syncs meanwhile
             log.exception("offset sync tracker for %s stopped", self.topic)
         finally:
-            reader.close()
+            consumer.close()
 
-    def _keep(self, msg: Message) -> None:
-        decoded = self._decode(msg)
+    _next_check = 0.0
+
+    def _assign_new_partitions(self, consumer) -> bool:
+        """Assign partitions of the topic not yet assigned (the topic may appear or grow later)."""
+        import time
+
+        if self._partitions and time.monotonic() < self._next_check:
+            return True
+        self._next_check = time.monotonic() + 10.0
+        try:
+            md = consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
+        except Exception:
+            return self._partitions > 0
+        count = len(md.partitions) if md is not None and md.error is None else 0
+        if count > self._partitions:
+            for p in range(self._partitions, count):
+                try:
+                    low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=5)
+                except Exception:
+                    low = high = 0
+                if high > low:
+                    self._targets[p] = high
+            consumer.incremental_assign(
+                [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self._partitions, count)]
+            )
+            self._partitions = count
+        return self._partitions > 0
+
+    def _apply(self, msg) -> None:
+        if msg.value() is None:
+            return  # a tombstone: compaction of a partition that is gone; keep what we have
+        try:
+            decoded = self._decode(msg)
+        except RecordFormatError:
+            self.bad_records += 1
+            return
         if decoded is None:
             return
         with self._lock:
