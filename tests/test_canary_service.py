@@ -54,8 +54,9 @@ class CanaryProcess:
                     out[sample.name] = sample.value
         return out
 
-    def status(self) -> int:
-        return int(self.metrics()["mirrorwatch_canary_status"])
+    def status(self) -> int | None:
+        value = self.metrics().get("mirrorwatch_canary_status")  # absent until the first evaluation, just after start
+        return None if value is None else int(value)
 
     def stop(self) -> int:
         if self.proc.poll() is None:

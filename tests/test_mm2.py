@@ -427,7 +427,12 @@ def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
             assert dead.rc == 2 and dead.body["status"] == "CRITICAL", dead.stdout
             env.mm2.start()
             prom.wait_for(lambda: env.mm2.is_running() and healthy(), 300, "the MM2 flow recovered after a restart")
-            assert flow_value("mirrorwatch_heartbeat_age_seconds") < 5
+            # MM2's first heartbeats after the restart have to cross the mirror and reach a scrape
+            prom.wait_for(
+                lambda: (age := flow_value("mirrorwatch_heartbeat_age_seconds")) is not None and age < 5,
+                60,
+                "fresh MM2 heartbeats",
+            )
             assert run_check(path, timeout_s=30).rc == 0
     finally:
         traffic.stop()
