@@ -31,6 +31,7 @@ from .support.helpers import create_topic, produce_numbered
 from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings
 from .support.prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
 from .support.services import Service
+from .test_mirror_failover import consume_and_commit
 
 FLOW = "east-west"
 PARTITIONS = 3
@@ -56,6 +57,7 @@ ALERT_RULES = {
     "MirrorwatchRpoHigh",
     "MirrorwatchRecordsLost",
     "MirrorwatchMirrorRecordsLost",
+    "MirrorwatchTranslationCoverageLow",
 }
 # where -> (exporter, metric family it must declare instead, reason): healthy-state exceptions to "returns series".
 # None today: the mirror exports its produce-error counters as 0 for every mirrored topic from the start, so the
@@ -107,7 +109,9 @@ class Stack:
                     "target": "west",
                     "topics": [self.topic],
                     "group": f"mw-{self.topic}",
-                    "checkpoint_groups": [],
+                    # one application group, so the engine checkpoints it and the monitor exports translation
+                    # coverage and checkpoint age (their panels must return series too)
+                    "checkpoint_groups": [f"app-{self.topic}"],
                 }
             },
             "mirror": fast_mirror_settings(
@@ -143,6 +147,11 @@ class Stack:
     def start(self) -> Stack:
         create_topic(self.source.bootstrap, self.topic, PARTITIONS)
         produce_numbered(self.source.bootstrap, self.topic, 600, PARTITIONS)
+        app = f"app-{self.topic}"  # an application group that committed on the source: the engine checkpoints it
+        # committed by a consumer: a group that only AlterConsumerGroupOffsets created is not listed by
+        # ListGroups on these 4.4 brokers, so no tool would find it
+        for p in range(PARTITIONS):
+            consume_and_commit(self.source.bootstrap, self.topic, app, p, 10)
         self.mirror = MirrorProcess(self.config, self.config_path).start()  # also writes the config file
         for name in ("monitor", "canary"):
             self.services.append(Service(name, [str(BIN / name), "run", "--config", str(self.config_path)], self.base))
@@ -277,10 +286,12 @@ def test_stopped_mirror_fires_lag_and_canary_alerts_and_restart_resolves_them(st
 
     (lag,) = prom.firing("MirrorwatchTrueLagHigh")
     assert lag["labels"]["flow"] == FLOW and lag["labels"]["severity"] == "critical"
+    assert lag["labels"]["mirror"] == "mirrorwatch"  # joined from the monitor's mirrorwatch_flow_info
     assert float(lag["value"]) > TRUE_LAG_THRESHOLD
     assert f"--flow {FLOW}" in lag["annotations"]["runbook"]
     (canary,) = prom.firing("MirrorwatchCanaryCritical")
     assert canary["labels"]["flow"] == FLOW and float(canary["value"]) == 2
+    assert canary["labels"]["mirror"] == "mirrorwatch"  # the canary's metric, the monitor's flow_info
     # the mirror's endpoint is gone too (same `for:`); it fires by now or shortly after
     down = prom.wait_for(lambda: prom.firing("MirrorwatchExporterDown"), 60, "MirrorwatchExporterDown firing")
     assert {a["labels"]["job"] for a in down} == {"mirrorwatch-mirror"}

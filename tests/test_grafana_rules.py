@@ -111,7 +111,9 @@ def test_rules_copy_with_short_for_and_threshold(tmp_path):
     copy = write_rules_copy(tmp_path / "rules.yml", "5s", {"MirrorwatchTrueLagHigh": 10})
     alerts = {r["alert"]: r for r in promql.rules_of(promql.load_rules(copy), "alert")}
     assert {r["for"] for r in alerts.values()} == {"5s"}
-    assert alerts["MirrorwatchTrueLagHigh"]["expr"] == "flow:mirrorwatch_true_lag_records:sum > 10"
+    query, _ = promql.split_condition(alerts["MirrorwatchTrueLagHigh"]["expr"])
+    assert alerts["MirrorwatchTrueLagHigh"]["expr"] == f"{query} > 10"
+    assert query.startswith("(flow:mirrorwatch_true_lag_records:sum * on (flow, source, target) group_left (mirror)")
     promtool("check", "rules", str(copy))
 
 
@@ -121,6 +123,7 @@ def test_rules_copy_with_short_for_and_threshold(tmp_path):
         ("x > 10000", "x", [(">", 10000.0)]),
         ("max by (a) (x) >= 2 <= 5", "max by (a) (x)", [(">=", 2.0), ("<=", 5.0)]),
         ('up{job=~"a|b"} == 0', 'up{job=~"a|b"}', [("==", 0.0)]),
+        ("(x * on (f) group_left (m) i or on (f) x) < 1", "(x * on (f) group_left (m) i or on (f) x)", [("<", 1.0)]),
     ],
 )
 def test_split_condition(expr, query, ops):

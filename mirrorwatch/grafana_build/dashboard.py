@@ -20,6 +20,7 @@ from grafana_foundation_sdk.models import heatmap as hm
 from grafana_foundation_sdk.models import prometheus as pm
 
 from ..core.status import CanaryStatus, GroupStatus, PartitionStatus
+from .dashboard_mirrors import mirror_row
 
 Status = TypeVar("Status", bound=IntEnum)
 
@@ -222,7 +223,8 @@ def flows_dashboard() -> dm.Dashboard:
         .with_variable(
             db.DatasourceVariable("datasource").label("Prometheus").type("prometheus").hide(dm.VariableHide.DONT_HIDE)
         )
-        .with_variable(variable("flow", 'label_values(mirrorwatch_lag_records{flow!=""}, flow)', "Flow"))
+        .with_variable(variable("mirror", "label_values(mirrorwatch_flow_info, mirror)", "Mirror"))
+        .with_variable(variable("flow", 'label_values(mirrorwatch_flow_info{mirror=~"$mirror"}, flow)', "Flow"))
         .with_variable(variable("topic", 'label_values(mirrorwatch_lag_records{flow=~"$flow"}, topic)', "Topic"))
     )
     L = Layout(dashboard)
@@ -523,6 +525,8 @@ def flows_dashboard() -> dm.Dashboard:
             threshold=60,
         ),
     )
+
+    mirror_row(L)
 
     L.row("SLO and collector health")
     # Needs the recording rules loaded (flow:mirrorwatch_time_lag_slo:ok).

@@ -26,6 +26,7 @@ VARIABLES = {
     "__interval": "15s",
     "__range": "1h",
     "flow": ".*",
+    "mirror": ".*",
     "topic": ".*",
     "datasource": "prometheus",
 }
