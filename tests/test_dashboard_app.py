@@ -390,3 +390,24 @@ def test_analytics_present_compliance_incidents_and_trend(page):
     assert compliance.value["compliance"].between(90, 100).all()  # shown in percent
     assert len(incidents.value) == 42 and "42 partition incidents, 0 open" in texts(at)
     assert not at.error and not at.warning
+
+
+def test_analytics_tables_name_each_flows_mirror(page, tmp_path):
+    """Analytics written since the history has its mirror column name what mirrors each flow; the fixture above,
+    from before it, still shows (no mirror column)."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "analytics"
+    shutil.copytree(FIXTURES / "analytics", folder)
+    for name in ("slo_by_topic", "incidents"):
+        for path in (folder / name).glob("*.parquet"):
+            table = pq.read_table(path)
+            pq.write_table(table.append_column("mirror", pa.array(["mm2"] * table.num_rows)), path)
+    at = show(page(closed_port_url(), None, analytics_dir=str(folder)), "History")
+    assert_no_exception(at)
+    compliance, incidents = at.dataframe
+    assert set(compliance.value["mirror"]) == {"MirrorMaker 2"}
+    assert set(incidents.value["mirror"]) == {"MirrorMaker 2"}

@@ -7,8 +7,10 @@ import logging
 import math
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -218,6 +220,19 @@ def test_history_rows_roll_and_read_back(tmp_path):
     assert (row["committed_lag"], row["read_lag"], row["true_lag"], row["status"]) == (10, 2, 5, "OK")
     assert row["time_lag_s"] == 1.5 and table.column("time_lag_s")[1].as_py() is None
     assert pq.read_table(files[0]).num_rows == 6  # readable by plain pyarrow too
+
+
+def test_history_marks_each_flows_mirror_and_reads_files_from_before_the_column(tmp_path):
+    writer = HistoryWriter(tmp_path)
+    writer.append(snapshot_table(snapshot(mirror_view(), mirror_view(flow="mm", engine="mm2"))))
+    writer.close()
+    old = pa.schema([f for f in lag_sample_arrow_schema() if f.name != "mirror"])  # the schema before it
+    older = Path(history_files(tmp_path)[0]).with_name("part-0-older.parquet")
+    pq.write_table(read_history(tmp_path).select(old.names).slice(0, 1), older)
+    table = read_history(tmp_path)
+    assert table.schema == lag_sample_arrow_schema()
+    by_flow = {(r["flow"], r["mirror"]) for r in table.to_pylist()}
+    assert by_flow == {("ew", None), ("ew", "mirrorwatch"), ("mm", "mm2")}  # None: the older file's row
 
 
 def test_history_rolls_on_date_change_even_within_the_interval(tmp_path):

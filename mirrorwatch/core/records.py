@@ -133,6 +133,8 @@ class LagSample:
     true_lag: int | None
     time_lag_s: float | None
     status: str  # evaluator partition status: OK, WARN, STOP, STALL, REWIND, UNKNOWN
+    # what mirrors the flow: "mirrorwatch" (this project's engine) or "mm2" (MirrorMaker 2); "" for a plain group
+    mirror: str = ""
 
 
 def lag_sample_arrow_schema() -> pyarrow.Schema:
@@ -158,5 +160,11 @@ def lag_sample_arrow_schema() -> pyarrow.Schema:
             ("true_lag", pa.int64()),
             ("time_lag_s", pa.float64()),
             ("status", pa.string()),
+            # added after the first release: files written before it lack the column and read as null
+            ("mirror", pa.string()),
         ]
     )
+
+
+# Lag history columns a file may lack (written by an older mirrorwatch); readers fill them with nulls.
+OPTIONAL_HISTORY_COLUMNS = frozenset({"mirror"})

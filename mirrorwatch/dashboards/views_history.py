@@ -103,6 +103,17 @@ def _naive_utc(frame):
     return frame
 
 
+# the history's mirror column (analytics outputs from before it have none): what mirrors each flow, in words
+MIRROR_NAMES = {"mm2": "MirrorMaker 2", "mirrorwatch": "mirrorwatch", "": "(plain group)"}
+
+
+def _mirror_named(frame):
+    frame = frame.copy()
+    if "mirror" in frame.columns:
+        frame["mirror"] = frame["mirror"].map(lambda m: MIRROR_NAMES.get(m or "", m))
+    return frame
+
+
 def _compliance(analytics) -> None:
     st.subheader("SLO compliance per topic")
     frame = analytics.tables.get("slo_by_topic")
@@ -115,9 +126,8 @@ def _compliance(analytics) -> None:
         "Bar: share of observed time within the SLO; tick: the lower bound (unknown and unobserved time "
         "counted as breached)."
     )
-    shown = frame[
-        ["flow", "topic", "compliance", "compliance_lower_bound", "samples", "breach_ms", "first_sample", "last_sample"]
-    ].copy()
+    columns = ["flow", "mirror", "topic", "compliance", "compliance_lower_bound", "samples", "breach_ms"]
+    shown = _mirror_named(frame[[c for c in columns + ["first_sample", "last_sample"] if c in frame.columns]])
     shown["compliance"] = shown["compliance"] * 100
     shown["compliance_lower_bound"] = shown["compliance_lower_bound"] * 100
     shown["breach_min"] = shown.pop("breach_ms") / 60_000
@@ -151,6 +161,7 @@ def _incidents(analytics) -> None:
     st.altair_chart(incidents_chart(frame), width="stretch")
     columns = [
         "flow",
+        "mirror",
         "topic",
         "partition",
         "start",
@@ -164,7 +175,7 @@ def _incidents(analytics) -> None:
     ]
     with st.expander("Incidents table (newest first)"):
         st.dataframe(
-            frame[[c for c in columns if c in frame.columns]].sort_values("start", ascending=False),
+            _mirror_named(frame[[c for c in columns if c in frame.columns]]).sort_values("start", ascending=False),
             hide_index=True,
             width="stretch",
         )

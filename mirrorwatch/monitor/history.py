@@ -82,6 +82,7 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
             if time_lag is None
             else pa.array(time_lag, pa.float64(), mask=np.isnan(time_lag)),
             "status": pa.array(np.asarray(PARTITION_STATUS, dtype=object)[v.status[keep]], pa.string()),
+            "mirror": pa.array([v.engine if v.kind == "mirror" else ""] * n, pa.string()),
         }
         parts.append(pa.Table.from_pydict(cols, schema=schema))
     return pa.concat_tables(parts) if parts else schema.empty_table()

@@ -23,9 +23,11 @@ DEFAULT_SLO_LAG = 10_000  # messages
 DEFAULT_SLO_TIME_S = 60.0  # seconds
 DEFAULT_GAP_FACTOR = 3.0
 
-PARTITION_KEYS = ["flow", "source", "target", "group", "topic", "partition"]
-TOPIC_KEYS = ["flow", "source", "target", "group", "topic"]
-FLOW_KEYS = ["flow", "source", "target", "group"]
+# ``mirror`` (what mirrors the flow: mirrorwatch, mm2; "" for a plain group) is one value per flow once
+# ``prepare.read_samples`` has settled it, so it marks the flow in every table without splitting a series.
+PARTITION_KEYS = ["flow", "source", "target", "mirror", "group", "topic", "partition"]
+TOPIC_KEYS = ["flow", "source", "target", "mirror", "group", "topic"]
+FLOW_KEYS = ["flow", "source", "target", "mirror", "group"]
 
 # Percentiles reported for every lag kind. Exact (Spark's ``percentile``, linear interpolation between the two
 # nearest ranks — numpy's default method), so there is no approximation error to document.

@@ -51,6 +51,7 @@ def series_table(spec: GeneratorSpec, s: PartitionSeries, lo: int, hi: int) -> p
         "true_lag": pa.array(s.true_lag[lo:hi]),
         "time_lag_s": pa.array(s.time_lag_s[lo:hi]),
         "status": pa.array(s.status[lo:hi], type=pa.string()),
+        "mirror": pa.repeat(spec.mirror, n),
     }
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
 
@@ -83,7 +84,13 @@ def ground_truth(spec: GeneratorSpec, series: list[PartitionSeries], events) -> 
     total_breach = sum(t["breach_ms"] for t in by_topic.values())
     return {
         "spec": asdict(spec),
-        "keys": {"flow": spec.flow, "source": spec.source, "target": spec.target, "group": spec.group},
+        "keys": {
+            "flow": spec.flow,
+            "source": spec.source,
+            "target": spec.target,
+            "mirror": spec.mirror,
+            "group": spec.group,
+        },
         "slo": {"lag": spec.slo_lag, "time_s": spec.slo_time_s, "gap_factor": spec.gap_factor},
         "injected": [asdict(e) for e in events],
         "incidents": incidents,

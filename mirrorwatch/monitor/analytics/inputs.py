@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from urllib.parse import urlparse
 
-from ...core.records import lag_sample_arrow_schema
+from ...core.records import OPTIONAL_HISTORY_COLUMNS, lag_sample_arrow_schema
 from .hadoopfs import HadoopFS
 
 MAGIC = b"PAR1"
@@ -86,7 +86,7 @@ def local_footer_problem(path: str) -> str | None:
     except Exception as exc:  # pyarrow raises several types for damaged footers
         return f"unreadable footer: {exc}"
     expected = lag_sample_arrow_schema()
-    missing = [f.name for f in expected if f.name not in schema.names]
+    missing = [f.name for f in expected if f.name not in schema.names and f.name not in OPTIONAL_HISTORY_COLUMNS]
     if missing:
         return f"not a lag history file (missing columns: {', '.join(missing)})"
     return None

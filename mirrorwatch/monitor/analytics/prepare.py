@@ -48,6 +48,12 @@ def read_samples(
     """Files are listed and checked beforehand (``inputs``); ``ignoreCorruptFiles`` only guards against damage
     inside data pages that the footer check cannot see."""
     df = spark.read.schema(history_spark_schema()).option("ignoreCorruptFiles", "true").parquet(*files)
+    # One mirror per flow: files from before the column existed read null, and a flow whose mirror changed
+    # (our engine replaced by MM2, or back) would otherwise split its series in two. The flow's newest
+    # non-empty value speaks for the whole period.
+    newest = F.max(F.when(F.col("mirror") != "", F.struct("ts", "mirror")))  # max() skips the nulls
+    flow = Window.partitionBy("flow", "source", "target")
+    df = df.withColumn("mirror", F.coalesce(newest.over(flow).getField("mirror"), F.lit("")))
     if start is not None:
         df = df.filter(F.col("ts") >= F.lit(start))
     if end is not None:

@@ -58,6 +58,7 @@ class GeneratorSpec:
     source: str = "east"
     target: str = "west"
     group: str = "mirrorwatch-east-west"
+    mirror: str = "mirrorwatch"  # what mirrors the flow: mirrorwatch or mm2 (the history's mirror column)
 
 
 @dataclass(frozen=True)
