@@ -332,32 +332,62 @@ def test_failover_check_predicts_the_redelivery_of_a_real_resume(mm2_env):
 
 
 def test_commit_beyond_the_last_sync_is_reported(mm2_env):
-    """A group whose commit lies past MM2's newest offset sync (syncs come every offset.lag.max records, and at
-    MM2's offset flush): the failover check and the coverage say why the translation is approximate."""
-    from mirrorwatch.core.mm2_lag import translation_coverage
-    from mirrorwatch.core.records import Checkpoint
+    """A real group commits past MM2's newest offset sync: MM2 is frozen (SIGSTOP), so it has neither mirrored nor
+    synced the records the group read. The failover check and the monitor's coverage say the group is translated
+    only approximately, and why; once MM2 runs again, it syncs and checkpoints the commit and both say it is exact.
+    """
+    import os
+    import signal
 
-    # the same rule the failover check applies, on the real MM2's newest syncs
     from mirrorwatch.mirror.mm2_records import read_mm2_state
 
-    state = read_mm2_state(mm2_env.config(), mm2_env.config().flows["ew"])
-    last = state.latest_sync[(FO_TOPIC, 0)][0]
-    commit = last + 40
-    cp = Checkpoint("g", FO_TOPIC, 0, commit, state.latest_sync[(FO_TOPIC, 0)][1] + 1, int(time.time() * 1000))
-    out = translation_coverage(
-        {"g": {(FO_TOPIC, 0): commit}},
-        {"g": {(FO_TOPIC, 0): cp}},
-        {k: v[0] for k, v in state.latest_sync.items()},
-        int(time.time() * 1000),
-        30,
+    env, group = mm2_env, f"mm2g-{RUN}-beyond"
+    produce_numbered(env.source.bootstrap, FO_TOPIC, 40, partitions=2, start=5000)
+    ends = end_offsets(env.source.bootstrap, FO_TOPIC)
+    wait_until(lambda: end_offsets(env.target.bootstrap, f"east.{FO_TOPIC}") == ends, 90, 0.5, "MM2 caught up")
+    _commit(env.source.bootstrap, group, dict(ends))  # at the end MM2 has mirrored: checkpointed exactly
+    wait_until(lambda: {p: u for p, (u, _) in _mm2_checkpoints(env, group).items()} == ends, 60, 1, "a checkpoint")
+
+    def report():
+        out = run_cli("failover", "check", "--config", str(env.config_path), "--group", group, "--json", timeout=60)
+        assert out.stdout, out.stderr
+        return json.loads(out.stdout)
+
+    def monitored():
+        sampler = Sampler(env.config(), timeout_s=5)
+        try:
+            wait_until(lambda: sampler.coverage["ew"].tracker.caught_up.is_set(), 30, 0.5, "the monitor's checkpoints")
+            return next(v for v in sampler.sample().flow_views() if v.flow == "ew").coverage
+        finally:
+            sampler.close()
+
+    os.kill(env.mm2.proc.pid, signal.SIGSTOP)
+    try:
+        last = read_mm2_state(env.config(), env.config().flows["ew"]).latest_sync[(FO_TOPIC, 0)][0]
+        produce_numbered(env.source.bootstrap, FO_TOPIC, 60, partitions=2, start=6000)
+        beyond = end_offsets(env.source.bootstrap, FO_TOPIC)
+        _commit(env.source.bootstrap, group, dict(beyond))  # read and committed what MM2 has not mirrored yet
+        assert beyond[0] > last + 1
+        frozen = report()
+        (g,) = frozen["groups"]
+        why = f"commit {beyond[0]} is beyond MM2's last offset sync ({last}): translated approximately"
+        assert any(why in r for r in g["reasons"]), g
+        coverage = monitored()
+        (untranslated,) = [u for u in coverage["untranslated"] if u["group"] == group]
+        assert f"commit {beyond[0]} on {FO_TOPIC}[0] is beyond the last offset sync ({last})" in untranslated["reason"]
+    finally:
+        os.kill(env.mm2.proc.pid, signal.SIGCONT)  # the rest of the module shares this MM2
+    wait_until(
+        lambda: {p: u for p, (u, _) in _mm2_checkpoints(env, group).items()} == beyond,
+        90,
+        1,
+        "MM2 checkpointing the commit after it resumed",
+        alive=env.mm2,
     )
-    assert out["untranslated"] == [
-        {
-            "group": "g",
-            "reason": f"commit {commit} on {FO_TOPIC}[0] is beyond the last "
-            f"offset sync ({last}): translated approximately",
-        }
-    ]
+    (g,) = report()["groups"]
+    assert not any("beyond" in r for r in g["reasons"]), g  # MM2 synced the records it mirrored at its flush
+    assert g["verdict"] == "READY", g
+    assert group not in {u["group"] for u in monitored()["untranslated"]}
 
 
 def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
@@ -421,6 +451,11 @@ def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
             assert run_check(path, timeout_s=30).rc == 0
             env.mm2.kill()
             prom.wait_for(lambda: alerts <= firing(), 180, f"{sorted(alerts)} firing after MM2 was killed")
+            # every page says which mirror it is about (joined from the monitor's mirrorwatch_flow_info)
+            pages = [
+                a["labels"] for a in prom.alerts() if a["state"] == "firing" and a["labels"]["alertname"] in alerts
+            ]
+            assert {p.get("mirror") for p in pages} == {"mm2"}, pages
             assert flow_value("flow_group:mirrorwatch_group_status:max") == 2  # ERR: the partitions are STOP
             assert flow_value("mirrorwatch_heartbeat_age_seconds") > 5
             dead = run_check(path, timeout_s=5)

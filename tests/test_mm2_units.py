@@ -139,17 +139,24 @@ def test_translation_coverage_reasons():
         "stale": {("orders", 0): 500},
         "idle": {("orders", 0): 400},
         "beyond": {("orders", 0): 900},
+        "stopped": {("orders", 0): 950},  # a stopped mirror: old checkpoint behind the commit, which is past the syncs
     }
     checkpoints = {
         "fresh": {("orders", 0): cp(500)},
         "stale": {("orders", 0): cp(450, now - 120_000)},
         "idle": {("orders", 0): cp(400, now - 600_000)},
         "beyond": {("orders", 0): cp(900)},
+        "stopped": {("orders", 0): cp(700, now - 90_000)},
     }
     out = translation_coverage(commits, checkpoints, {("orders", 0): 800}, now, 60, {("fresh", "orders", 0): 95})
-    assert (out["groups"], out["translated"], out["ratio"]) == (5, 2, 0.4)
+    assert (out["groups"], out["translated"], out["ratio"]) == (6, 2, 0.3333)
     reasons = {u["group"]: u["reason"] for u in out["untranslated"]}
-    assert set(reasons) == {"none", "stale", "beyond"}  # an old checkpoint at the group's (unchanged) commit is fine
+    assert set(reasons) == {
+        "none",
+        "stale",
+        "beyond",
+        "stopped",
+    }  # an old checkpoint at the group's (unchanged) commit is fine
     assert reasons["none"].startswith("no checkpoint")
     assert out["approximate"] == [
         {
@@ -160,6 +167,10 @@ def test_translation_coverage_reasons():
     ]
     assert "120 s old" in reasons["stale"]
     assert "beyond the last offset sync (800)" in reasons["beyond"]
+    assert reasons["stopped"] == (
+        "checkpoint for orders[0] is 90 s old (limit 60 s) and behind the commit; "
+        "commit 950 on orders[0] is beyond the last offset sync (800): translated approximately"
+    )
 
 
 # ------------------------------------------------------------------------------ config

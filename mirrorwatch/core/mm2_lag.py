@@ -78,8 +78,9 @@ def translation_coverage(
     """Of the groups with commits on mirrored partitions, which have a usable checkpoint for every one of them.
 
     ``checkpoints[group][(topic, partition)]`` has ``upstream_offset`` and ``ts_ms`` (source topic names).
-    Untranslated, with the first reason found per group: no checkpoint; checkpoint older than ``max_age_s`` and
-    behind the commit; commit beyond the last sync (MM2 can then only translate it to the last sync + 1).
+    Untranslated, with the reasons of the group's first such partition: no checkpoint; checkpoint older than
+    ``max_age_s`` and behind the commit; commit beyond the last sync (MM2 can then only translate it to the last
+    sync + 1). A stopped mirror makes the last two true at once, and both are said.
     Translated but approximate: ``redelivery[(group, topic, partition)] > 0`` records are read again on resuming
     (MM2 translated the commit through an older sync than the commit's own position).
     """
@@ -90,19 +91,21 @@ def translation_coverage(
         for (topic, partition), committed in sorted(commits[group].items()):
             cp = checkpoints.get(group, {}).get((topic, partition))
             where = f"{topic}[{partition}]"
+            reasons = []
             if cp is None:
-                reason = f"no checkpoint for {where}"
+                reasons.append(f"no checkpoint for {where}")
             elif cp.upstream_offset != committed and (now_ms - cp.ts_ms) / 1000 > max_age_s:
-                reason = (
+                reasons.append(
                     f"checkpoint for {where} is {(now_ms - cp.ts_ms) / 1000:.0f} s old (limit {max_age_s:.0f} s) "
                     f"and behind the commit"
                 )
-            elif committed > last_sync_upstream.get((topic, partition), committed) + 1:
-                reason = (
+            if cp is not None and committed > last_sync_upstream.get((topic, partition), committed) + 1:
+                reasons.append(
                     f"commit {committed} on {where} is beyond the last offset sync "
                     f"({last_sync_upstream[(topic, partition)]}): translated approximately"
                 )
-            if reason:
+            if reasons:
+                reason = "; ".join(reasons)
                 break
             again += redelivery.get((group, topic, partition)) or 0
         if reason:
