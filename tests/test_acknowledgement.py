@@ -70,6 +70,27 @@ def test_too_large_batch_names_the_largest_record():
     )
 
 
+def test_records_failed_after_the_refusal_are_not_the_culprit():
+    # a report covers a run: the refused run's records fail as too large, later runs with the fatal error
+    failures = [failure(10, 50), failure(11, 8_003), failure(12, 40), failure(13, 90_000, "_FATAL")]
+    assert culprit(failures).offset == 11
+    # produce() refused a record with the fatal error before the refused run's report was served
+    assert culprit([failure(30, 10, "_FATAL"), *failures]).offset == 11
+
+
+@pytest.mark.parametrize(
+    "fifo,unmarked,read_next,expected",
+    [
+        (False, 0, 50, (50, AckReason.LOOP_GUARD_SKIPPED)),  # nothing in flight: the records read since were skipped
+        (False, 3, 50, (41, AckReason.REPORTED)),  # records sent without a report of their own are still in flight
+        (True, 0, 50, (41, AckReason.REPORTED)),
+    ],
+)
+def test_records_without_their_own_report_count_as_in_flight(fifo, unmarked, read_next, expected):
+    # PartitionState.acknowledged passes in_flight = reports due or records sent since the newest report-carrying one
+    assert tuple(acknowledged_next(40, fifo or unmarked > 0, read_next, 30, None)) == expected
+
+
 def test_other_errors_name_the_first_record_without_a_size():
     failures = [failure(7, 30, "TOPIC_AUTHORIZATION_FAILED"), failure(8, 90, "TOPIC_AUTHORIZATION_FAILED")]
     assert culprit(failures).offset == 7

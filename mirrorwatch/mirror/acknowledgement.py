@@ -74,6 +74,7 @@ def lowest_failure(failed_at: int | None, source_offset: int) -> int:
 
 
 TOO_LARGE = "MSG_SIZE_TOO_LARGE"  # librdkafka's name for a record (or its batch) over the broker's limit
+FATAL = "_FATAL"  # every produce() after the producer's fatal error (enable.gapless.guarantee) fails with it
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +93,13 @@ class RecordFailure:
 
 def culprit(failures: list[RecordFailure]) -> RecordFailure:
     """The record to name: the first failure, unless the broker refused a batch for a too-large record (it
-    refuses the whole batch holding it): then the largest refused record."""
-    first = failures[0]
+    refuses the whole batch holding it, and a report covers a run of records): then the largest record refused
+    as too large. Records failed afterwards for another reason (the producer's fatal error after the refusal
+    fails every later record) are not candidates."""
+    # a record refused at produce() because the producer had already failed fatally is not the cause
+    first = next((f for f in failures if f.error_name != FATAL), failures[0])
     if first.error_name == TOO_LARGE:
-        return max(failures, key=lambda f: f.size)
+        return max((f for f in failures if f.error_name == TOO_LARGE), key=lambda f: f.size)
     return first
 
 

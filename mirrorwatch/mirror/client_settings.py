@@ -13,6 +13,9 @@ def producer_properties(settings: MirrorSettings) -> dict[str, Any]:
     props: dict[str, Any] = {
         "acks": "all",
         "enable.idempotence": True,
+        # any failure that could leave a gap is fatal and fails every later record: a successful delivery report
+        # then vouches for every earlier record of its partition (the engine asks for one per run of records)
+        "enable.gapless.guarantee": True,
         "linger.ms": 5,
         "batch.size": 1_000_000,
         "queue.buffering.max.messages": max(settings.max_in_flight, 100_000),

@@ -5,20 +5,23 @@ thread and owns the consumer; a topic thread lists, creates and syncs topics (ad
 off the data path) and hands new subscriptions over; the heartbeat producer runs on its own.
 
 How acknowledgements find their source offset without a closure per record: the idempotent producer
-delivers reports in order per partition, so each partition keeps a FIFO of (source offset, state) it sent and
-a report pops the oldest. Each assignment of a partition has its own state and FIFO, and its records carry
+delivers reports in order per partition, so each partition keeps a FIFO of the reports due and a report pops
+the oldest. Only some records carry a report (``_send``: the last of each run of a partition in a consumed
+batch, every ``offset_sync_every``-th, and every record under the loop guard); with
+``enable.gapless.guarantee`` a successful report vouches for every record sent before it (docs/design.md,
+"Acknowledgement per run"). Each assignment of a partition has its own state and FIFO, and its records carry
 that state's own callback: a report that arrives after its partition was revoked or lost updates the detached
 state it was sent for, never the state of a newer assignment (which would move acked_next past records not yet
 acknowledged).
 
-Per record the data path does as little Python as it can (the engine is CPU-bound on one core): the report
-callback only pops the FIFO, remembers the newest report and, every ``offset_sync_every`` records, has an
-offset sync published for exactly that record; positions, counters and latency are settled once per poll round
-for each partition that had reports (``_finish_round``).
+Per record the data path does as little Python as it can (the engine is CPU-bound on one core): no callback
+for most records; a report only pops the FIFO, remembers the newest report and, for a sync-due record, has an
+offset sync published for exactly that record; positions, counters and latency are settled once per poll
+round for each partition that had reports (``reports.py``).
 
 Beside it: ``partition_state.py`` (one assignment's positions and report callback), ``acknowledgement.py``
 (where ``acked_next`` lands, what may be committed, and the failures the engine stops on; pure),
-``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties),
+``reports.py`` (delivery reports, failures, the producer's fatal error), ``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties),
 ``lifecycle.py`` (start-up, outages), ``subscription.py`` (the topic thread and the subscription it hands over), ``access_guard.py`` (credentials and ACLs), ``records_lost.py`` (records removed from the source before mirrored).
 """
 
@@ -46,6 +49,7 @@ from .own_topics import internal_topic_names
 from .partition_state import PartitionState
 from .publisher import PositionPublisher
 from .records_lost import RecordsLostDetection
+from .reports import DeliveryReports
 from .subscription import EngineSubscription
 from .topics import TargetTopics
 
@@ -55,7 +59,7 @@ log = logging.getLogger("mirrorwatch.mirror")
 IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle: commit and sync exactly
 
 
-class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, EngineAccess):
+class MirrorEngine(DeliveryReports, EngineLifecycle, EngineSubscription, RecordsLostDetection, EngineAccess):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
         self.config = config
@@ -81,6 +85,7 @@ class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, En
         self.rebalances = 0
         self.heartbeats_sent = 0
         self.failures: list[RecordFailure] = []
+        self.fatal_error: KafkaError | None = None  # the producer's, once a record was refused (reports.py)
         self.lost: list[tuple[str, int, int, int]] = []  # topic, partition, [first, end) lost; the engine stops
         self.records_lost: dict[tuple[str, int], int] = {}  # counted under mirror.on_records_lost: continue
         self.access_problem: AccessProblem | None = None  # an ACL or credential problem: stop, say it, exit 1
@@ -147,95 +152,67 @@ class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, En
         self.owned = frozenset(self.partitions)
         # their in-flight records still get reports; those update the detached states (see the module note)
 
-    # ------------------------------------------------------------------ delivery reports
-    def _delivery_failed(self, state: PartitionState, source_offset: int, err, msg) -> None:
-        self._failed(state, source_offset, msg.topic(), len(msg.value() or b"") + len(msg.key() or b""), err)
-
-    def _failed(self, state: PartitionState, source_offset: int, target_topic: str, size: int, err: KafkaError) -> None:
-        """A record the target refused (size -1 = unknown): count it, never commit past it, stop."""
-        topic, partition = state.key
-        retriable = err.retriable()
-        self.produce_errors[(topic, retriable)] = self.produce_errors.get((topic, retriable), 0) + 1
-        state.failed(source_offset)
-        self.failures.append(
-            RecordFailure(topic, partition, source_offset, target_topic, size, err.name(), err.str(), retriable)
-        )
-        self._stop.set()
-
-    def _sync_due(self, state: PartitionState, entry: tuple[int, int, int], msg) -> None:
-        """The report of every N-th record: publish an offset sync for exactly that record."""
-        state.next_sync_at = entry[1] + self.settings.offset_sync_every
-        if self.partitions.get(state.key) is not state:
-            return  # a revoked or lost assignment: its new owner publishes syncs
-        state.acknowledged(entry[0], msg.offset())
-        self.publisher.emit_syncs([state.key])
-
-    def _serve(self, timeout: float) -> None:
-        """Serve delivery reports, then settle them."""
-        self.producer.poll(timeout)
-        if self.touched:
-            self._finish_round()
-
-    def _flush(self, timeout: float) -> int:
-        remaining = self.producer.flush(timeout)
-        if self.touched:
-            self._finish_round()
-        return remaining
-
-    def _finish_round(self) -> None:
-        """Settle this poll round's reports, once per partition that had any: positions, counters, latency.
-
-        Latency: the round's newest report stands for the round's records (weighted by their count); records of
-        one round were acknowledged within milliseconds of each other."""
-        now = time.time()
-        touched, observe = self.touched, self.latency.observe
-        for state in touched:
-            msg, (source_offset, records, nbytes) = state.round_msg, state.round_entry
-            state.round_msg = state.round_entry = None
-            acked_now = records - state.records
-            state.records, state.bytes = records, nbytes
-            state.acknowledged(source_offset, msg.offset())
-            ts_type, ts = msg.timestamp()
-            if ts_type:
-                observe(max(0.0, now - ts / 1000.0), acked_now)
-        touched.clear()
-
     # ------------------------------------------------------------------ the data path
     def _send(self, messages) -> None:
-        """Produce one consumed batch. Messages come in runs per partition; per-partition work happens once per run."""
+        """Produce one consumed batch. Messages come in runs per partition; per-partition work happens once per run.
+
+        Only some records carry a delivery report: the last record of each run, every ``offset_sync_every``-th
+        record of the assignment (its report publishes an offset sync) and, under the identity policy's loop
+        guard, every record. The idempotent producer with ``enable.gapless.guarantee`` delivers a partition's
+        records in order and turns any failure into a fatal error that fails every later record too, so a
+        successful report acknowledges its whole segment (docs/design.md, "Acknowledgement per run")."""
         produce = self.producer.produce
         add_origin = self.add_origin
         origin = (PROVENANCE_HEADER, self.origin)
         # shared by every record without headers of its own (produce() only reads it)
         origin_only = [origin] if add_origin else None
         loop_guard = self.loop_guard
+        every_record = loop_guard is not None  # a skipped record may end a run: then nothing would report it
         guard_header = (PROVENANCE_HEADER, loop_guard)
+        sync_every = self.settings.offset_sync_every
         partitions = self.partitions
         run_topic, run_partition = None, -1
         state = fifo = delivered = target_topic = None
-        sent_records = sent_bytes = 0
+        sent_records = sent_bytes = unmarked = 0
+        segment_start = 0  # index in ``messages`` of the first record the next report will acknowledge
+        sync_mark = 0
         expected = -1  # the offset the run's next record should have; a higher one is a jump (see _jumped)
         reseeked: set[tuple[str, int]] = set()
-        for msg in messages:
-            if msg.error():
-                if msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+        count = len(messages)
+        if not count:
+            return
+        # one message ahead, so the last record of a run is known when it is produced (each accessor once)
+        nxt = messages[0]
+        next_err, next_topic, next_partition = nxt.error(), nxt.topic(), nxt.partition()
+        for i in range(count):
+            msg, err, topic, partition = nxt, next_err, next_topic, next_partition
+            if i + 1 < count:
+                nxt = messages[i + 1]
+                next_err, next_topic, next_partition = nxt.error(), nxt.topic(), nxt.partition()
+                last_of_run = next_err is not None or next_partition != partition or next_topic != topic
+            else:
+                last_of_run = True
+            if err is not None:
+                if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
                     self.deny(Denied("READ", "group", self.group, "source"))
-                elif msg.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                    self.deny(Denied("READ", "topic", msg.topic() or ", ".join(self._subscribed), "source"))
-                elif msg.error().code() != KafkaError._PARTITION_EOF:
-                    log.warning("consume error: %s", msg.error().str())
+                elif err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    self.deny(Denied("READ", "topic", topic or ", ".join(self._subscribed), "source"))
+                elif err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("consume error: %s", err.str())
                 continue
-            topic, partition = msg.topic(), msg.partition()
             if partition != run_partition or topic != run_topic:
                 if state is not None:
-                    state.sent_records, state.sent_bytes = sent_records, sent_bytes
+                    state.sent_records, state.sent_bytes, state.unmarked = sent_records, sent_bytes, unmarked
+                    state.sync_mark = sync_mark
                 run_topic, run_partition = topic, partition
                 state = partitions.get((topic, partition))
                 if state is None or (topic, partition) in reseeked:
                     state = None
                     continue
                 fifo, delivered = state.fifo, state.delivered
-                sent_records, sent_bytes = state.sent_records, state.sent_bytes
+                sent_records, sent_bytes, unmarked = state.sent_records, state.sent_bytes, state.unmarked
+                sync_mark = state.sync_mark
+                segment_start = i
                 target_topic = self.target_names.get(topic) or self._name(topic)
                 if state.acked_next is None:  # start position unknown at assignment: it is this record's offset
                     state.acked_next = msg.offset()
@@ -244,7 +221,8 @@ class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, En
                 continue
             offset = msg.offset()
             if offset > expected >= 0 and self._jumped(state, expected, offset):
-                state.sent_records, state.sent_bytes = sent_records, sent_bytes
+                state.sent_records, state.sent_bytes, state.unmarked = sent_records, sent_bytes, unmarked
+                state.sync_mark = sync_mark
                 state = None  # stopping: nothing of this partition is sent past the lost records
                 continue
             expected = offset + 1
@@ -254,8 +232,9 @@ class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, En
                 headers = origin_only
             else:
                 if loop_guard is not None and guard_header in headers:
-                    if not fifo:
+                    if not fifo and not unmarked:
                         state.acked_next = offset + 1
+                    segment_start = i + 1
                     continue  # it came from the target side originally: mirroring it back would loop
                 if add_origin and not any(h[0] == PROVENANCE_HEADER for h in headers):
                     headers.append(origin)
@@ -263,32 +242,43 @@ class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, En
             size = len(msg) + (len(key) if key else 0)
             sent_records += 1
             sent_bytes += size
-            fifo.append((offset, sent_records, sent_bytes))
+            report = last_of_run or every_record or sent_records >= sync_mark
             while True:
                 try:
-                    produce(
-                        target_topic,
-                        msg.value(),
-                        key,
-                        partition,
-                        on_delivery=delivered,
-                        timestamp=msg.timestamp()[1],
-                        headers=headers,
-                    )
+                    if report:
+                        produce(
+                            target_topic,
+                            msg.value(),
+                            key,
+                            partition,
+                            on_delivery=delivered,
+                            timestamp=msg.timestamp()[1],
+                            headers=headers,
+                        )
+                        fifo.append((offset, sent_records, sent_bytes, messages, segment_start, i))
+                        segment_start, unmarked = i + 1, 0
+                        if sent_records >= sync_mark:
+                            sync_mark = sent_records + sync_every
+                    else:
+                        produce(
+                            target_topic, msg.value(), key, partition, timestamp=msg.timestamp()[1], headers=headers
+                        )
+                        unmarked += 1
                     break
                 except BufferError:
-                    state.sent_records, state.sent_bytes = sent_records, sent_bytes
+                    state.sent_records, state.sent_bytes, state.unmarked = sent_records - 1, sent_bytes - size, unmarked
                     self._serve(0.05)
                 except KafkaException as exc:
-                    fifo.pop()
                     sent_records, sent_bytes = sent_records - 1, sent_bytes - size
                     if self._produce_rejected(exc, topic, partition, offset, target_topic):
                         reseeked.add((topic, partition))  # the rest of this run comes again after the seek
-                        state.sent_records, state.sent_bytes = sent_records, sent_bytes
+                        state.sent_records, state.sent_bytes, state.unmarked = sent_records, sent_bytes, unmarked
+                        state.sync_mark = sync_mark
                         state = None
                     break
         if state is not None:
-            state.sent_records, state.sent_bytes = sent_records, sent_bytes
+            state.sent_records, state.sent_bytes, state.unmarked = sent_records, sent_bytes, unmarked
+            state.sync_mark = sync_mark
         self._serve(0)
 
     def _produce_rejected(
@@ -308,7 +298,10 @@ class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, En
 
     def failure_message(self) -> str | None:
         """One line naming the record that could not be written (the culprit, not its batch-mates)."""
-        return self.denied_write_message(self.failures) or failure_message(self.failures, self.flow.target)
+        message = self.denied_write_message(self.failures) or failure_message(self.failures, self.flow.target)
+        if message is None and self.fatal_error is not None:  # no report named a record (none was served)
+            message = f"cannot mirror to {self.flow.target}: {self.fatal_error.str()}; stopped without skipping"
+        return message
 
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
@@ -366,7 +359,7 @@ class MirrorEngine(EngineLifecycle, EngineSubscription, RecordsLostDetection, En
             self._shutdown()
         if self.access_problem is not None:
             raise self.access_problem
-        if self.failures:
+        if self.failures or self.fatal_error is not None:
             raise MirrorFailure(self.failure_message())
         if self.lost:
             raise RecordsLost(self.lost_message())

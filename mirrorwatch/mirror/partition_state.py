@@ -37,6 +37,8 @@ class PartitionState:
         "next_sync_at",
         "round_msg",
         "round_entry",
+        "unmarked",
+        "sync_mark",
     )
 
     def __init__(self, key: tuple[str, int], engine: MirrorEngine) -> None:
@@ -45,8 +47,12 @@ class PartitionState:
         self.read_next: int | None = None  # next source offset to fetch
         self.acked_next: int | None = None  # last source offset acknowledged by the target + 1
         self.committed: int | None = None  # last offset committed for the mirror group
-        # in flight, in send order: (source offset, records sent through it, key+value bytes sent through it)
-        self.fifo: deque[tuple[int, int, int]] = deque()
+        # reports due, in send order: (source offset, records sent through it, key+value bytes sent through it,
+        # the consumed batch, the batch indexes of the first and last record the report acknowledges). Only some
+        # records carry a report (engine._send says which); the batch is kept to name a refused record.
+        self.fifo: deque[tuple] = deque()
+        self.unmarked = 0  # records sent after the newest one that carries a report: in flight, not in the FIFO
+        self.sync_mark = 1  # the record count whose record carries a report for an offset sync (send side)
         self.sent_records = 0
         self.sent_bytes = 0
         self.records = 0  # acknowledged by the target
@@ -63,13 +69,14 @@ class PartitionState:
         self.next_sync_at = 1
         # the newest report of this poll round, settled by the engine's _finish_round
         self.round_msg: Message | None = None
-        self.round_entry: tuple[int, int, int] | None = None
+        self.round_entry: tuple | None = None
 
     def delivered(self, err: KafkaError | None, msg: Message) -> None:
-        # hot path: one call per record. Reports come in send order per partition (idempotent producer).
+        # hot path: one call per report (a run of records). Reports come in send order per partition (idempotent
+        # producer); a successful one means every record sent before it in this partition is written too.
         entry = self.fifo.popleft()
         if err is not None:
-            self.engine._delivery_failed(self, entry[0], err, msg)
+            self.engine._segment_failed(self, entry, err, msg)
             return
         if self.round_msg is None:
             self.engine.touched.append(self)
@@ -82,7 +89,7 @@ class PartitionState:
         """The target acknowledged everything sent through ``source_offset`` (``downstream_offset`` there)."""
         self.last_upstream, self.last_downstream = source_offset, downstream_offset
         self.acked_next = acknowledged_next(
-            source_offset, bool(self.fifo), self.read_next, self.acked_next, self.failed_at
+            source_offset, bool(self.fifo) or self.unmarked > 0, self.read_next, self.acked_next, self.failed_at
         ).acked_next
 
     def failed(self, source_offset: int) -> None:

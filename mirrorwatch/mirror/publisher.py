@@ -120,6 +120,11 @@ class PositionPublisher:
                 self.producer.produce(topic, key=key, value=value, on_delivery=self._delivered)
                 return
             except KafkaException as exc:  # refused at once when the client already knows it may not write there
+                error = error_of(exc)
+                if error is not None and error.code() == KafkaError._FATAL:
+                    # the producer failed fatally on a mirrored record: its delivery report stops the engine and
+                    # names the record; an offset sync now would not be written anyway
+                    return
                 if not is_denied(exc):
                     raise
                 self.on_denied(Denied("WRITE", "topic", topic, "target"))

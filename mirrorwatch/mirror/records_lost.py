@@ -83,7 +83,9 @@ class RecordsLostDetection:
         idle transactional topic forever. A position past the log start's jump is checked like a jump in _send.
         """
         states = [
-            st for st in self.partitions.values() if st.read_next is not None and not st.fifo and st.failed_at is None
+            st
+            for st in self.partitions.values()
+            if st.read_next is not None and not st.fifo and not st.unmarked and st.failed_at is None
         ]
         if not states:
             return

@@ -1,0 +1,105 @@
+"""The mirror engine's delivery reports: what a report (or a failed one) does to a partition's positions, and
+the fatal producer error that stops the engine. Part of :class:`MirrorEngine` (a mixin, as ``lifecycle.py``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from .acknowledgement import RecordFailure
+
+if TYPE_CHECKING:
+    from .partition_state import PartitionState
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+
+class DeliveryReports:
+    # the engine's, set in MirrorEngine.__init__
+    producer: Any
+    partitions: dict
+    settings: Any
+    publisher: Any
+    touched: list
+    latency: Any
+    produce_errors: dict
+    failures: list
+    fatal_error: KafkaError | None
+    _stop: Any
+
+    def _segment_failed(self, state: PartitionState, entry: tuple, err: KafkaError, msg) -> None:
+        """A report failed: every record of its segment (those sent since the previous report) may be the one
+        refused, so each is named a failure; ``culprit`` picks the record to name, commits stay below the first."""
+        messages, first, last = entry[3], entry[4], entry[5]
+        topic, partition = state.key
+        for m in messages[first : last + 1]:
+            if m.error() is None and m.topic() == topic and m.partition() == partition:
+                size = len(m.value() or b"") + len(m.key() or b"")
+                self._failed(state, m.offset(), msg.topic(), size, err)
+
+    def _failed(self, state: PartitionState, source_offset: int, target_topic: str, size: int, err: KafkaError) -> None:
+        """A record the target refused (size -1 = unknown): count it, never commit past it, stop."""
+        topic, partition = state.key
+        retriable = err.retriable()
+        self.produce_errors[(topic, retriable)] = self.produce_errors.get((topic, retriable), 0) + 1
+        state.failed(source_offset)
+        self.failures.append(
+            RecordFailure(topic, partition, source_offset, target_topic, size, err.name(), err.str(), retriable)
+        )
+        self._stop.set()
+
+    def _sync_due(self, state: PartitionState, entry: tuple, msg) -> None:
+        """The report of every N-th record: publish an offset sync for exactly that record."""
+        state.next_sync_at = entry[1] + self.settings.offset_sync_every
+        if self.partitions.get(state.key) is not state:
+            return  # a revoked or lost assignment: its new owner publishes syncs
+        state.acknowledged(entry[0], msg.offset())
+        self.publisher.emit_syncs([state.key])
+
+    def _serve(self, timeout: float) -> None:
+        """Serve delivery reports, then settle them."""
+        try:
+            self.producer.poll(timeout)
+        except KafkaException as exc:
+            self._fatal(exc)
+        if self.touched:
+            self._finish_round()
+
+    def _flush(self, timeout: float) -> int:
+        try:
+            remaining = self.producer.flush(timeout)
+        except KafkaException as exc:
+            self._fatal(exc)
+            remaining = self.producer.flush(timeout)  # the failed records' reports name the refused record
+        if self.touched:
+            self._finish_round()
+        return remaining
+
+    def _fatal(self, exc: KafkaException) -> None:
+        """The producer failed fatally (``poll()`` raises it once): with ``enable.gapless.guarantee`` a record was
+        refused, so every later one fails too. Stop; the failed reports, served from here on, name the record."""
+        self.fatal_error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        log.debug("producer fatal error: %s", exc)
+        self._stop.set()
+
+    def _finish_round(self) -> None:
+        """Settle this poll round's reports, once per partition that had any: positions, counters, latency.
+
+        Latency: the round's newest report stands for the round's records (weighted by their count); records of
+        one round were acknowledged within milliseconds of each other."""
+        now = time.time()
+        touched, observe = self.touched, self.latency.observe
+        for state in touched:
+            msg, entry = state.round_msg, state.round_entry
+            source_offset, records, nbytes = entry[0], entry[1], entry[2]
+            state.round_msg = state.round_entry = None
+            acked_now = records - state.records
+            state.records, state.bytes = records, nbytes
+            state.acknowledged(source_offset, msg.offset())
+            ts_type, ts = msg.timestamp()
+            if ts_type:
+                observe(max(0.0, now - ts / 1000.0), acked_now)
+        touched.clear()
