@@ -197,3 +197,25 @@ def test_sigterm_exits_0_within_10s_with_acked_committed(source, target, topic_n
     for p, offset in committed.items():
         assert 0 < offset <= target_ends[p]  # nothing committed that the target had not acknowledged
         assert offset == target_ends[p]  # and everything acknowledged was committed at shutdown
+
+
+def test_full_producer_queue_while_offset_syncs_are_due(source, target, topic_name, mirror_config, tmp_path):
+    """A tiny producer queue and an offset sync every 7 records: the sync a delivery report asks for often meets
+    a full queue. It is sent after the report's poll() returns: a poll inside the report (to make room) aborted the
+    process in confluent-kafka (CallState assertion), found by the 1M-record soak while a target restarted."""
+    create_topic(source.bootstrap, topic_name, 3)
+    produce_numbered(source.bootstrap, topic_name, 20_000, partitions=3)
+    cfg = config_for(mirror_config, topic_name, f"g-{topic_name}")
+    cfg["mirror"].update(offset_sync_every=7, producer={"queue.buffering.max.messages": 40})
+    with MirrorProcess(cfg, tmp_path / "m.yaml") as mirror:
+        wait_until(
+            lambda: count_on(target.bootstrap, f"east.{topic_name}") >= 20_000, 90, what="mirroring", alive=mirror
+        )
+        wait_until(
+            lambda: sum(committed_offsets(source.bootstrap, f"g-{topic_name}", topic_name, 3).values()) == 20_000,
+            30,
+            what="committed",
+            alive=mirror,
+        )
+        assert mirror.terminate(timeout=15) == 0, mirror.log_text()[-3000:]
+    assert "Traceback" not in mirror.log_text() and "Fatal Python error" not in mirror.log_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,6 +38,7 @@ class PositionPublisher:
         # how a failed commit is reported: the engine's lifecycle keeps retries quiet while a cluster is away
         self.retrying: Callable[..., None] = retrying or log.warning
         self.producer: Producer | None = None
+        self.deferred: deque[tuple[bytes, bytes]] = deque()  # syncs built inside delivery reports, not sent yet
         self.consumer: Consumer | None = None
 
     def bind(self, producer: Producer, consumer: Consumer) -> None:
@@ -92,7 +94,11 @@ class PositionPublisher:
             if tp.error is None and state is not None and (state.committed is None or tp.offset > state.committed):
                 state.committed = tp.offset
 
-    def emit_syncs(self, keys: Iterable[Key] | None = None, force: bool = False) -> None:
+    def emit_syncs(self, keys: Iterable[Key] | None = None, force: bool = False, defer: bool = False) -> None:
+        """Publish an offset sync for each partition that moved (all given ones with ``force``). ``defer``: only
+        build them now (the pair of offsets as it is now) and send them from ``send_deferred``: a delivery
+        report may not call the producer's poll() (a BufferError would), as a nested poll on the same client
+        aborts the process in confluent-kafka (CallState assertion)."""
         now = int(time.time() * 1000)
         for key in keys if keys is not None else list(self.partitions):
             state = self.partitions.get(key)
@@ -110,8 +116,17 @@ class PositionPublisher:
                 state.read_next if state.read_next is not None else state.acked_next,
                 now,
             )
-            self._produce(self.syncs_topic, sync.key(), sync.to_value())
+            if defer:
+                self.deferred.append((sync.key(), sync.to_value()))
+            else:
+                self._produce(self.syncs_topic, sync.key(), sync.to_value())
             state.synced_acked, state.synced_read = state.acked_next, state.read_next
+
+    def send_deferred(self) -> None:
+        """Send the syncs built inside delivery reports (the poll() this may do can add more: sent too)."""
+        while self.deferred:
+            key, value = self.deferred.popleft()
+            self._produce(self.syncs_topic, key, value)
 
     def _produce(self, topic: str, key: bytes, value: bytes) -> None:
         assert self.producer is not None

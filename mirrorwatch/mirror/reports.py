@@ -57,7 +57,7 @@ class DeliveryReports:
         if self.partitions.get(state.key) is not state:
             return  # a revoked or lost assignment: its new owner publishes syncs
         state.acknowledged(entry[0], msg.offset())
-        self.publisher.emit_syncs([state.key])
+        self.publisher.emit_syncs([state.key], defer=True)  # inside poll(): sent by _settle, after it
 
     def _serve(self, timeout: float) -> None:
         """Serve delivery reports, then settle them."""
@@ -65,18 +65,26 @@ class DeliveryReports:
             self.producer.poll(timeout)
         except KafkaException as exc:
             self._fatal(exc)
-        if self.touched:
-            self._finish_round()
+        self._settle()
 
     def _flush(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
         try:
             remaining = self.producer.flush(timeout)
         except KafkaException as exc:
             self._fatal(exc)
             remaining = self.producer.flush(timeout)  # the failed records' reports name the refused record
+        while self.publisher.deferred or self.touched:  # the reports' offset syncs go out and are flushed too
+            self._settle()
+            remaining = self.producer.flush(max(0.0, deadline - time.monotonic()))
+        return remaining
+
+    def _settle(self) -> None:
+        """After a poll: send the offset syncs its reports built, settle the partitions they touched."""
+        if self.publisher.deferred:
+            self.publisher.send_deferred()
         if self.touched:
             self._finish_round()
-        return remaining
 
     def _fatal(self, exc: KafkaException) -> None:
         """The producer failed fatally (``poll()`` raises it once): with ``enable.gapless.guarantee`` a record was
