@@ -89,8 +89,13 @@ def record_client_error(bootstrap: str, err: KafkaError) -> str | None:
     """Called from the clients' error callback; returns the kind when it was an authentication/TLS failure."""
     kind = kind_of(err)
     if kind is not None:
+        reason = redact_text(err.str())
         with _lock:
-            _failures[bootstrap] = (kind, redact_text(err.str()))
+            # librdkafka reports one failed TLS handshake in two wordings, the longer with its hint ("broker
+            # certificate could not be verified, verify that ssl.ca.location ..."), in either order: keep that one
+            known = _failures.get(bootstrap)
+            if known is None or known[0] != kind or len(_short(reason)) >= len(_short(known[1])):
+                _failures[bootstrap] = (kind, reason)
     return kind
 
 
