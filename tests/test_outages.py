@@ -96,6 +96,19 @@ def state_lines(log: str, role: str) -> tuple[int, int]:
     )
 
 
+def assert_one_line_per_state_change(log: str, role: str) -> None:
+    """The watch logs state changes, never retries: "unreachable" and "reachable again" alternate, starting with
+    the first and ending with the second. A thawed single-broker KRaft cluster may really go away a second time
+    at once: its controller fences the broker whose heartbeats stopped during the freeze (missed for longer than
+    broker.session.timeout.ms, 9 s), and for a second or two the metadata answer has no broker. That is a
+    second outage, reported as one (seen in a whole-suite run), so one or two outages are accepted per freeze."""
+    changes = re.findall(rf"{role} cluster '\w+' at \S+ is (unreachable|reachable again)", log)
+    outages = len(changes) // 2
+    assert changes == ["unreachable", "reachable again"] * outages and 1 <= outages <= 2, (
+        f"one line per state change for the {role} (got {changes}):\n{log[-3000:]}"
+    )
+
+
 def test_freeze_of_either_broker_while_running_costs_no_exit_and_loses_nothing(
     source, target, topic_name, mirror_config, tmp_path
 ):
@@ -146,7 +159,7 @@ def test_freeze_of_either_broker_while_running_costs_no_exit_and_loses_nothing(
         assert mirror.running()
     log = mirror.log_text()
     for role in ("source", "target"):
-        assert state_lines(log, role) == (1, 1), f"one line per state change for the {role}:\n{log[-3000:]}"
+        assert_one_line_per_state_change(log, role)
     assert "Traceback" not in log and "%3|" not in log and "%4|" not in log
     verdict(source, target, topic_name, windows)
 
@@ -174,7 +187,7 @@ def test_freeze_while_the_mirror_starts_costs_no_exit_and_loses_nothing(
     finally:
         mirror.kill()
     log = mirror.log_text()
-    assert state_lines(log, role) == (1, 1), log[-3000:]
+    assert_one_line_per_state_change(log, role)
     assert "internal error" not in log and "Traceback" not in log
     verdict(source, target, topic_name, [])
 

@@ -42,6 +42,7 @@ from ..core.topic_selection import TopicFilter, policy_of
 from .access_guard import EngineAccess
 from .acknowledgement import MirrorFailure, RecordFailure, RecordsLost, failure_message
 from .client_settings import consumer_properties, offset_sync_interval_s, producer_properties
+from .consumer_guard import STATS_INTERVAL_MS, ConsumerGuard
 from .lifecycle import EngineLifecycle
 from .metrics import LatencyHistogram
 from .outage import ClustersUnreachable
@@ -59,7 +60,9 @@ log = logging.getLogger("mirrorwatch.mirror")
 IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle: commit and sync exactly
 
 
-class MirrorEngine(DeliveryReports, EngineLifecycle, EngineSubscription, RecordsLostDetection, EngineAccess):
+class MirrorEngine(
+    DeliveryReports, EngineLifecycle, EngineSubscription, RecordsLostDetection, EngineAccess, ConsumerGuard
+):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
         self.config = config
@@ -96,11 +99,9 @@ class MirrorEngine(DeliveryReports, EngineLifecycle, EngineSubscription, Records
         self._subscribed: list[str] = []
 
         producer_props = producer_properties(self.settings)
-        consumer_props = consumer_properties(self.settings, on_commit=self.publisher.committed)
         self.producer = make_producer(self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", **producer_props)
-        self.consumer = make_consumer(
-            self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **consumer_props
-        )
+        self._init_consumer_guard()
+        self.consumer = self._make_consumer()
         self.publisher.bind(self.producer, self.consumer)
         self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
@@ -108,6 +109,12 @@ class MirrorEngine(DeliveryReports, EngineLifecycle, EngineSubscription, Records
         self.topic_filter = TopicFilter.of(config, self.flow)  # the same rule: internal topics only if it owns them
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
         self._init_lifecycle()  # heartbeats, checkpoints, the cluster watch (lifecycle.py)
+
+    def _make_consumer(self):
+        props = consumer_properties(self.settings, on_commit=self.publisher.committed)
+        props.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
+        props.setdefault("stats_cb", self._on_stats)  # the group state, for consumer_guard.py
+        return make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **props)
 
     # ------------------------------------------------------------------ rebalances
     def _on_assign(self, consumer, partitions) -> None:
@@ -316,6 +323,8 @@ class MirrorEngine(DeliveryReports, EngineLifecycle, EngineSubscription, Records
             if not self.start_background():
                 self._stop.set()  # stopped, or gave up on a cluster that stayed away, before the start-up steps
             while not self._stop.is_set():
+                if self.outside_group_since is not None:
+                    self._guard_consumer()
                 self._apply_subscription()
                 if not self._subscribed:
                     self._stop.wait(0.2)

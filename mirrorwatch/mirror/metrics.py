@@ -91,6 +91,13 @@ class EngineCollector:
         )
         rebalances.add_metric(base + [e.group], e.rebalances)
         yield rebalances
+        replacements = CounterMetricFamily(
+            "mirrorwatch_mirror_consumer_replacements",
+            "Source consumers replaced after staying outside their group while the source answered",
+            labels=names + ["group"],
+        )
+        replacements.add_metric(base + [e.group], e.consumer_replacements)
+        yield replacements
         lost = CounterMetricFamily(
             "mirrorwatch_mirror_records_lost",
             "Source records removed (retention, "

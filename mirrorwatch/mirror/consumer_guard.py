@@ -1,0 +1,117 @@
+"""The source consumer's group membership, watched: a consumer that stays outside its group while the source
+answers is replaced (a mixin of MirrorEngine, as ``reports.py``).
+
+Why: librdkafka (2.16) forgets a broker that a metadata answer leaves out, and a KRaft broker just fenced by its
+controller is left out. When that was every broker the consumer knew (a single-broker cluster thawed after a
+freeze, a whole cluster fenced at once), the consumer sat in "no broker available for coordinator query" for
+good: no fetch, no commit, no error, while the cluster answered every other client. It was seen in a
+whole-suite run (tests/test_outages.py) and reproduced in about one freeze in ten; lowering
+``metadata.recovery.rebootstrap.trigger.ms`` did not bring it back within 60 s.
+
+How: the consumer's statistics (every ``STATS_INTERVAL_MS``) carry its group state. While the cluster watch says
+the source answers and the state is not ``up`` for ``STUCK_AFTER_S``, the consumer is replaced: its partitions
+count as lost (their in-flight records still report, to detached states), a new consumer joins the group and
+resumes from the group's commits. What was acknowledged but not committed is read and sent again: duplicates,
+never a gap, as after a restart."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+STATS_INTERVAL_MS = 5_000
+# Longer than any healthy rejoin (a rebalance, a coordinator moving: seconds) and than the cluster watch's own
+# view of a thawed cluster settling; short enough that a mirror recovers well inside any alert's window.
+STUCK_AFTER_S = 30.0
+
+# the group's part of the statistics JSON: "cgrp": { "state": "up", "stateage": 1234, ... }
+_GROUP_STATE = re.compile(r'"cgrp":\s*\{\s*"state":\s*"([^"]*)"')
+
+
+def group_state(stats_json: str) -> str | None:
+    """The consumer group state from librdkafka's statistics JSON (None: no group part). Read with a pattern,
+    not a JSON parse: the statistics name every partition, and only this field is wanted."""
+    match = _GROUP_STATE.search(stats_json)
+    return match.group(1) if match else None
+
+
+def outside_group_since(previous: float | None, now: float, source_up: bool, state: str | None) -> float | None:
+    """Since when the consumer has been outside its group while the source answered (None: it is not).
+
+    An outage of the source does not count (the watch reports it, and nothing could join); the clock starts
+    again when the source is back, so a consumer gets ``STUCK_AFTER_S`` of a reachable source to rejoin."""
+    if not source_up or state is None or state == "up":
+        return None
+    return previous if previous is not None else now
+
+
+def should_replace(since: float | None, now: float, stuck_after_s: float = STUCK_AFTER_S) -> bool:
+    return since is not None and now - since >= stuck_after_s
+
+
+class ConsumerGuard:
+    # the engine's, set in MirrorEngine.__init__
+    consumer: Any
+    producer: Any
+    partitions: dict
+    publisher: Any
+    watch: Any
+    owned: frozenset
+    _subscribed: list
+    _pending_subscription: list | None
+    _subscription_lock: Any
+
+    def _init_consumer_guard(self) -> None:
+        self.group_state: str | None = None
+        self.outside_group_since: float | None = None
+        self.consumer_replacements = 0
+        self._replaced_consumers: list[Any] = []  # kept, never closed: see _replace_consumer
+
+    def _on_stats(self, stats_json: str) -> None:
+        """librdkafka's statistics callback, served inside the data path's poll()/consume()."""
+        self.group_state = group_state(stats_json)
+        self.outside_group_since = outside_group_since(
+            self.outside_group_since, time.monotonic(), self.watch.up.get("source", True), self.group_state
+        )
+
+    def _guard_consumer(self) -> None:
+        """From the data path, between reads: replace a consumer that stayed outside its group."""
+        since = self.outside_group_since
+        if not should_replace(since, time.monotonic()):
+            return
+        assert since is not None
+        log.warning(
+            "the source consumer has been outside its group for %.0f s (state %s) while the source answers; "
+            "replacing it (records acknowledged since the last commit are read and sent again)",
+            time.monotonic() - since,
+            self.group_state,
+        )
+        self._replace_consumer()
+
+    def _replace_consumer(self) -> None:
+        old = self.consumer
+        try:
+            # never to join again: if it found a broker later it would take partitions nobody reads from it
+            old.unsubscribe()
+        except Exception as exc:
+            log.debug("unsubscribing the replaced consumer: %s", exc)
+        # Not closed: close() runs the rebalance callbacks on the closing thread and waits for a coordinator
+        # this consumer cannot find. Kept referenced so that no garbage collection closes it either.
+        self._replaced_consumers.append(old)
+        self.partitions.clear()  # lost, as in _on_lost: in-flight reports update the detached states
+        self.owned = frozenset()
+        self.consumer = self._make_consumer()
+        self.publisher.bind(self.producer, self.consumer)
+        with self._subscription_lock:
+            if self._pending_subscription is None:
+                self._pending_subscription = list(self._subscribed)
+            self._subscribed = []
+        self.group_state = self.outside_group_since = None
+        self.consumer_replacements += 1
+
+    def _make_consumer(self) -> Any:  # the engine's
+        raise NotImplementedError

@@ -1,0 +1,117 @@
+"""The mirror's source consumer, replaced when it stays outside its group while the source answers
+(mirror/consumer_guard.py): the rule table-driven, the replacement on the real clusters."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.mirror.consumer_guard import STUCK_AFTER_S, group_state, outside_group_since, should_replace
+from mirrorwatch.mirror.engine import MirrorEngine
+
+from .support.helpers import create_topic, produce_numbered, read_all
+from .support.mirror_harness import fast_mirror_settings, wait_until
+from .test_mirror import committed_offsets
+
+# the shape of librdkafka's statistics around the group part (abridged from a real consumer's)
+STATS_UP = '{"name": "c#consumer-1", "type": "consumer", "topics": {}, "cgrp": { "state": "up", "stateage": 12011, "join_state": "steady", "rebalance_age": 11990, "rebalance_cnt": 1, "assignment_size": 6 }, "eos": {}}'
+STATS_QUERY = STATS_UP.replace('"state": "up"', '"state": "query-coord"')
+
+
+@pytest.mark.parametrize(
+    "stats, state",
+    [
+        (STATS_UP, "up"),
+        (STATS_QUERY, "query-coord"),
+        ('{"name": "p#producer-1", "type": "producer"}', None),  # no group part
+        ("", None),
+    ],
+)
+def test_group_state_from_statistics(stats, state):
+    assert group_state(stats) == state
+
+
+@pytest.mark.parametrize(
+    "previous, source_up, state, expected",
+    [
+        (None, True, "up", None),  # in its group
+        (None, True, "query-coord", 100.0),  # outside it: the clock starts now
+        (40.0, True, "query-coord", 40.0),  # still outside: the clock keeps its start
+        (40.0, True, "wait-coord", 40.0),  # any state but up is outside
+        (40.0, True, "up", None),  # back in: reset
+        (40.0, False, "query-coord", None),  # the source is away: the watch reports that, the clock stops
+        (None, False, "query-coord", None),
+        (40.0, True, None, None),  # no group part in the statistics
+    ],
+)
+def test_outside_group_since(previous, source_up, state, expected):
+    assert outside_group_since(previous, 100.0, source_up, state) == expected
+
+
+@pytest.mark.parametrize(
+    "since, now, replace",
+    [
+        (None, 1000.0, False),
+        (100.0, 100.0 + STUCK_AFTER_S - 0.1, False),
+        (100.0, 100.0 + STUCK_AFTER_S, True),
+        (100.0, 100.0 + 10 * STUCK_AFTER_S, True),
+    ],
+)
+def test_should_replace(since, now, replace):
+    assert should_replace(since, now) is replace
+
+
+def test_a_replaced_consumer_loses_nothing_and_leaves_the_group(source, target, topic_name, mirror_config):
+    """The stuck state itself comes from the client library at random (about one freeze of a single-broker
+    cluster in ten); here the guard's clock is set as the statistics would set it, and the real replacement runs:
+    mid-stream, with records in flight, a new consumer takes over from the group's commits."""
+    group = f"g-{topic_name}"
+    create_topic(source.bootstrap, topic_name, 3)
+    produce_numbered(source.bootstrap, topic_name, 20_000, partitions=3)
+    mirror_config["flows"]["east-west"].update({"topics": [topic_name], "group": group})
+    mirror_config["mirror"] = {
+        **fast_mirror_settings(),
+        "metrics_port": None,
+        "consumer": {"statistics.interval.ms": 500},
+    }
+    engine = MirrorEngine(config_from_dict(mirror_config))
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            engine.run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            failures.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        # the real statistics are read: the group state is "up" once the consumer joined
+        wait_until(lambda: engine.group_state == "up" and engine.owned, 60, what="the consumer in its group")
+        produce_numbered(source.bootstrap, topic_name, 20_000, partitions=3, start=20_000)
+        deadline = time.monotonic() + 30
+        while engine.consumer_replacements == 0 and time.monotonic() < deadline:
+            # as the statistics would leave it after STUCK_AFTER_S outside the group (the next ones reset it)
+            engine.outside_group_since = time.monotonic() - STUCK_AFTER_S - 1
+            time.sleep(0.05)
+        assert engine.consumer_replacements == 1
+        wait_until(
+            lambda: sum(committed_offsets(source.bootstrap, group, topic_name, 3).values()) == 40_000,
+            90,
+            what="everything committed by the new consumer",
+        )
+        client = AdminClient(
+            {"bootstrap.servers": source.bootstrap}
+        )  # referenced: a collected client fails its futures
+        described = client.describe_consumer_groups([group])[group].result(10)
+        assert len(described.members) == 1, "the replaced consumer must not stay in the group"
+    finally:
+        engine.stop()
+        thread.join(60)
+    assert not failures, failures
+    keys = {m.key() for m in read_all(target.bootstrap, f"east.{topic_name}", expect=40_000)}
+    assert len(keys) == 40_000, f"{40_000 - len(keys)} records lost"
