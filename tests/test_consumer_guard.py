@@ -115,24 +115,3 @@ def test_a_replaced_consumer_loses_nothing_and_leaves_the_group(source, target, 
     assert not failures, failures
     keys = {m.key() for m in read_all(target.bootstrap, f"east.{topic_name}", expect=40_000)}
     assert len(keys) == 40_000, f"{40_000 - len(keys)} records lost"
-
-
-def test_the_watch_makes_a_new_probe_client_after_failing_long_enough(monkeypatch):
-    """The cluster watch's probe client is made again from bootstrap.servers once it has failed for
-    RENEW_PROBE_CLIENT_S (a client that forgot its only broker never finds it again; mirror/outage.py)."""
-    from mirrorwatch.core.config import ClusterConfig
-    from mirrorwatch.localkafka.launcher import free_port
-    from mirrorwatch.mirror import outage
-
-    monkeypatch.setattr(outage, "RENEW_PROBE_CLIENT_S", 1.5)
-    nobody = ClusterConfig.model_validate({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
-    watch = outage.ClusterWatch([("source", "east", nobody)], timeout_s=1.0)
-    first = watch._admins["source"]
-    assert watch.probe("source") is False  # the outage starts: too early to renew
-    assert watch._admins["source"] is first
-    time.sleep(1.6)
-    assert watch.probe("source") is False
-    assert watch._admins["source"] is not first  # failed for longer than RENEW_PROBE_CLIENT_S: a new client
-    renewed = watch._admins["source"]
-    assert watch.probe("source") is False
-    assert watch._admins["source"] is renewed  # the new client gets its own RENEW_PROBE_CLIENT_S

@@ -28,7 +28,6 @@ from ..core.config import ClusterConfig
 log = logging.getLogger("mirrorwatch.mirror")
 
 PROBE_INTERVAL_S = 2.0
-RENEW_PROBE_CLIENT_S = 20.0  # see ClusterWatch._renew_if_stale
 PROBE_TIMEOUT_S = 5.0  # a frozen broker accepts the connection and never answers: this bounds the wait
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # between start-up attempts; the last one repeats
 UNREACHABLE_EXIT = 3
@@ -97,24 +96,22 @@ class ClusterWatch:
         self.down_since: dict[str, float] = {}
         self.outages: dict[str, int] = {role: 0 for role, _, _ in clusters}
         self.last_error: dict[str, BaseException] = {}  # the newest failed probe's error, per role
-        self._admins = {role: self._make_admin(cluster) for role, _, cluster in clusters}
-        self._admin_made = {role: time.monotonic() for role, _, _ in clusters}
+        self._admins = {
+            role: make_admin(
+                cluster,
+                "mirrorwatch-mirror-probe",
+                **{
+                    "socket.timeout.ms": int(timeout_s * 1000),
+                    "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+                    "reconnect.backoff.max.ms": 1000,
+                },
+            )
+            for role, _, cluster in clusters
+        }
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._gave_up = False
         self._thread: threading.Thread | None = None
-
-    def _make_admin(self, cluster: ClusterConfig):
-        timeout_ms = int(self.timeout_s * 1000)
-        return make_admin(
-            cluster,
-            "mirrorwatch-mirror-probe",
-            **{
-                "socket.timeout.ms": timeout_ms,
-                "socket.connection.setup.timeout.ms": timeout_ms,
-                "reconnect.backoff.max.ms": 1000,
-            },
-        )
 
     def all_up(self) -> bool:
         return all(self.up.values())
@@ -127,23 +124,8 @@ class ClusterWatch:
         except Exception as exc:  # KafkaException (timeout, transport, authentication) or anything the client raises
             ok, reason = False, _reason(exc)
             self.last_error[role] = exc
-            self._renew_if_stale(role)
         self.mark(role, ok, reason)
         return ok
-
-    def _renew_if_stale(self, role: str) -> None:
-        """A probe client that has failed for ``RENEW_PROBE_CLIENT_S`` is made again from bootstrap.servers:
-        librdkafka forgets a broker that a metadata answer leaves out (a KRaft broker fenced right after a thaw),
-        and a client that forgot its only broker never asks again, so the cluster stayed "unreachable" to it
-        for good (tests/test_outages.py, a whole-suite run). While a cluster is really away this costs one new
-        client every ``RENEW_PROBE_CLIENT_S``."""
-        now = time.monotonic()
-        if now - self._admin_made[role] >= RENEW_PROBE_CLIENT_S and now - self.down_since.get(role, now) >= (
-            RENEW_PROBE_CLIENT_S
-        ):
-            cluster = next(c for r, _, c in self.clusters if r == role)
-            self._admins[role] = self._make_admin(cluster)
-            self._admin_made[role] = now
 
     def mark(self, role: str, ok: bool, reason: str = "") -> None:
         """Record a cluster's state; log only when it changes."""
