@@ -104,9 +104,8 @@ def test_a_replaced_consumer_loses_nothing_and_leaves_the_group(source, target, 
             90,
             what="everything committed by the new consumer",
         )
-        client = AdminClient(
-            {"bootstrap.servers": source.bootstrap}
-        )  # referenced: a collected client fails its futures
+        # kept in a variable: a client collected while its request is pending fails the request's future
+        client = AdminClient({"bootstrap.servers": source.bootstrap})
         described = client.describe_consumer_groups([group])[group].result(10)
         assert len(described.members) == 1, "the replaced consumer must not stay in the group"
     finally:
