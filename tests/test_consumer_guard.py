@@ -1,5 +1,6 @@
-"""The mirror's source consumer, replaced when it stays outside its group while the source answers
-(mirror/consumer_guard.py): the rule table-driven, the replacement on the real clusters."""
+"""Stuck clients replaced, on the real clusters (the rules are table-driven here and in test_outage_units.py):
+the mirror's source consumer when it stays outside its group while the source answers (mirror/consumer_guard.py),
+and the cluster watch's probe client when a new client gets the answer it does not (mirror/outage.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.localkafka.launcher import free_port
 from mirrorwatch.mirror.consumer_guard import STUCK_AFTER_S, group_state, outside_group_since, should_replace
 from mirrorwatch.mirror.engine import MirrorEngine
+from mirrorwatch.mirror.outage import SECOND_OPINION_AFTER_S, ClusterWatch
 
 from .support.helpers import create_topic, produce_numbered, read_all
 from .support.mirror_harness import fast_mirror_settings, wait_until
@@ -114,3 +117,32 @@ def test_a_replaced_consumer_loses_nothing_and_leaves_the_group(source, target, 
     assert not failures, failures
     keys = {m.key() for m in read_all(target.bootstrap, f"east.{topic_name}", expect=40_000)}
     assert len(keys) == 40_000, f"{40_000 - len(keys)} records lost"
+
+
+def test_a_stuck_probe_client_is_replaced_by_one_that_answers(source, mirror_config):
+    """The watch's client for a cluster that answers is swapped for one that never will (the state librdkafka
+    leaves a client in after a fenced broker's empty metadata answer): after SECOND_OPINION_AFTER_S of failed
+    probes a new client is asked, answers, and takes over; the stuck one is kept, not destroyed."""
+    east = config_from_dict(mirror_config).clusters["east"]
+    watch = ClusterWatch([("source", "east", east)], timeout_s=2.0)
+    stuck = AdminClient({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
+    watch._admins["source"] = stuck
+    assert watch.probe("source") is False
+    assert watch.probe("source") is False  # not yet: a thaw or a restart settles within the delay
+    watch.down_since["source"] -= SECOND_OPINION_AFTER_S  # as if it had failed that long
+    assert watch.probe("source") is True
+    assert watch.up["source"] and watch._admins["source"] is not stuck and watch._retired_admins == [stuck]
+    assert watch.probe("source") is True  # the new client serves the next probes
+
+
+def test_a_cluster_that_is_really_away_keeps_the_watch_client():
+    """A new client that gets no answer either means the cluster is away: nothing is replaced."""
+    away = config_from_dict(
+        {"clusters": {"east": {"bootstrap.servers": f"127.0.0.1:{free_port()}"}}, "flows": {}}
+    ).clusters["east"]
+    watch = ClusterWatch([("source", "east", away)], timeout_s=1.0)
+    own = watch._admins["source"]
+    assert watch.probe("source") is False
+    watch.down_since["source"] -= SECOND_OPINION_AFTER_S
+    assert watch.probe("source") is False
+    assert watch._admins["source"] is own and watch._retired_admins == []

@@ -351,7 +351,9 @@ def test_commit_beyond_the_last_sync_is_reported(mm2_env):
     def report():
         out = run_cli("failover", "check", "--config", str(env.config_path), "--group", group, "--json", timeout=60)
         assert out.stdout, out.stderr
-        return json.loads(out.stdout)
+        answer = json.loads(out.stdout)
+        assert "groups" in answer, (answer, out.stderr[-2000:])  # an error object: say which
+        return answer
 
     def monitored():
         sampler = Sampler(env.config(), timeout_s=5)

@@ -60,3 +60,19 @@ def test_start_when_reachable_retries_transient_failures_with_new_clients(
         with pytest.raises(final):
             outage.start_when_reachable(start, AnsweringWatch(), stopping, renew_clients=lambda: renewals.append(1))
     assert len(renewals) == renewed
+
+
+@pytest.mark.parametrize(
+    "down_since, last_opinion, now, due",
+    [
+        (None, None, 100.0, False),  # up: nothing to ask
+        (90.0, None, 100.0, False),  # down 10 s: a broker restarting, a thaw settling
+        (80.0, None, 100.0, True),  # down 20 s: ask a new client
+        (50.0, 75.0, 100.0, True),  # and again every 20 s
+        (50.0, 85.0, 100.0, False),  # not sooner
+        (70.0, 60.0, 100.0, True),  # the last opinion was in an earlier outage
+    ],
+)
+def test_second_opinion_due(down_since, last_opinion, now, due):
+    assert outage.SECOND_OPINION_AFTER_S == 20.0
+    assert outage.second_opinion_due(down_since, last_opinion, now) is due

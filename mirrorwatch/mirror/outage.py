@@ -29,6 +29,8 @@ log = logging.getLogger("mirrorwatch.mirror")
 
 PROBE_INTERVAL_S = 2.0
 PROBE_TIMEOUT_S = 5.0  # a frozen broker accepts the connection and never answers: this bounds the wait
+# Longer than a broker's restart or a thawed cluster settling: a probe client stuck this long is asked about.
+SECOND_OPINION_AFTER_S = 20.0
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # between start-up attempts; the last one repeats
 UNREACHABLE_EXIT = 3
 
@@ -50,6 +52,14 @@ _TRANSIENT = {
     KafkaError._WAIT_COORD,
     KafkaError._DESTROY,
 }
+
+
+def second_opinion_due(down_since: float | None, last_opinion: float | None, now: float) -> bool:
+    """Whether a failing probe should also be asked of a new client: once the cluster has been unreachable for
+    ``SECOND_OPINION_AFTER_S``, and again every ``SECOND_OPINION_AFTER_S`` while it stays so."""
+    if down_since is None or now - down_since < SECOND_OPINION_AFTER_S:
+        return False
+    return last_opinion is None or last_opinion < down_since or now - last_opinion >= SECOND_OPINION_AFTER_S
 
 
 class ClustersUnreachable(Exception):
@@ -96,18 +106,9 @@ class ClusterWatch:
         self.down_since: dict[str, float] = {}
         self.outages: dict[str, int] = {role: 0 for role, _, _ in clusters}
         self.last_error: dict[str, BaseException] = {}  # the newest failed probe's error, per role
-        self._admins = {
-            role: make_admin(
-                cluster,
-                "mirrorwatch-mirror-probe",
-                **{
-                    "socket.timeout.ms": int(timeout_s * 1000),
-                    "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
-                    "reconnect.backoff.max.ms": 1000,
-                },
-            )
-            for role, _, cluster in clusters
-        }
+        self._admins = {role: self._make_probe_admin(cluster) for role, _, cluster in clusters}
+        self._retired_admins: list[object] = []  # replaced probe clients, kept: see _second_opinion
+        self._second_opinion_at: dict[str, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._gave_up = False
@@ -116,16 +117,67 @@ class ClusterWatch:
     def all_up(self) -> bool:
         return all(self.up.values())
 
-    def probe(self, role: str) -> bool:
+    def _make_probe_admin(self, cluster: ClusterConfig):
+        timeout_ms = int(self.timeout_s * 1000)
+        return make_admin(
+            cluster,
+            "mirrorwatch-mirror-probe",
+            **{
+                "socket.timeout.ms": timeout_ms,
+                "socket.connection.setup.timeout.ms": timeout_ms,
+                "reconnect.backoff.max.ms": 1000,
+            },
+        )
+
+    def _ask(self, admin) -> tuple[bool, str, BaseException | None]:
         try:
-            metadata = self._admins[role].list_topics(timeout=self.timeout_s)
-            ok, reason = bool(metadata.brokers), "no brokers in the metadata answer"
-            self.last_error.pop(role, None)
+            metadata = admin.list_topics(timeout=self.timeout_s)
+            return bool(metadata.brokers), "no brokers in the metadata answer", None
         except Exception as exc:  # KafkaException (timeout, transport, authentication) or anything the client raises
-            ok, reason = False, _reason(exc)
-            self.last_error[role] = exc
+            return False, _reason(exc), exc
+
+    def probe(self, role: str) -> bool:
+        ok, reason, error = self._ask(self._admins[role])
+        if not ok and error is not None and is_transient(error):
+            ok = self._second_opinion(role)
+        if ok or error is None:
+            self.last_error.pop(role, None)
+        else:
+            self.last_error[role] = error
         self.mark(role, ok, reason)
         return ok
+
+    def _second_opinion(self, role: str) -> bool:
+        """After ``SECOND_OPINION_AFTER_S`` of failed probes, ask a new client too; if it answers, it replaces the
+        watch's own client, which is stuck.
+
+        Why: librdkafka (2.16) forgets a broker that a metadata answer leaves out, and a KRaft broker fenced by its
+        controller right after a thaw is left out for a moment; a client that asked then knows no broker and never
+        asks again (confluentinc/librdkafka#5301). The watch's client stayed 'unreachable' for good after such a
+        thaw, and the mirror, which starts only once both clusters answer, never started. The stuck client is kept
+        referenced, never destroyed (destroying one was the first suspect of a crash); that happens once per such
+        thaw, not once per probe. A new client that gets no answer either is an outage, and is let go at once."""
+        now = time.monotonic()
+        with self._lock:  # the watch's thread and the start-up steps both probe: one opinion at a time
+            if not second_opinion_due(self.down_since.get(role), self._second_opinion_at.get(role), now):
+                return False
+            self._second_opinion_at[role] = now
+        cluster = next(cluster for r, _, cluster in self.clusters if r == role)
+        fresh = self._make_probe_admin(cluster)
+        answered, _, _ = self._ask(fresh)
+        if not answered:
+            return False
+        alias, bootstrap = self._where(role)
+        log.warning(
+            "%s cluster '%s' at %s answers a new client but not the cluster watch's own; replacing that client",
+            role,
+            alias,
+            bootstrap,
+        )
+        with self._lock:
+            self._retired_admins.append(self._admins[role])
+            self._admins[role] = fresh
+        return True
 
     def mark(self, role: str, ok: bool, reason: str = "") -> None:
         """Record a cluster's state; log only when it changes."""

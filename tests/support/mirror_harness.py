@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,44 @@ import yaml
 from .services import die_with_test
 
 BIN = Path(sys.executable).parent
+
+
+def _die_with_test_and_dump_core() -> None:
+    """preexec_fn: die with the test, and leave a core file if the process crashes (see crash_report)."""
+    die_with_test()
+    import resource
+
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    except (ValueError, OSError):
+        pass  # a hard limit we may not raise: no core, the report says so
+
+
+def crash_report(returncode: int | None, workdir: Path) -> str:
+    """Where a mirror that died of a signal crashed: gdb's backtrace of the faulting thread from its core file.
+
+    A crash inside librdkafka (native threads) leaves no Python stack, so faulthandler prints nothing; the core
+    is the only witness. Empty when the process did not die of a signal."""
+    if returncode is None or returncode >= 0:
+        return ""
+    cores = sorted(workdir.glob("core*"), key=lambda p: p.stat().st_mtime)
+    gdb = shutil.which("gdb")
+    if not cores or gdb is None:
+        return f"\n(killed by signal {-returncode}; no core file or no gdb to read one)"
+    try:
+        out = subprocess.run(
+            [gdb, "-batch", "-ex", "bt 25", "-ex", "info threads", sys.executable, str(cores[-1])],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+    except subprocess.TimeoutExpired:
+        out = "(gdb took too long)"
+    finally:
+        for core in cores:
+            core.unlink(missing_ok=True)  # hundreds of MB each
+    frames = [line[:200] for line in out.splitlines() if line.startswith(("#", "*", "  ")) or "signal" in line]
+    return f"\nkilled by signal {-returncode}; gdb on its core:\n" + "\n".join(frames)[-4000:]
 
 
 def fast_mirror_settings(**overrides) -> dict:
@@ -53,8 +92,16 @@ class MirrorProcess:
             cmd += ["--flow", self.flow]
         self._log = open(self.log_path, "ab")
         already = len(self.log_text())
+        # its own working directory, where a crash leaves its core (crash_report)
+        self.workdir = self.log_path.with_name(f"{self.log_path.stem}.cwd")
+        self.workdir.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ}, preexec_fn=die_with_test
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ},
+            preexec_fn=_die_with_test_and_dump_core,
+            cwd=self.workdir,
         )
         _STARTED.append(self)
         # ready = signal handlers installed and the engine starting (a SIGTERM before that kills it outright)
@@ -99,9 +146,12 @@ def wait_until(predicate, timeout: float, interval: float = 0.5, what: str = "co
         if alive is not None and not alive.running():
             raise AssertionError(
                 f"mirror exited with {alive.proc.returncode} while waiting for {what}:\n{alive.log_text()[-2000:]}"
+                + crash_report(alive.proc.returncode, alive.workdir)
             )
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    # the mirror's own lines say what it was doing (a CI failure leaves nothing else to read)
+    tail = f"; the mirror's log ends:\n{alive.log_text()[-3000:]}" if alive is not None else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}{tail}")
