@@ -166,6 +166,14 @@ class LocalCluster:
             "default.replication.factor": "1",
             "min.insync.replicas": "1",
             "group.initial.rebalance.delay.ms": "0",
+            # One node is its own controller: after a pause longer than the broker session (9 s by default: a
+            # GC pause, the tests' 15 s SIGSTOP) the controller fences its own broker at the thaw, and for a
+            # moment every metadata answer names no broker. librdkafka then forgets the cluster
+            # (confluentinc/librdkafka#5301); the mirror replaces such clients (docs/design.md) and tests that
+            # on its own, but whole-suite freezes kept meeting the library there, and twice a native crash.
+            # In a cluster of several nodes the others fence a paused broker while it is paused, so this
+            # self-fence is an artifact of one node: 30 s keeps the tests' freezes clear of it.
+            "broker.session.timeout.ms": "30000",
             # as in production: topics are created on purpose, so a component that forgets fails in tests
             "auto.create.topics.enable": "false",
             "log.segment.bytes": str(256 * 1024 * 1024),
