@@ -75,6 +75,10 @@ def is_transient(exc: BaseException) -> bool:
         return False
     if err.fatal():
         return False
+    if err.code() == KafkaError.INVALID_REPLICATION_FACTOR and "fenced" in err.str():
+        # KRaft's "All brokers are currently fenced": a broker just restarted or thawed has not been let back in
+        # yet (seconds). Any other replication factor the cluster cannot meet will not heal by waiting.
+        return True
     return err.code() in _TRANSIENT or err.retriable()
 
 
