@@ -157,6 +157,8 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
                 "mirrorwatch-drill",
                 **{"acks": "all", "enable.idempotence": True},
             )
+            # the oldest record the application will not have processed is no older than this
+            production_started_ms = int(time.time() * 1000)
             for i in range(records):
                 producer.produce(topic, f"{i % 100}:{i // 100}".encode(), f"k{i % 100}".encode())
                 if i % 1000 == 0:
@@ -164,7 +166,6 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
             producer.flush(60)
             say(f"2. the application (group {group}) consumes on east and stops half-way")
             on_east = consume(east, topic, group, stop_after=records // 2)
-            outage_ms = int(time.time() * 1000)
             say("3. producing stopped; waiting for `mirror failover check` to say READY")
             predicted, deadline = None, time.monotonic() + 90
             while time.monotonic() < deadline:
@@ -193,8 +194,13 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
                 say("5. translating the group's offsets through the checkpoints and applying them on west")
                 applied = _cli("failover", "translate", "--config", str(path), "--group", group, "--apply", "--json")
             else:
-                when = datetime.fromtimestamp((outage_ms - 5000) / 1000, tz=UTC).isoformat()
-                say(f"5. resetting the group on west to {when} (5 s before the outage)")
+                # As an operator would: a time no later than the oldest record the application had not processed.
+                # "A few seconds before the outage" is not that on a busy machine: the application stopped
+                # half-way through records that were all written before it started reading, and a drill that
+                # reset to 5 s before the outage skipped 1,500 of them when reading took longer than that.
+                when_ms = production_started_ms - 1000
+                when = datetime.fromtimestamp(when_ms / 1000, tz=UTC).isoformat()
+                say(f"5. resetting the group on west to {when} (before the oldest record it had not processed)")
                 applied = _cli(
                     "failover",
                     "reset-to-time",
