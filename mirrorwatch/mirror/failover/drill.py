@@ -2,11 +2,11 @@
 
 By default on a fresh pair of the project's own local clusters, so the source can really be stopped.
 Modes: ``checkpoint`` (translate the group's offsets through the checkpoints and apply them on the target)
-and ``time`` (reset-to-time a few seconds before the "outage"). Steps: a keyed, sequenced producer and a
-consumer group on east, the mirror running; the consumer stops half-way; producing stops; the check must say
-READY; the source is stopped; the group's offsets are applied on west; the same consumer code resumes on
-west; an independent reader of west verifies that nothing the target had was missed and that re-deliveries
-stay within what the check predicted.
+and ``time`` (reset-to-time to before the oldest record the application had not processed). Steps: a keyed,
+sequenced producer and a consumer group on east, the mirror running; the consumer stops half-way; producing
+stops; the check must say READY; the source is stopped; the group's offsets are applied on west; the same
+consumer code resumes on west; an independent reader of west verifies that nothing the target had was missed
+and that re-deliveries stay within what the check predicted.
 """
 
 from __future__ import annotations
