@@ -26,7 +26,7 @@ from .support.helpers import create_topic, end_offsets
 from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
 from .test_mirror import committed_offsets as _committed_once
 
-FREEZE_S = 15
+FREEZE_S = 12  # longer than the mirror consumer's session (10 s), shorter than the brokers' (20 s, launcher.py)
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -100,7 +100,7 @@ def assert_one_line_per_state_change(log: str, role: str) -> None:
     """The watch logs state changes, never retries: "unreachable" and "reachable again" alternate, starting with
     the first and ending with the second. A single-node KRaft cluster whose pause outlasts its broker session
     fences its own broker at the thaw and really goes away a second time (seen in whole-suite runs); the local
-    clusters' 30 s broker session keeps the 15 s freezes clear of that, but one or two outages per freeze are
+    clusters' 20 s broker session keeps the 12 s freezes clear of that, but one or two outages per freeze are
     accepted, since a second one would be real and reported as one."""
     changes = re.findall(rf"{role} cluster '\w+' at \S+ is (unreachable|reachable again)", log)
     outages = len(changes) // 2

@@ -167,13 +167,15 @@ class LocalCluster:
             "min.insync.replicas": "1",
             "group.initial.rebalance.delay.ms": "0",
             # One node is its own controller: after a pause longer than the broker session (9 s by default: a
-            # GC pause, the tests' 15 s SIGSTOP) the controller fences its own broker at the thaw, and for a
+            # GC pause, the tests' 12 s SIGSTOP) the controller fences its own broker at the thaw, and for a
             # moment every metadata answer names no broker. librdkafka then forgets the cluster
             # (confluentinc/librdkafka#5301); the mirror replaces such clients (docs/design.md) and tests that
             # on its own, but whole-suite freezes kept meeting the library there, and twice a native crash.
             # In a cluster of several nodes the others fence a paused broker while it is paused, so this
-            # self-fence is an artifact of one node: 30 s keeps the tests' freezes clear of it.
-            "broker.session.timeout.ms": "30000",
+            # self-fence is an artifact of one node. 20 s clears the tests' freezes (12 s plus up to a 2 s
+            # heartbeat interval) with room for a loaded machine; it is also how long a restarted node waits
+            # to be let in (its previous registration must expire first), so it is not made longer.
+            "broker.session.timeout.ms": "20000",
             # as in production: topics are created on purpose, so a component that forgets fails in tests
             "auto.create.topics.enable": "false",
             "log.segment.bytes": str(256 * 1024 * 1024),
