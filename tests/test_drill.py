@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -17,13 +19,22 @@ pytestmark = pytest.mark.kafka
 def test_drill_loses_nothing(mode):
     result = run_cli("failover", "drill", "--mode", mode, "--records", "3000", "--json", timeout=300)
     said = [line for line in result.stderr.splitlines() if not line.startswith("%")]  # not client-library lines
-    assert result.returncode == 0, "\n".join(said[-30:]) + "\n" + result.stdout[-2000:]
+    assert result.returncode == 0, "\n".join(said[-30:]) + "\n" + result.stdout[-2000:] + mirror_log_tail(result.stderr)
     report = json.loads(result.stdout)
     assert report["lost"] == 0 and report["on_target"] == 3000 and report["ok"]
     if mode == "checkpoint":
         assert 0 <= report["duplicates"] <= report["predicted_duplicates"]
     else:
         assert report["duplicates"] >= 0 and report["predicted_duplicates"] is None
+
+
+def mirror_log_tail(stderr: str, lines: int = 40) -> str:
+    """The end of the drill mirror's log named in an error, so a CI failure says what the mirror did."""
+    named = re.search(r"see the mirror log: (\S+)", stderr)
+    if not named or not Path(named.group(1)).exists():
+        return ""
+    said = [line for line in Path(named.group(1)).read_text(errors="replace").splitlines() if not line.startswith("%")]
+    return "\n--- the mirror's log, last lines ---\n" + "\n".join(said[-lines:])
 
 
 def test_drill_refuses_foreign_clusters(write_config):

@@ -167,8 +167,14 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
             say(f"2. the application (group {group}) consumes on east and stops half-way")
             on_east = consume(east, topic, group, stop_after=records // 2)
             say("3. producing stopped; waiting for `mirror failover check` to say READY")
-            predicted, deadline = None, time.monotonic() + 90
+            predicted, deadline, last_said = None, time.monotonic() + 90, "nothing"
             while time.monotonic() < deadline:
+                if mirror.poll() is not None:
+                    raise UserError(
+                        f"the mirror exited with code {mirror.returncode} before the check said READY; "
+                        f"see the mirror log: {workdir / 'mirror.log'}",
+                        1,
+                    )
                 # a rehearsal on a busy machine: give each check more than the 15 s an on-call answer gets
                 result = _cli("failover", "check", "--config", str(path), "--group", group, "--json", "--timeout", "60")
                 if result.returncode in (0, 1, 2) and result.stdout:
@@ -176,10 +182,16 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
                     if verdict["verdict"] == "READY":
                         predicted = verdict["duplicates"]
                         break
+                    last_said = f"{verdict['verdict']} ({'; '.join(verdict['reasons'])})"
+                else:
+                    last_said = f"exit {result.returncode}: {result.stderr.strip()[-300:]}"
                 time.sleep(1)
             if predicted is None:
+                # what the check last said names the blocker (no checkpoint, lag, a stale heartbeat) in the one line
                 raise UserError(
-                    "the check never said READY within 90 s; see the mirror log: " + str(workdir / "mirror.log"), 1
+                    f"the check never said READY within 90 s; it last said {last_said}; "
+                    f"see the mirror log: {workdir / 'mirror.log'}",
+                    1,
                 )
             say(f"   READY: 0 records would be lost, at most {predicted} re-delivered")
             time.sleep(1.5)
