@@ -33,11 +33,26 @@ class TestCluster:
         return {"bootstrap.servers": self.bootstrap}
 
 
-# Under pytest-xdist (scripts/test runs MIRRORWATCH_TEST_WORKERS workers, --dist loadgroup) a module runs whole
-# on one worker, so its module-scoped fixtures (a mirror, MM2, a page stack) start once; modules sharing a costly
-# session fixture run on the same worker, so there is one SASL_SSL pair and one Spark JVM per run; and the longest
-# groups start first, so that no worker is left with a long tail. Each worker has its own plain Kafka pair.
+# Under pytest-xdist (scripts/test runs MIRRORWATCH_TEST_WORKERS workers) a module runs whole on one worker, so its
+# module-scoped fixtures (a mirror, MM2, a page stack) start once; modules sharing a costly session fixture run on
+# the same worker, so there is one SASL_SSL pair and one Spark JVM per run; and the longest groups start first, so
+# that no worker is left with a long tail. Each worker has its own plain Kafka pair.
+#
+# The grouping is this file's own scheduler (pytest_xdist_make_scheduler below), not xdist's `xdist_group` mark:
+# on pytest 9.2 that mark silently stops grouping (pytest-dev/pytest-xdist#1386: xdist appends the group to
+# `item._nodeid`, which pytest no longer reads), and the suite then ran every costly module fixture on both workers
+# with modules interleaved (MM2 started twice, the Spark tables' reference built four times: ~4 min more in CI).
 SHARED_FIXTURE_GROUPS = {"sasl_pair": "sasl", "spark": "spark", "spark_cluster": "spark"}
+# The controller schedules from node ids alone (it does not collect), so the modules that use a shared fixture are
+# named here; collection checks this list against the fixtures each module really uses.
+MODULE_GROUPS = {
+    "test_analytics_cli": "spark",
+    "test_analytics_cluster": "spark",
+    "test_analytics_job": "spark",
+    "test_analytics_reference": "spark",
+    "test_doctor": "sasl",
+    "test_security": "sasl",
+}
 LONGEST_FIRST = [
     "spark",
     "test_mm2",
@@ -60,28 +75,53 @@ LONGEST_FIRST = [
 ]
 
 
-def _xdist_groups(items) -> dict[str, str]:
-    """module name -> its group: a shared fixture's group if any of its tests uses one, else the module."""
+def group_of(nodeid: str) -> str:
+    """The scheduling group of a test, from its node id: its module's shared-fixture group, else its module."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return MODULE_GROUPS.get(module, module)
+
+
+def _fixture_groups(items) -> dict[str, str]:
+    """module name -> the shared-fixture group its tests really use (modules that use none are left out)."""
     groups: dict[str, str] = {}
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]
         shared = [SHARED_FIXTURE_GROUPS[f] for f in getattr(item, "fixturenames", ()) if f in SHARED_FIXTURE_GROUPS]
         if shared:
-            groups[module] = shared[0]
-        groups.setdefault(module, module)
+            groups.setdefault(module, shared[0])
     return groups
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the group marks into node ids
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduling with our groups as the scopes: a group is one unit of work on one worker, and the
+    units go out in collection order (longest first, see below)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # keep our order (xdist would sort the groups by their number of tests)
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    groups = _xdist_groups(items)
+    used = _fixture_groups(items)
+    wrong = {module: group for module, group in used.items() if MODULE_GROUPS.get(module) != group}
+    if wrong:
+        raise pytest.UsageError(
+            "tests/conftest.py MODULE_GROUPS disagrees with the shared fixtures the modules use "
+            f"(module: the group its fixtures need): {wrong}; update MODULE_GROUPS"
+        )
     for item in items:
         if KAFKA_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.kafka)
-        item.add_marker(pytest.mark.xdist_group(groups[item.module.__name__.rsplit(".", 1)[-1]]))
 
     def rank(item) -> int:
-        group = groups[item.module.__name__.rsplit(".", 1)[-1]]
+        group = group_of(item.nodeid)
         return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: collection order within a group and among the rest
