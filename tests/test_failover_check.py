@@ -11,10 +11,10 @@ from .test_mirror_failover import consume_and_commit, run_cli
 
 
 def check(path, *groups):
-    args = ["failover", "check", "--config", str(path), "--json"]
+    args = ["failover", "check", "--config", str(path), "--json", "--timeout", "60"]
     for g in groups:
         args += ["--group", g]
-    result = run_cli(*args)
+    result = run_cli(*args, timeout=90)
     assert result.returncode in (0, 1, 2) and result.stdout, result.stderr
     return result.returncode, json.loads(result.stdout)
 

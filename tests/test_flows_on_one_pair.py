@@ -111,7 +111,7 @@ def test_two_flows_on_one_pair_each_in_its_own_file(source, target, topic_name, 
             # each flow's failover check sees its own topics only
             for path, mine, other in ((path_a, orders, payments), (path_b, payments, orders)):
                 proc = subprocess.run(
-                    [str(BIN / "mirror"), "failover", "check", "--config", path, "--json"],
+                    [str(BIN / "mirror"), "failover", "check", "--config", path, "--json", "--timeout", "50"],
                     capture_output=True,
                     text=True,
                     timeout=60,

@@ -298,7 +298,7 @@ def test_failover_check_predicts_the_redelivery_of_a_real_resume(mm2_env):
             1,
             f"MM2 checkpoints of {group}",
         )
-    result = run_cli("failover", "check", "--config", str(env.config_path), "--json", timeout=120)
+    result = run_cli("failover", "check", "--config", str(env.config_path), "--json", "--timeout", "60", timeout=120)
     assert result.returncode in (0, 1, 2) and result.stdout, result.stderr
     report = json.loads(result.stdout)
     assert report["mirror"] == "mm2"
@@ -349,7 +349,18 @@ def test_commit_beyond_the_last_sync_is_reported(mm2_env):
     wait_until(lambda: {p: u for p, (u, _) in _mm2_checkpoints(env, group).items()} == ends, 60, 1, "a checkpoint")
 
     def report():
-        out = run_cli("failover", "check", "--config", str(env.config_path), "--group", group, "--json", timeout=60)
+        out = run_cli(
+            "failover",
+            "check",
+            "--config",
+            str(env.config_path),
+            "--group",
+            group,
+            "--json",
+            "--timeout",
+            "60",
+            timeout=90,
+        )
         assert out.stdout, out.stderr
         answer = json.loads(out.stdout)
         assert "groups" in answer, (answer, out.stderr[-2000:])  # an error object: say which

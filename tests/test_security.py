@@ -203,7 +203,7 @@ def test_tools_on_sasl_pair_and_no_secret_anywhere(sasl_pair, tmp_path):
         flows = json.loads(lag.stdout)["flows"]
         assert flows and flows[0]["status"] not in ("UNKNOWN",), lag.stdout[:2000]
 
-        failover = _run("mirror", "failover", "check", "--config", str(path), "--json")
+        failover = _run("mirror", "failover", "check", "--config", str(path), "--json", "--timeout", "60")
         outputs["failover check --json"] = failover.stdout + failover.stderr
         assert failover.returncode in (0, 1, 2) and json.loads(failover.stdout), outputs["failover check --json"]
 

@@ -48,9 +48,14 @@ class OffsetSyncReader:
         self.raise_denied = raise_denied
         self.bad_records = 0
         self.recheck_s = recheck_s
-        # partition EOF events mark a compacted tail as read (read_to_end); reconnect quickly after an outage
+        # partition EOF events mark a compacted tail as read (read_to_end); reconnect quickly after an outage; a
+        # short fetch long-poll, because catch_up() asks each partition's end on this fetching consumer and every
+        # such query waits behind the poll (core.reading.end_offsets)
         self._consumer = make_consumer(
-            cluster, client_id, group_id=group_id, **{"enable.partition.eof": True, "reconnect.backoff.max.ms": 2000}
+            cluster,
+            client_id,
+            group_id=group_id,
+            **{"enable.partition.eof": True, "reconnect.backoff.max.ms": 2000, "fetch.wait.max.ms": 50},
         )
         self._positions: dict[tuple[str, int], int] = {}  # next offset per assigned partition
         self._next_check = 0.0

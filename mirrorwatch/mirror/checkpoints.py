@@ -21,7 +21,7 @@ from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import ClusterConfig, Config, FlowConfig
 from ..core.naming import checkpoints_topic, mirror_group, offset_syncs_topic
 from ..core.offset_syncs import OffsetSyncReader
-from ..core.reading import read_to_end
+from ..core.reading import end_offsets, read_to_end
 from ..core.records import Checkpoint, RecordFormatError
 from ..core.topic_selection import TopicFilter, policy_of
 from .offset_store import OffsetSyncStore, Translation
@@ -108,8 +108,10 @@ def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Che
         md = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if md is None or md.error is not None:
             return out
+        positions = {(topic, p): 0 for p in md.partitions}
+        ends = end_offsets(consumer, list(positions), 30)  # before assign(): see core.reading.end_offsets
         consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
-        for msg in read_to_end(consumer, {(topic, p): 0 for p in md.partitions}, 30):
+        for msg in read_to_end(consumer, positions, 30, ends):
             try:
                 cp = Checkpoint.from_value(msg.value())
             except RecordFormatError:

@@ -6,6 +6,7 @@ Names and formats come from ``core.mm2``; the target-side position estimate from
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
@@ -34,8 +35,9 @@ def read_topic(cluster, topic: str, timeout_s: float = 20.0) -> list:
         if md is None or md.error is not None or not md.partitions:
             return []
         positions = {(topic, p): 0 for p in md.partitions}
+        ends = end_offsets(consumer, list(positions), timeout_s)  # before assign(): see core.reading.end_offsets
         consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
-        return list(read_to_end(consumer, positions, timeout_s))
+        return list(read_to_end(consumer, positions, timeout_s, ends))
     finally:
         consumer.close()
 
@@ -72,8 +74,20 @@ def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
     topics, policy = mm2_topics(flow), flow_policy(flow)
     source_alias, target_alias = aliases(flow)
     target = config.clusters[flow.target]
+    reads = {
+        "syncs": (config.clusters[topics.offset_syncs_cluster], topics.offset_syncs, 20.0),
+        "positions": (target, topics.connect_offsets, 20.0),
+        "checkpoints": (target, topics.checkpoints, 20.0),
+        "heartbeats": (target, topics.heartbeats, 10.0),
+        "mirrored_heartbeats": (target, topics.mirrored_heartbeats, 10.0),
+    }
+    # five independent one-shot reads (each a new client: metadata, end offsets, reading to the end), side by side
+    # so that the failover check's 15 s budget holds on a busy machine
+    with ThreadPoolExecutor(len(reads)) as pool:
+        futures = {name: pool.submit(read_topic, *args) for name, args in reads.items()}
+        records = {name: future.result() for name, future in futures.items()}
     state = Mm2State()
-    for msg in read_topic(config.clusters[topics.offset_syncs_cluster], topics.offset_syncs):
+    for msg in records["syncs"]:
         try:
             s = decode_offset_sync(msg.key(), msg.value())
         except RecordFormatError:
@@ -82,14 +96,14 @@ def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
         state.latest_sync[(s.topic, s.partition)] = (s.upstream_offset, s.downstream_offset)
     for history in state.syncs.values():
         history.sort()
-    for msg in read_topic(target, topics.connect_offsets):
+    for msg in records["positions"]:
         try:
             pos = decode_connect_offset(msg.key(), msg.value())
         except RecordFormatError:
             continue
         if pos is not None and pos.connector == flow.mirror.connector and pos.cluster == source_alias:
             state.positions[(pos.topic, pos.partition)] = pos.next_offset
-    for msg in read_topic(target, topics.checkpoints):
+    for msg in records["checkpoints"]:
         try:
             cp = decode_checkpoint(msg.key(), msg.value(), msg.timestamp()[1])
         except RecordFormatError:
@@ -100,8 +114,8 @@ def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
                 cp.group, source_topic, cp.partition, cp.upstream_offset, cp.downstream_offset, cp.ts_ms
             )
     own, crossed = None, None
-    for topic, mine in ((topics.heartbeats, True), (topics.mirrored_heartbeats, False)):
-        for msg in read_topic(target, topic, 10):
+    for name, mine in (("heartbeats", True), ("mirrored_heartbeats", False)):
+        for msg in records[name]:
             try:
                 beat = any_heartbeat(msg.key(), msg.value())
             except RecordFormatError:
