@@ -4,10 +4,11 @@ source cluster each restarted once; nothing lost, duplicates only inside in-flig
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
-from bench.soak import run_soak
+from bench.soak import SoakReport, run_soak
 
 pytestmark = [
     pytest.mark.kafka,
@@ -15,14 +16,33 @@ pytestmark = [
 ]
 
 
+def _explained(report: SoakReport) -> str:
+    """The report, the observer's last samples and the end of each process's log: CI keeps only this text, and
+    its one-line summary only the first line, so that line says what the monitor and the canary said last."""
+    last = " ".join(f"{t:g}s:{m}/{c}" for t, m, c in report.final_samples[-6:])
+    lines = [
+        f"monitor/canary at the end (s after the last repair): {last}",
+        f"lost {report.lost}, duplicates {report.duplicates} ({report.duplicates_outside_windows} outside windows), "
+        f"order violations {report.order_violations}, {report.seconds:.0f} s",
+    ]
+    lines += [str(fault) for fault in report.faults]
+    lines.append(f"last samples: {report.final_samples}")
+    for name in ("monitor", "canary", "mirror"):
+        path = Path(report.logs) / f"{name}.log"
+        if path.exists():
+            lines.append(f"--- end of {name}.log ---")
+            lines += path.read_text(errors="replace").splitlines()[-25:]
+    return "\n".join(lines)
+
+
 def test_soak_100k(tmp_path):
     report = run_soak(100_000, rate=5_000, workdir=tmp_path)
     print(report)
-    assert report.lost == 0
-    assert report.duplicates_outside_windows == 0
-    assert report.order_violations == 0
+    assert report.lost == 0, _explained(report)
+    assert report.duplicates_outside_windows == 0, _explained(report)
+    assert report.order_violations == 0, _explained(report)
     kills = [f for f in report.faults if f["fault"] == "kill mirror"]
-    assert len(kills) == 3 and len(report.faults) == 5
+    assert len(kills) == 3 and len(report.faults) == 5, _explained(report)
     # the canary and the monitor saw the mirror's deaths, and everything was green again at the end
-    assert any(f["turned_non_ok"] for f in kills)
-    assert report.faults[-1]["recovered"]
+    assert any(f["turned_non_ok"] for f in kills), _explained(report)
+    assert report.faults[-1]["recovered"], _explained(report)
