@@ -314,3 +314,26 @@ def test_latency_agrees_with_an_independent_reader(healthy, target):
         independent = msg.timestamp()[1] - event.produced_at_ms
         assert abs(entry["latency_ms"] - independent) <= 5, (entry, independent)
         assert received_ms - event.produced_at_ms >= entry["latency_ms"] - 1  # nobody sees it before it was appended
+
+
+def test_canary_topics_replace_an_admin_client_that_failed(mirror_config, topic_name, write_config):
+    """A long-lived client can stay unable to reach a cluster that answers a new client at once
+    (confluentinc/librdkafka#5301 after a broker restart); the canary service's admin clients are replaced after a
+    failed request, so the next probe asks with a new one. Here the stuck client is one that points nowhere."""
+    from mirrorwatch.canary.topics import ClusterUnreachable, FlowTopics
+    from mirrorwatch.core.clients import make_admin
+    from mirrorwatch.core.config import ClusterConfig, load_config
+    from mirrorwatch.localkafka.launcher import free_port
+
+    config = load_config(write_config(canary_config(mirror_config, topic_name)))
+    topics = FlowTopics(config, None, "test-canary")
+    working = topics._admins["source"]
+    topics.partitions("source", topics.source_topic, 5)
+    assert topics._admins["source"] is working  # a request that worked keeps its client
+
+    nowhere = ClusterConfig.model_validate({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
+    topics._admins["source"] = stuck = make_admin(nowhere, "test-stuck")
+    with pytest.raises(ClusterUnreachable):
+        topics.partitions("source", topics.source_topic, 1)
+    topics.partitions("source", topics.source_topic, 5)  # answers: a new client asked
+    assert topics._admins["source"] is not stuck

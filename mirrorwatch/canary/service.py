@@ -16,7 +16,7 @@ from datetime import UTC
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from prometheus_client import CollectorRegistry, start_http_server
 
 from ..core.cli import UserError, listen_error
@@ -47,16 +47,9 @@ class FlowCanary:
             own_only=True,
         )
         self.heartbeat = HeartbeatWatch(self.topics.source_alias, self.topics.target_alias, self.topics.mm2)
-        self.producer = make_producer(
-            self.topics.source_cluster,
-            f"mirrorwatch-canary-{self.run_id}",
-            **{
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 0,
-                "message.timeout.ms": int(self.settings.crit_latency_s * 1000),
-            },
-        )
+        self.producer = self._new_producer()
+        self._warmed_up = False
+        self.producer_fatal: str | None = None  # set by a delivery report; the next probe replaces the producer
         self.reader = make_consumer(
             self.topics.target_cluster,
             f"mirrorwatch-canary-{self.run_id}",
@@ -79,9 +72,35 @@ class FlowCanary:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_loop, name=f"canary-reader-{flow_name}", daemon=True)
 
+    def _new_producer(self):
+        return make_producer(
+            self.topics.source_cluster,
+            f"mirrorwatch-canary-{self.run_id}",
+            **{
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "message.timeout.ms": int(self.settings.crit_latency_s * 1000),
+            },
+        )
+
+    def _replace_fatal_producer(self) -> None:
+        """An idempotent producer that raised a fatal error refuses every record from then on; librdkafka's
+        remedy is a new producer. Without this the canary would say CRITICAL for good after one such error
+        (a source restart can cause one), long after the mirror is fine again."""
+        log.warning(
+            "%s: canary producer failed for good (%s); starting a new one", self.topics.flow_name, self.producer_fatal
+        )
+        old, self.producer = self.producer, self._new_producer()
+        old.purge()
+        old.flush(0)
+        self.producer_fatal, self._warmed_up = None, False
+
     # ------------------------------------------------------------------ probe (scheduler thread)
     def probe(self) -> None:
         connect_s = self.settings.connect_timeout_s
+        if self.producer_fatal is not None:
+            self._replace_fatal_producer()
         try:
             source_partitions = self.topics.ensure_source(connect_s)
             target_partitions, created = self.topics.ensure_target(source_partitions, connect_s)
@@ -92,12 +111,13 @@ class FlowCanary:
         except Exception as exc:  # never let one bad round stop the service
             self._set_unknown(f"probe failed: {type(exc).__name__}: {exc}")
             return
-        if self.seq == 0:
+        if not self._warmed_up:
             try:
                 warm_up(self.producer, self.topics, source_partitions[0], connect_s)
             except ProbeUnknown as exc:
                 self._set_unknown(str(exc))
                 return
+            self._warmed_up = True
         self._set_unknown(None)
         self.seq += 1
         produced_at = now_ms()
@@ -116,6 +136,8 @@ class FlowCanary:
                     on_delivery=functools.partial(self._delivered, self.seq),
                 )
             except Exception as exc:  # queue full while the source is away, or a partition gone
+                if isinstance(exc, KafkaException) and exc.args and exc.args[0].fatal():
+                    self.producer_fatal = exc.args[0].str()
                 with self.lock:
                     self.tracker.unsent(self.seq, partition, str(exc))
         self.producer.poll(0)
@@ -145,6 +167,8 @@ class FlowCanary:
 
     def _delivered(self, seq: int, err, msg) -> None:
         if err is not None:
+            if err.fatal() or err.code() == KafkaError._FATAL:
+                self.producer_fatal = err.str()
             with self.lock:
                 self.tracker.unsent(seq, msg.partition(), err.str())
 

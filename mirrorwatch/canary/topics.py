@@ -55,10 +55,22 @@ class FlowTopics:
             self.heartbeats_expected = config.mirror.heartbeats
         self.refresh_interval_s = config.mirror.refresh_interval_s
         self.created: list[str] = []  # "role topic" of the canary topics this instance created
-        self._admins = {
-            "source": make_admin(self.source_cluster, client_id),
-            "target": make_admin(self.target_cluster, client_id),
-        }
+        self._client_id = client_id
+        self._admins = {"source": self._new_admin("source"), "target": self._new_admin("target")}
+        self._stale: set[str] = set()
+
+    def _new_admin(self, role: str):
+        return make_admin(self.source_cluster if role == "source" else self.target_cluster, self._client_id)
+
+    def _admin(self, role: str):
+        """The role's admin client; a new one after a failed request. A long-lived librdkafka client can stay
+        unable to reach a cluster that answers a new one at once (after a broker restart: confluentinc/
+        librdkafka#5301, and group and offset requests that time out for good), and the canary is a service that
+        must see the cluster come back; the monitor's reader does the same."""
+        if role in self._stale:
+            self._stale.discard(role)
+            self._admins[role] = self._new_admin(role)
+        return self._admins[role]
 
     def _where(self, role: str) -> tuple[str, str]:
         cluster = self.source_cluster if role == "source" else self.target_cluster
@@ -69,12 +81,15 @@ class FlowTopics:
 
         One topic per request, so a cluster with many topics answers as fast as a small one.
         """
+        admin = self._admin(role)
         try:
-            md = self._admins[role].list_topics(topic, timeout=timeout_s)
+            md = admin.list_topics(topic, timeout=timeout_s)
         except KafkaException as exc:
-            serve_callbacks(self._admins[role])
+            serve_callbacks(admin)
+            self._stale.add(role)
             raise ClusterUnreachable(role, *self._where(role), _reason(exc)) from None
         if not md.brokers:
+            self._stale.add(role)
             raise ClusterUnreachable(role, *self._where(role), "no brokers in the metadata answer")
         found = md.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:
@@ -84,7 +99,7 @@ class FlowTopics:
     def _create(self, role: str, topic: str, partitions: int, config: dict, timeout_s: float) -> None:
         new = NewTopic(topic, partitions, self.settings.replication_factor, config=config)
         try:
-            self._admins[role].create_topics([new], request_timeout=timeout_s)[topic].result(timeout_s)
+            self._admin(role).create_topics([new], request_timeout=timeout_s)[topic].result(timeout_s)
             log.info("created %s canary topic %s (%d partitions)", role, topic, partitions)
             self.created.append(f"{topic} on {role} cluster '{self._where(role)[0]}'")
         except (KafkaException, TimeoutError) as exc:
@@ -123,9 +138,10 @@ class FlowTopics:
             return {}
         request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
         try:
-            futures = self._admins[role].list_offsets(request, request_timeout=timeout_s)
+            futures = self._admin(role).list_offsets(request, request_timeout=timeout_s)
             return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
         except (KafkaException, TimeoutError) as exc:
+            self._stale.add(role)
             alias, bootstrap = self._where(role)
             raise ProbeUnknown(
                 f"cannot read end offsets of {topic} on {role} cluster '{alias}' at {bootstrap}: {_reason(exc)}"
