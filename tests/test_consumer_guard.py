@@ -1,6 +1,7 @@
 """Stuck clients replaced, on the real clusters (the rules are table-driven here and in test_outage_units.py):
 the mirror's source consumer when it stays outside its group while the source answers (mirror/consumer_guard.py),
-and the cluster watch's probe client when a new client gets the answer it does not (mirror/outage.py)."""
+the cluster watch's probe client when a new client gets the answer it does not (mirror/outage.py), and the
+heartbeat producer when no heartbeat is acknowledged but a new client reaches the source (mirror/heartbeat.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.localkafka.launcher import free_port
 from mirrorwatch.mirror.consumer_guard import STUCK_AFTER_S, group_state, outside_group_since, should_replace
 from mirrorwatch.mirror.engine import MirrorEngine
+from mirrorwatch.mirror.heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from mirrorwatch.mirror.outage import SECOND_OPINION_AFTER_S, ClusterWatch
 
 from .support.helpers import create_topic, produce_numbered, read_all
@@ -146,3 +149,24 @@ def test_a_cluster_that_is_really_away_keeps_the_watch_client():
     watch.down_since["source"] -= SECOND_OPINION_AFTER_S
     assert watch.probe("source") is False
     assert watch._admins["source"] is own and watch._retired_admins == []
+
+
+def test_a_stuck_heartbeat_producer_is_replaced_and_heartbeats_resume(source, mirror_config, topic_name):
+    """The heartbeat producer is swapped for one that never reaches the source: once no heartbeat has been
+    acknowledged for stuck_after_s, a new client is asked, reaches the source and takes over; heartbeats resume.
+    A source that is really away keeps the producer (test_a_cluster_that_is_really_away_keeps_the_watch_client
+    is the same rule)."""
+    east = config_from_dict(mirror_config).clusters["east"]
+    topic = f"hb.{topic_name}"
+    ensure_heartbeats_topic(east, topic)
+    sent = []
+    beats = HeartbeatProducer(east, topic, "east", "west", 0.2, on_sent=lambda: sent.append(time.monotonic()))
+    stuck = Producer({"bootstrap.servers": f"127.0.0.1:{free_port()}", "log_level": 0})
+    beats._producer, beats.stuck_after_s = stuck, 2.0
+    beats.start()
+    try:
+        wait_until(lambda: beats.replacements == 1 and sent, 30, what="heartbeats resuming")
+    finally:
+        beats.stop()
+        beats.join(10)
+    assert beats._retired == [stuck] and beats._producer is not stuck

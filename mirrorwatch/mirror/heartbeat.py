@@ -19,6 +19,7 @@ from ..core.config import ClusterConfig
 from ..core.records import Heartbeat
 
 log = logging.getLogger("mirrorwatch.mirror.heartbeat")
+STUCK_AFTER_S = 30.0
 
 
 def ensure_heartbeats_topic(cluster: ClusterConfig, topic: str) -> None:
@@ -47,19 +48,57 @@ class HeartbeatProducer(threading.Thread):
     ):
         super().__init__(name="heartbeats", daemon=True)
         self.topic, self.source, self.target, self.interval_s = topic, source, target, interval_s
-        self._producer = make_producer(cluster, "mirrorwatch-heartbeat", **{"linger.ms": 0, "acks": "all"})
-        self._stop = threading.Event()
+        self._cluster = cluster
+        self._producer = self._new_producer()
+        self._stopping = threading.Event()  # not _stop: that is Thread's own method, which join() calls
         self._on_sent = on_sent or (lambda: None)
         self._on_denied = on_denied or (lambda denied: None)
+        self.stuck_after_s = STUCK_AFTER_S
+        self._last_sent = self._last_renewal_try = time.monotonic()
+        self._retired: list = []  # replaced producers: kept, never destroyed (see _renew_if_stuck)
+        self.replacements = 0
+
+    def _new_producer(self):
+        return make_producer(self._cluster, "mirrorwatch-heartbeat", **{"linger.ms": 0, "acks": "all"})
+
+    def _renew_if_stuck(self) -> None:
+        """No heartbeat acknowledged for ``stuck_after_s``: ask a new client; if it reaches the source, it
+        replaces the producer.
+
+        Why: a long-lived librdkafka client can stay unable to reach a restarted cluster that a new client
+        reaches at once (confluentinc/librdkafka#5301), and stale heartbeats turn the canary CRITICAL while the
+        mirror itself is fine. A new client that gets no answer either means an outage: it is let go, and the
+        next try is ``stuck_after_s`` later. The replaced one is kept, as the cluster watch keeps its stuck
+        clients (docs/design.md), which happens once per such restart."""
+        now = time.monotonic()
+        if now - self._last_sent < self.stuck_after_s or now - self._last_renewal_try < self.stuck_after_s:
+            return
+        self._last_renewal_try = now
+        fresh = self._new_producer()
+        try:
+            answered = bool(fresh.list_topics(self.topic, timeout=5).brokers)
+        except KafkaException:
+            answered = False
+        if not answered:
+            return
+        log.warning(
+            "heartbeats: none acknowledged for %.0f s but the source answers a new client; replacing the "
+            "heartbeat producer",
+            now - self._last_sent,
+        )
+        self._retired.append(self._producer)
+        self._producer, self._last_sent = fresh, now
+        self.replacements += 1
 
     def _delivered(self, err, _msg) -> None:
         if err is None:
+            self._last_sent = time.monotonic()
             self._on_sent()
         elif is_denied(err):  # no retry makes an ACL appear: tell the engine, which stops with one line
             self._on_denied(Denied("WRITE", "topic", self.topic, "source"))
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             beat = Heartbeat(self.source, self.target, int(time.time() * 1000))
             try:
                 self._producer.produce(self.topic, key=beat.key(), value=beat.to_value(), on_delivery=self._delivered)
@@ -71,8 +110,9 @@ class HeartbeatProducer(threading.Thread):
                     return
                 log.warning("heartbeat not sent: %s", exc)
             self._producer.poll(0)
-            self._stop.wait(self.interval_s)
+            self._renew_if_stuck()
+            self._stopping.wait(self.interval_s)
         self._producer.flush(2)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
