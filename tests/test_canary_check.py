@@ -337,3 +337,53 @@ def test_canary_topics_replace_an_admin_client_that_failed(mirror_config, topic_
         topics.partitions("source", topics.source_topic, 1)
     topics.partitions("source", topics.source_topic, 5)  # answers: a new client asked
     assert topics._admins["source"] is not stuck
+
+
+def test_canary_service_replaces_a_reader_that_stopped_reading(healthy):
+    """The service's target reader is swapped for one that never reaches the target (the state librdkafka#5301
+    leaves a client in): the reader check sees canary events on the target that stay unread, and a new reader
+    takes over where the old one stopped, so no probe counts as lost and the status is OK (with the check every
+    2 s here it acts before the 6 s critical timeout; reader_guard.reader_stuck is table-tested in
+    test_canary_units)."""
+    from confluent_kafka import Consumer as KafkaConsumer
+    from prometheus_client import CollectorRegistry
+
+    from mirrorwatch.canary.metrics import CanaryMetrics
+    from mirrorwatch.canary.service import FlowCanary
+    from mirrorwatch.core.config import load_config
+    from mirrorwatch.localkafka.launcher import free_port
+
+    path, _, _ = healthy
+    canary = FlowCanary(load_config(path), None, CanaryMetrics(CollectorRegistry()))
+    canary.reader_check_every_s = 2.0
+    canary.start()
+    stop = threading.Event()
+
+    def probing():
+        while not stop.wait(1.0):
+            canary.probe()
+
+    prober = threading.Thread(target=probing, daemon=True)
+    prober.start()
+    try:
+        wait_for(lambda: canary.status == "OK", 30, "the canary's first OK")
+        stuck = KafkaConsumer({"bootstrap.servers": f"127.0.0.1:{free_port()}", "group.id": "stuck", "log_level": 0})
+        original, canary.reader = canary.reader, stuck  # the original stays referenced: its thread may be reading
+        swapped_at = canary.seq
+        wait_for(lambda: canary.reader_replacements == 1, 30, "a new reader")
+        # it resumes where the stuck one stopped, so the probes written meanwhile arrive, late at most
+        wait_for(lambda: canary.seq > swapped_at + 5 and canary.status == "OK", 60, "OK with the new reader")
+        assert canary._retired_readers == [stuck] and canary.tracker.lost == 0
+    finally:
+        stop.set()
+        prober.join(10)
+        canary.stop()
+    original.close()
+
+
+def wait_for(predicate, within_s: float, what: str) -> None:
+    deadline = time.monotonic() + within_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {within_s:g} s")
+        time.sleep(0.25)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mirrorwatch.canary.events import BASIS_LOG_APPEND, Arrival
 from mirrorwatch.canary.report import JSON_SCHEMA, CheckResult
 from mirrorwatch.canary.status import worst
@@ -214,3 +216,21 @@ def test_canary_imports_only_the_core():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    "previous_ends, previous_next, next_, stuck",
+    [
+        (None, None, {0: 5}, False),  # first look: nothing to compare with
+        ({0: 5, 1: 7}, {0: 5, 1: 7}, {0: 5, 1: 7}, False),  # caught up, nothing new: a stopped mirror looks so
+        ({0: 9, 1: 7}, {0: 5, 1: 7}, {0: 5, 1: 7}, True),  # records 5..8 were there and are still unread
+        ({0: 9, 1: 7}, {0: 5, 1: 7}, {0: 6, 1: 7}, False),  # it read one: slow, not stuck
+        ({0: 9, 1: 9}, {0: 5, 1: 5}, {0: 5, 1: 6}, False),  # moving on one partition: the client fetches
+        ({0: 5}, {0: 5}, {0: 5}, False),  # a record arriving after the previous look does not count yet
+        ({0: 9}, {}, {0: 5}, False),  # a partition the reader did not have then: no verdict on it
+    ],
+)
+def test_reader_stuck(previous_ends, previous_next, next_, stuck):
+    from mirrorwatch.canary.reader_guard import reader_stuck
+
+    assert reader_stuck(previous_ends, previous_next, next_) is stuck

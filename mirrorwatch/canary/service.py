@@ -12,6 +12,7 @@ import functools
 import logging
 import signal
 import threading
+import time
 from datetime import UTC
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -26,6 +27,7 @@ from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
 from .events import MARKER_VALUE, arrival_of, new_run_id, now_ms
 from .heartbeats import HeartbeatWatch, lookback_offset
 from .metrics import CanaryMetrics
+from .reader_guard import CHECK_EVERY_S, reader_stuck
 from .status import CRITICAL, EXIT_CODES, UNKNOWN, WARNING, worst
 from .topics import FlowTopics, ProbeUnknown, warm_up
 from .tracker import Tracker
@@ -50,17 +52,15 @@ class FlowCanary:
         self.producer = self._new_producer()
         self._warmed_up = False
         self.producer_fatal: str | None = None  # set by a delivery report; the next probe replaces the producer
-        self.reader = make_consumer(
-            self.topics.target_cluster,
-            f"mirrorwatch-canary-{self.run_id}",
-            group_id=f"mirrorwatch-canary-{self.run_id}-never-committed",
-            **{
-                "auto.offset.reset": "earliest",
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": False,
-                "fetch.wait.max.ms": 100,
-            },
-        )
+        self.reader = self._new_reader()
+        # where the reader reads next, per (topic, partition) it was given: a replaced reader resumes there
+        self._next_offset: dict[tuple[str, int], int] = {}
+        self.reader_check_every_s = CHECK_EVERY_S
+        self._reader_checked_at = 0.0
+        self._reader_look: tuple[dict[int, int], dict[int, int]] | None = None  # (target ends, reader's next)
+        self._renew_reader = False
+        self._retired_readers: list = []  # replaced readers: kept, never closed (close() can wait for good)
+        self.reader_replacements = 0
         self.lock = threading.Lock()
         self.seq = 0
         self.assigned: set[tuple[str, int]] = set()
@@ -71,6 +71,19 @@ class FlowCanary:
         self._published: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read_loop, name=f"canary-reader-{flow_name}", daemon=True)
+
+    def _new_reader(self):
+        return make_consumer(
+            self.topics.target_cluster,
+            f"mirrorwatch-canary-{self.run_id}",
+            group_id=f"mirrorwatch-canary-{self.run_id}-never-committed",
+            **{
+                "auto.offset.reset": "earliest",
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": False,
+                "fetch.wait.max.ms": 100,
+            },
+        )
 
     def _new_producer(self):
         return make_producer(
@@ -105,6 +118,7 @@ class FlowCanary:
             source_partitions = self.topics.ensure_source(connect_s)
             target_partitions, created = self.topics.ensure_target(source_partitions, connect_s)
             self._assign_new(target_partitions, created, connect_s)
+            self._check_reader(target_partitions, connect_s)
         except ProbeUnknown as exc:
             self._set_unknown(str(exc))
             return
@@ -164,6 +178,42 @@ class FlowCanary:
         with self.lock:
             self._to_assign.extend(assignment)
             self.assigned.update((tp.topic, tp.partition) for tp in assignment)
+            self._next_offset.update(((tp.topic, tp.partition), tp.offset) for tp in assignment)
+
+    def _check_reader(self, target_partitions: list[int], connect_s: float) -> None:
+        """Every ``reader_check_every_s``: has the reader left records unread that the target already holds
+        (``reader_guard.reader_stuck``)? Then the reader thread replaces it before its next read."""
+        now = time.monotonic()
+        if not target_partitions or now - self._reader_checked_at < self.reader_check_every_s:
+            return
+        self._reader_checked_at = now
+        try:
+            ends = self.topics.end_offsets("target", self.topics.target_topic, target_partitions, connect_s)
+        except ProbeUnknown:  # the probe's own requests say whether the target answers; this look starts over
+            self._reader_look = None
+            return
+        with self.lock:
+            next_ = {p: o for (t, p), o in self._next_offset.items() if t == self.topics.target_topic}
+        if self._reader_look is not None and reader_stuck(*self._reader_look, next_):
+            log.warning(
+                "%s: the canary reader has read nothing for %g s while the target holds canary events it has not "
+                "read; replacing it",
+                self.topics.flow_name,
+                self.reader_check_every_s,
+            )
+            self._renew_reader, self._reader_look = True, None
+            return
+        self._reader_look = (ends, next_)
+
+    def _replace_reader(self) -> None:
+        """(reader thread) A new reader, given every partition at the offset the old one would have read next."""
+        with self.lock:
+            self._renew_reader, self._to_assign = False, []  # everything pending is in _next_offset already
+            assignment = [TopicPartition(t, p, o) for (t, p), o in self._next_offset.items()]
+        self._retired_readers.append(self.reader)
+        self.reader = self._new_reader()
+        self.reader.assign(assignment)
+        self.reader_replacements += 1
 
     def _delivered(self, seq: int, err, msg) -> None:
         if err is not None:
@@ -189,6 +239,8 @@ class FlowCanary:
                 self._stop.wait(1.0)
 
     def _read_once(self) -> None:
+        if self._renew_reader:
+            self._replace_reader()
         with self.lock:
             adding, self._to_assign = self._to_assign, []
         if adding:
@@ -204,6 +256,7 @@ class FlowCanary:
             for msg in messages:
                 if msg.error():
                     continue
+                self._next_offset[(msg.topic(), msg.partition())] = msg.offset() + 1
                 if msg.topic() == self.topics.target_topic:
                     arrival = arrival_of(msg, received)
                     if arrival is not None:
