@@ -17,11 +17,11 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ..core.access import Denied, is_denied, raise_if_denied
-from ..core.clients import make_admin, make_consumer, make_producer
+from ..core.clients import make_admin, make_producer
 from ..core.config import ClusterConfig, Config, FlowConfig
 from ..core.naming import checkpoints_topic, mirror_group, offset_syncs_topic
 from ..core.offset_syncs import OffsetSyncReader
-from ..core.reading import end_offsets, read_to_end
+from ..core.reading import read_topic
 from ..core.records import Checkpoint, RecordFormatError
 from ..core.topic_selection import TopicFilter, policy_of
 from .offset_store import OffsetSyncStore, Translation
@@ -101,24 +101,13 @@ def group_exists(admin: AdminClient, group: str) -> bool:
 
 def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Checkpoint]]:
     """group → (topic, partition) → newest checkpoint, from the checkpoints topic on the target."""
-    topic = checkpoints_topic(source)
-    consumer = make_consumer(cluster, "mirrorwatch-failover-check", **{"enable.partition.eof": True})
     out: dict[str, dict] = {}
-    try:
-        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if md is None or md.error is not None:
-            return out
-        positions = {(topic, p): 0 for p in md.partitions}
-        ends = end_offsets(consumer, list(positions), 30)  # before assign(): see core.reading.end_offsets
-        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
-        for msg in read_to_end(consumer, positions, 30, ends):
-            try:
-                cp = Checkpoint.from_value(msg.value())
-            except RecordFormatError:
-                continue
-            out.setdefault(cp.group, {})[(cp.topic, cp.partition)] = cp
-    finally:
-        consumer.close()
+    for msg in read_topic(cluster, checkpoints_topic(source), "mirrorwatch-failover-check", 30):
+        try:
+            cp = Checkpoint.from_value(msg.value())
+        except RecordFormatError:
+            continue
+        out.setdefault(cp.group, {})[(cp.topic, cp.partition)] = cp
     return out
 
 

@@ -9,8 +9,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from confluent_kafka import TopicPartition
-
 from ..core.clients import make_consumer
 from ..core.config import Config, FlowConfig
 from ..core.mm2 import (
@@ -23,23 +21,8 @@ from ..core.mm2 import (
     mm2_topics,
 )
 from ..core.mm2_lag import target_side_acked_next
-from ..core.reading import end_offsets, read_to_end
+from ..core.reading import end_offsets, read_topic
 from ..core.records import Checkpoint, RecordFormatError
-
-
-def read_topic(cluster, topic: str, timeout_s: float = 20.0) -> list:
-    """Every record of ``topic`` now (empty if it does not exist)."""
-    consumer = make_consumer(cluster, "mirrorwatch-mm2-reader", **{"enable.partition.eof": True})
-    try:
-        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if md is None or md.error is not None or not md.partitions:
-            return []
-        positions = {(topic, p): 0 for p in md.partitions}
-        ends = end_offsets(consumer, list(positions), timeout_s)  # before assign(): see core.reading.end_offsets
-        consumer.assign([TopicPartition(topic, p, 0) for p in md.partitions])
-        return list(read_to_end(consumer, positions, timeout_s, ends))
-    finally:
-        consumer.close()
 
 
 @dataclass
@@ -84,7 +67,10 @@ def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
     # five independent one-shot reads (each a new client: metadata, end offsets, reading to the end), side by side
     # so that the failover check's 15 s budget holds on a busy machine
     with ThreadPoolExecutor(len(reads)) as pool:
-        futures = {name: pool.submit(read_topic, *args) for name, args in reads.items()}
+        futures = {
+            name: pool.submit(read_topic, cluster, topic, "mirrorwatch-mm2-reader", timeout_s)
+            for name, (cluster, topic, timeout_s) in reads.items()
+        }
         records = {name: future.result() for name, future in futures.items()}
     state = Mm2State()
     for msg in records["syncs"]:
