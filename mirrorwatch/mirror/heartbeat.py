@@ -17,6 +17,7 @@ from ..core.access import Denied, is_denied, raise_if_denied
 from ..core.clients import make_admin, make_producer
 from ..core.config import ClusterConfig
 from ..core.records import Heartbeat
+from .outage import second_opinion_due
 
 log = logging.getLogger("mirrorwatch.mirror.heartbeat")
 STUCK_AFTER_S = 30.0
@@ -71,7 +72,7 @@ class HeartbeatProducer(threading.Thread):
         next try is ``stuck_after_s`` later. The replaced one is kept, as the cluster watch keeps its stuck
         clients (docs/design.md), which happens once per such restart."""
         now = time.monotonic()
-        if now - self._last_sent < self.stuck_after_s or now - self._last_renewal_try < self.stuck_after_s:
+        if not second_opinion_due(self._last_sent, self._last_renewal_try, now, self.stuck_after_s):
             return
         self._last_renewal_try = now
         fresh = self._new_producer()

@@ -54,12 +54,14 @@ _TRANSIENT = {
 }
 
 
-def second_opinion_due(down_since: float | None, last_opinion: float | None, now: float) -> bool:
-    """Whether a failing probe should also be asked of a new client: once the cluster has been unreachable for
-    ``SECOND_OPINION_AFTER_S``, and again every ``SECOND_OPINION_AFTER_S`` while it stays so."""
-    if down_since is None or now - down_since < SECOND_OPINION_AFTER_S:
+def second_opinion_due(
+    down_since: float | None, last_opinion: float | None, now: float, after_s: float = SECOND_OPINION_AFTER_S
+) -> bool:
+    """Whether a failing client should also be asked of a new one: once it has failed for ``after_s``, and again
+    every ``after_s`` while it keeps failing (the watch's probes; the heartbeat producer's deliveries)."""
+    if down_since is None or now - down_since < after_s:
         return False
-    return last_opinion is None or last_opinion < down_since or now - last_opinion >= SECOND_OPINION_AFTER_S
+    return last_opinion is None or last_opinion < down_since or now - last_opinion >= after_s
 
 
 class ClustersUnreachable(Exception):
