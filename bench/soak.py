@@ -225,9 +225,8 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
     started = time.monotonic()
     with LocalClusters(["east", "west"], workdir / "clusters") as clusters:
         east, west = clusters["east"], clusters["west"]
-        admin = AdminClient(
-            {"bootstrap.servers": east.bootstrap, **QUIET}
-        )  # keep it referenced until the future resolves
+        # keep the admin client referenced until the future resolves
+        admin = AdminClient({"bootstrap.servers": east.bootstrap, **QUIET})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
         ports = {"api": free_port(), "canary": free_port()}
         config = {

@@ -101,9 +101,8 @@ class ClusterReader:
             members = len(desc.result(self.timeout_s + 1).members or ())
         except Exception as exc:
             log.debug("cluster '%s': cannot describe group '%s': %s", self.alias, group, redact_text(str(exc)))
-            self._stale = (
-                True  # as after any failure (see _fail): a long-lived client's group requests can time out for good
-            )
+            # as after any failure (see _fail): a long-lived client's group requests can time out for good
+            self._stale = True
             return None, None
         try:
             future = self.admin.list_consumer_group_offsets(
