@@ -184,7 +184,10 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
                         break
                     last_said = f"{verdict['verdict']} ({'; '.join(verdict['reasons'])})"
                 else:
-                    last_said = f"exit {result.returncode}: {result.stderr.strip()[-300:]}"
+                    # its last line of its own (not a client-library "%" line): the drill's error stays one line
+                    own = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("%")]
+                    last_line = (own or ["no output"])[-1]
+                    last_said = f"exit {result.returncode}: {last_line[-300:]}"
                 time.sleep(1)
             if predicted is None:
                 # what the check last said names the blocker (no checkpoint, lag, a stale heartbeat) in the one line
