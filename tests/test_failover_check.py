@@ -28,7 +28,16 @@ def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config,
             consume_and_commit(source.bootstrap, topic_name, group, p, 500)
     cfg = config_for(mirror_config, topic_name, f"g-{topic_name}", checkpoint_groups=[f"app-{topic_name}"])
     path = tmp_path / "m.yaml"
-    with MirrorProcess(cfg, path) as mirror:
+    mirror = MirrorProcess(cfg, path)  # writes the config; not started yet
+    # before the mirror ever ran: the commits have nothing to translate to, and each such partition is named
+    code, report = check(path, ready, f"never-{topic_name}")
+    before = {g["group"]: g for g in report["groups"]}
+    assert code == 2 and before[ready]["verdict"] == "NOT READY", before
+    assert any(
+        f"{topic_name}[1]: committed at 500, but the target has no offset sync" in r for r in before[ready]["reasons"]
+    )
+    assert before[f"never-{topic_name}"]["reasons"][0] == "the group has no committed offsets on the source"
+    with mirror:
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 1000, 60, what="mirroring", alive=mirror)
         code, report = wait_until(
             lambda: (r := check(path, ready, unchecked)) and r[1]["groups"][0]["verdict"] == "READY" and r,

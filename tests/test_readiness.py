@@ -46,7 +46,7 @@ def facts(committed=100, cp_up=100, cp_down=100, cp_dup=0, age=5.0, lag=0, parti
             "would skip 10 records",
         ),  # never a negative count
         ([facts()], True, 1.0, NOT_READY, 0, 0, "active on the target"),
-        ([], False, 1.0, NOT_READY, 0, 0, "no committed offsets"),
+        ([], False, 1.0, NOT_READY, 0, 0, "no committed offsets on the source"),
         ([facts(lag=3), facts(partition=1, cp_up=None, age=None)], False, 1.0, NOT_READY, 3, 0, "no checkpoint"),
     ],
 )
@@ -54,6 +54,25 @@ def test_verdicts(partitions, active, heartbeat, expected, lost, dups, reason):
     v = judge_group("g", partitions, active, checkpoint_max_age_s=60, heartbeat_age_s=heartbeat, heartbeat_max_age_s=60)
     assert (v.verdict, v.lost, v.duplicates) == (expected, lost, dups)
     assert v.duplicates >= 0
+    if reason:
+        assert any(reason in r for r in v.reasons), v.reasons
+    else:
+        assert v.reasons == []
+
+
+@pytest.mark.parametrize(
+    "partitions,unsynced,elsewhere,expected,reason",
+    [
+        ([], (), True, NOT_READY, "no committed offsets on mirrored topics"),
+        ([], (("t", 2, 40),), False, NOT_READY, "t[2]: committed at 40, but the target has no offset sync"),
+        ([facts()], (("t", 2, 40),), False, NOT_READY, "has no offset sync"),
+        ([facts()], (), True, READY, None),  # commits on other topics do not matter once mirrored ones exist
+    ],
+)
+def test_commits_the_mirror_has_not_synced(partitions, unsynced, elsewhere, expected, reason):
+    v = judge_group("g", partitions, False, 60, 1.0, 60, unsynced=unsynced, commits_elsewhere=elsewhere)
+    assert v.verdict == expected
+    assert v.partitions == len(partitions) + len(unsynced)
     if reason:
         assert any(reason in r for r in v.reasons), v.reasons
     else:

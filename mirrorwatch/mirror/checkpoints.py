@@ -96,7 +96,12 @@ def apply_offsets(admin: AdminClient, group: str, offsets: dict[tuple[str, int],
 
 def group_exists(admin: AdminClient, group: str) -> bool:
     listing = admin.list_consumer_groups().result(ADMIN_TIMEOUT_S)
-    return any(g.group_id == group for g in listing.valid)
+    if any(g.group_id == group for g in listing.valid):
+        return True
+    if listing.errors:
+        # a broker that did not answer may be the one that knows the group: not "no such group"
+        raise RuntimeError(f"listing consumer groups failed: {listing.errors[0]}")
+    return False
 
 
 def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Checkpoint]]:

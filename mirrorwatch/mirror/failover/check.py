@@ -117,6 +117,7 @@ def _check(config_path, flow, groups, as_json):
         make_admin(target, "mirrorwatch-failover-check"),
     )
     mm2 = read_mm2_state(config, f) if is_mm2(f) else None
+    mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
     if mm2 is not None:
         # MirrorMaker 2: MM2's committed position and offset syncs, the target's end offsets (core.mm2_lag)
         acked = mm2.acked_next(
@@ -129,7 +130,6 @@ def _check(config_path, flow, groups, as_json):
         own_group = mirror_group(f.source, f.target, f.group, flow_name)
         mirror_commits = committed_offsets(source_admin, own_group)
         # a commit implies an acknowledgement: the newer of the two is what the target surely has
-        mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
         acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items() if mine.matches(k[0])}
     true_lag, age, lost = source_positions(source, sorted(acked), acked)
     topics = {}
@@ -161,8 +161,14 @@ def _check(config_path, flow, groups, as_json):
     verdicts, now = [], time.time() * 1000
     commits_by_group, redelivery = {}, {}
     for group in names:
-        committed = {k: v for k, v in committed_offsets(source_admin, group).items() if k in true_lag}
+        all_commits = committed_offsets(source_admin, group)
+        committed = {k: v for k, v in all_commits.items() if k in true_lag}
         commits_by_group[group] = committed
+        # consumed on a mirrored topic of which the target has no offset sync: nothing to translate to (a commit
+        # at 0 consumed nothing, e.g. an empty partition)
+        unsynced = tuple(
+            (t, p, c) for (t, p), c in sorted(all_commits.items()) if c > 0 and (t, p) not in acked and mine.matches(t)
+        )
         cps = checkpoints.get(group, {})
         facts = []
         for (t, p), c in sorted(committed.items()):
@@ -209,6 +215,8 @@ def _check(config_path, flow, groups, as_json):
                 max_age,
                 heartbeat_age,
                 config.canary.heartbeat_max_age_s,
+                unsynced,
+                commits_elsewhere=bool(all_commits),
             )
         )
     last_sync = (

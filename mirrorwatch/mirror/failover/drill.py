@@ -50,8 +50,14 @@ def is_loopback(bootstrap: str) -> bool:
     return True
 
 
-def consume(bootstrap: str, topic: str, group: str, stop_after: int | None, idle_s: float = 5.0) -> list[bytes]:
-    """The drill's application: read, commit after every batch; stop after N records or when idle."""
+def consume(
+    bootstrap: str, topic: str, group: str, stop_after: int | None, idle_s: float = 5.0, join_timeout_s: float = 60.0
+) -> list[bytes]:
+    """The drill's application: read, commit after every batch; stop after N records or when idle.
+
+    Idle counts from the group's first assignment, not from the start: joining a group on a busy machine took
+    more than the 5 s, and an application that had read nothing had committed nothing, so the check could
+    never find the group's commits (CI: "the group has no committed offsets" for 90 s)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -62,11 +68,22 @@ def consume(bootstrap: str, topic: str, group: str, stop_after: int | None, idle
             "logger": client_log,  # the drill stops brokers: their clients' complaints stay off stderr
         }
     )
-    consumer.subscribe([topic])
+    assigned_at: list[float] = []
+    consumer.subscribe([topic], on_assign=lambda _c, _p: assigned_at.append(time.monotonic()))
     seen: list[bytes] = []
-    last = time.monotonic()
+    started = last = time.monotonic()
     try:
-        while time.monotonic() - last < idle_s and (stop_after is None or len(seen) < stop_after):
+        while stop_after is None or len(seen) < stop_after:
+            if not assigned_at:
+                if time.monotonic() - started > join_timeout_s:
+                    raise UserError(
+                        f"the drill's application got no partitions of {topic} in group {group} within "
+                        f"{join_timeout_s:.0f} s (is the cluster at {bootstrap} overloaded?)",
+                        1,
+                    )
+                last = time.monotonic()
+            elif time.monotonic() - max(last, assigned_at[0]) >= idle_s:
+                break
             batch = [m for m in consumer.consume(min(200, (stop_after or 10**9) - len(seen)), 0.5) if not m.error()]
             if batch:
                 seen.extend(m.value() for m in batch)
@@ -166,6 +183,8 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
             producer.flush(60)
             say(f"2. the application (group {group}) consumes on east and stops half-way")
             on_east = consume(east, topic, group, stop_after=records // 2)
+            if not on_east:
+                raise UserError(f"the drill's application read nothing of east:{topic} (group {group})", 1)
             say("3. producing stopped; waiting for `mirror failover check` to say READY")
             predicted, deadline, last_said = None, time.monotonic() + 90, "nothing"
             while time.monotonic() < deadline:

@@ -3,8 +3,9 @@
 Inputs per group: the group's committed offsets on the source, the latest checkpoint per partition, the
 true lag of each partition (records that would be lost if the source vanished now), and whether the group is
 active on the target. Verdicts:
-- NOT READY: a committed partition has no checkpoint, a checkpoint is ahead of the group's commit (resuming
-  there would skip records), or the group is active on the target (applying offsets would be unsafe);
+- NOT READY: the group has no commits on mirrored topics, a committed partition has no checkpoint or no offset
+  sync at all (the mirror has acknowledged none of its records), a checkpoint is ahead of the group's commit
+  (resuming there would skip records), or the group is active on the target (applying offsets would be unsafe);
 - DEGRADED: it would work, at a stated cost: records lost (true lag > 0), stale checkpoints, or a stale
   heartbeat (the mirror may not be running);
 - READY otherwise. Duplicates (re-delivered records) are a cost that is always stated, never a failure.
@@ -50,9 +51,19 @@ def judge_group(
     checkpoint_max_age_s: float,
     heartbeat_age_s: float | None,
     heartbeat_max_age_s: float,
+    unsynced: tuple[tuple[str, int, int], ...] = (),
+    commits_elsewhere: bool = False,
 ) -> GroupVerdict:
-    v = GroupVerdict(group, READY, partitions=len(facts))
+    """``unsynced``: (topic, partition, committed) the group committed past 0 on a mirrored topic that has no
+    offset sync on the target; ``commits_elsewhere``: the group has commits, none on a mirrored topic."""
+    v = GroupVerdict(group, READY, partitions=len(facts) + len(unsynced))
     blocking, costly, notes = [], [], []
+    for topic, partition, committed in unsynced:
+        # nothing of it is known to be on the target, so there is nothing to translate the commit to
+        blocking.append(
+            f"{topic}[{partition}]: committed at {committed}, but the target has no offset sync for it "
+            "(the mirror has acknowledged none of its records yet)"
+        )
     for f in facts:
         if f.checkpoint_upstream is None:
             v.missing_checkpoints += 1
@@ -70,8 +81,12 @@ def judge_group(
             notes.append(f.approximate)  # re-delivery is a stated cost, never a failure
         if f.checkpoint_age_s is not None:
             v.oldest_checkpoint_s = max(v.oldest_checkpoint_s or 0.0, f.checkpoint_age_s)
-    if not facts:
-        blocking.append("the group has no committed offsets on mirrored topics")
+    if not facts and not unsynced:
+        blocking.append(
+            "the group has no committed offsets on mirrored topics"
+            if commits_elsewhere
+            else "the group has no committed offsets on the source"
+        )
     if v.missing_checkpoints:
         blocking.append(f"no checkpoint for {v.missing_checkpoints} of {len(facts)} partitions")
     if active_on_target:
