@@ -138,6 +138,9 @@ def test_spark_submit_on_the_standalone_cluster_equals_local(spark_cluster, hist
             "1g",
             "--executor-memory",
             "512m",
+            # as an operator sizes it for a small history: Spark's 200 cost 35 s more of task scheduling here
+            "--conf",
+            "spark.sql.shuffle.partitions=4",
             submit.__file__,
             "--history",
             str(history),
