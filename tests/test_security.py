@@ -19,12 +19,14 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
 
 from mirrorwatch.core.acls import mirror_needs
 from mirrorwatch.core.config import config_from_dict
 
 from .error_cases import CREDENTIAL_CASES, message_pattern, missing_acl_cases
-from .support.helpers import create_topic, produce_numbered, read_all
+from .support.helpers import admin, create_topic, produce_numbered, read_all, wait_for_topic
 from .support.mirror_harness import MirrorProcess, fast_mirror_settings
 from .support.sasl import ADMIN_PASSWORD, MIRROR_PASSWORD
 from .support.services import Service
@@ -82,33 +84,59 @@ def _template_needs() -> list:
 REQUIRED = _template_needs()
 
 
+@pytest.fixture(scope="module")
+def missing_acl_outcomes(sasl_pair, tmp_path_factory) -> dict[int, tuple[dict, object, int, list[str]]]:
+    """Every missing-ACL case at once: index → (config, withheld need, exit code, log lines).
+
+    Each case has its own alias and topic names, so one case's grants never cover another's withheld ACL, and the
+    mirrors run side by side: one after another they took ~60 s of the suite, nearly all of it waiting."""
+    cases = []
+    for index in range(len(REQUIRED)):
+        cfg, alias, topic = flow_setup(sasl_pair, tmp_path_factory.mktemp(f"acl{index}"))
+        needs = [n for n in mirror_needs(config_from_dict(cfg), None) if n.required]
+        assert len(needs) == len(REQUIRED)
+        cases.append((index, cfg, topic, needs[index], [n for i, n in enumerate(needs) if i != index]))
+    sasl_pair.grant([n for *_, granted in cases for n in granted])
+    east = sasl_pair.east
+    # every case's topics in one request, and their records through one producer (a client per topic, each with
+    # its own SASL_SSL handshake, took most of this fixture's time)
+    client = admin(east.bootstrap, admin_auth(east))
+    wanted = [NewTopic(topic, 2, 1) for _, _, topic, *_ in cases] + [
+        NewTopic(c["canary"]["topic"], 1, 1) for _, c, *_ in cases
+    ]
+    for future in client.create_topics(wanted).values():
+        future.result(30)
+    for new in wanted:
+        wait_for_topic(east.bootstrap, new.topic, new.num_partitions, auth=admin_auth(east))
+    producer, failed = Producer({**admin_auth(east), "acks": "all"}), []
+    for _, _, topic, *_ in cases:
+        for i in range(20):
+            producer.produce(
+                topic, f"v{i}".encode(), f"k{i}".encode(), i % 2, on_delivery=lambda err, _m: err and failed.append(err)
+            )
+    assert producer.flush(60) == 0 and not failed, failed
+    mirrors = [
+        MirrorProcess(cfg, tmp_path_factory.mktemp(f"acl{index}-run") / "m.yaml").start(wait_ready=False)
+        for index, cfg, *_ in cases
+    ]
+    outcomes = {}
+    try:
+        for (index, cfg, _, withheld, _), mirror in zip(cases, mirrors):
+            code = mirror.wait(180)  # generous: seconds normally, but brokers share two cores with other suites
+            outcomes[index] = (cfg, withheld, code, mirror.log_text().strip().splitlines())
+    finally:
+        for mirror in mirrors:
+            mirror.kill()
+    return outcomes
+
+
 @pytest.mark.parametrize(
     "index",
     range(len(REQUIRED)),
     ids=[f"{n.role}-{n.operation}-{n.resource_type}-{n.name.replace('TAG', '')}" for n in REQUIRED],
 )
-def test_each_missing_mirror_acl_is_named(sasl_pair, tmp_path, index):
-    cfg, alias, topic = flow_setup(sasl_pair, tmp_path)
-    needs = [n for n in mirror_needs(config_from_dict(cfg), None) if n.required]
-    assert len(needs) == len(REQUIRED)
-    withheld = needs[index]
-    sasl_pair.grant([n for i, n in enumerate(needs) if i != index])
-    east = sasl_pair.east
-    create_topic(east.bootstrap, topic, 2, auth=admin_auth(east))
-    create_topic(east.bootstrap, cfg["canary"]["topic"], 1, auth=admin_auth(east))
-    produce_numbered(
-        east.bootstrap,
-        topic,
-        20,
-        partitions=2,
-        **{k: v for k, v in admin_auth(east).items() if k != "bootstrap.servers"},
-    )
-    mirror = MirrorProcess(cfg, tmp_path / "m.yaml").start()
-    try:
-        code = mirror.wait(120)  # generous: seconds normally, but brokers share two cores with other suites
-    finally:
-        mirror.kill()
-    lines = mirror.log_text().strip().splitlines()
+def test_each_missing_mirror_acl_is_named(missing_acl_outcomes, index):
+    cfg, withheld, code, lines = missing_acl_outcomes[index]
     case = missing_acl_cases(config_from_dict(cfg))[index]  # its row in docs/errors.md, for this test's names
     assert case["need"] == withheld
     assert code == case["exit"] and message_pattern(case["message"]).fullmatch(lines[-1]), "\n".join(lines[-8:])
@@ -133,12 +161,34 @@ def _bad_config(sasl_pair, tmp_path, kind: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("case", CREDENTIAL_CASES, ids=[f"{c['tool']}-{c['kind']}" for c in CREDENTIAL_CASES])
-def test_credentials_and_tls_failures_are_one_line(sasl_pair, tmp_path, case):
-    path = _bad_config(sasl_pair, tmp_path, case["kind"])
-    argv = [str(path) if arg == "m.yaml" else arg for arg in case["command"].split()]
-    proc = subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, timeout=120)
-    output = (proc.stdout + proc.stderr).strip()
+@pytest.fixture(scope="module")
+def credential_outcomes(sasl_pair, tmp_path_factory) -> list[tuple[int, str, str]]:
+    """Every credentials/TLS case at once (they only wait on handshakes): (exit code, stdout, stderr) per case."""
+    procs = []
+    for case in CREDENTIAL_CASES:
+        path = _bad_config(sasl_pair, tmp_path_factory.mktemp(case["kind"]), case["kind"])
+        argv = [str(path) if arg == "m.yaml" else arg for arg in case["command"].split()]
+        procs.append(
+            subprocess.Popen([str(BIN / argv[0]), *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
+    outcomes = []
+    try:
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=180)
+            outcomes.append((proc.returncode, stdout, stderr))
+    finally:
+        for proc in procs:
+            proc.kill()
+    return outcomes
+
+
+@pytest.mark.parametrize(
+    "index", range(len(CREDENTIAL_CASES)), ids=[f"{c['tool']}-{c['kind']}" for c in CREDENTIAL_CASES]
+)
+def test_credentials_and_tls_failures_are_one_line(credential_outcomes, index):
+    case = CREDENTIAL_CASES[index]
+    returncode, stdout, stderr = credential_outcomes[index]
+    output = (stdout + stderr).strip()
     if case["tool"] in ("monitor", "mirror"):  # the reason is the last line: `mirror run` logs (it is a service), and
         output = output.splitlines()[-1]  # `monitor lag` may draw its table first
     expected = message_pattern(case["message"]).fullmatch(output)
@@ -149,8 +199,8 @@ def test_credentials_and_tls_failures_are_one_line(sasl_pair, tmp_path, case):
         expected = message_pattern(
             short + "; check ssl.ca.location" + case["message"].split("; check ssl.ca.location")[1]
         ).fullmatch(output)
-    assert proc.returncode == case["exit"] and expected, f"exit {proc.returncode}:\n{output}"
-    assert MIRROR_PASSWORD not in proc.stdout + proc.stderr and "not-the-password" not in proc.stdout + proc.stderr
+    assert returncode == case["exit"] and expected, f"exit {returncode}:\n{output}"
+    assert MIRROR_PASSWORD not in stdout + stderr and "not-the-password" not in stdout + stderr
 
 
 # ---------------------------------------------------------------- every tool on the SASL pair, no secret anywhere

@@ -86,7 +86,8 @@ class MirrorProcess:
         self.log_path = path.with_name(log_name)
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> MirrorProcess:
+    def start(self, wait_ready: bool = True) -> MirrorProcess:
+        """``wait_ready=False``: return at once (several mirrors started side by side, each awaited later)."""
         cmd = [str(BIN / "mirror"), "run", "--config", str(self.path)]
         if self.flow:
             cmd += ["--flow", self.flow]
@@ -104,6 +105,8 @@ class MirrorProcess:
             cwd=self.workdir,
         )
         _STARTED.append(self)
+        if not wait_ready:
+            return self
         # ready = signal handlers installed and the engine starting (a SIGTERM before that kills it outright)
         wait_until(lambda: "mirroring flow" in self.log_text()[already:] or not self.running(), 60, 0.1, "mirror start")
         return self
