@@ -51,13 +51,20 @@ def is_loopback(bootstrap: str) -> bool:
 
 
 def consume(
-    bootstrap: str, topic: str, group: str, stop_after: int | None, idle_s: float = 5.0, join_timeout_s: float = 60.0
+    bootstrap: str,
+    topic: str,
+    group: str,
+    stop_after: int | None,
+    idle_s: float = 5.0,
+    join_timeout_s: float = 60.0,
+    first_record_s: float = 30.0,
 ) -> list[bytes]:
     """The drill's application: read, commit after every batch; stop after N records or when idle.
 
-    Idle counts from the group's first assignment, not from the start: joining a group on a busy machine took
-    more than the 5 s, and an application that had read nothing had committed nothing, so the check could
-    never find the group's commits (CI: "the group has no committed offsets" for 90 s)."""
+    Idle counts from the group's first assignment, not from the start, and is ``first_record_s`` until the first
+    record: joining a group on a busy machine took more than the 5 s, and an application that had read nothing
+    had committed nothing, so the check could never find the group's commits (CI: "the group has no committed
+    offsets" for 90 s). Fetching the group's offsets after the assignment can take a while there too."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -82,7 +89,7 @@ def consume(
                         1,
                     )
                 last = time.monotonic()
-            elif time.monotonic() - max(last, assigned_at[0]) >= idle_s:
+            elif time.monotonic() - max(last, assigned_at[0]) >= (idle_s if seen else first_record_s):
                 break
             batch = [m for m in consumer.consume(min(200, (stop_after or 10**9) - len(seen)), 0.5) if not m.error()]
             if batch:
