@@ -126,9 +126,8 @@ def client_floor_rate(
             seen += 1
             while True:
                 try:
-                    producer.produce(
-                        target, m.value(), m.key(), m.partition(), on_delivery=delivered, timestamp=m.timestamp()[1]
-                    )
+                    # by position, as the engine does: keyword names cost the client's C parser ~1 µs per call
+                    producer.produce(target, m.value(), m.key(), m.partition(), delivered, None, m.timestamp()[1])
                     break
                 except BufferError:
                     producer.poll(0.01)

@@ -49,6 +49,11 @@ def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config,
     assert groups[ready]["verdict"] == "READY" and groups[ready]["lost"] == 0 and groups[ready]["duplicates"] >= 0
     assert groups[unchecked]["verdict"] == "NOT READY" and "no checkpoint for 2 of 2" in groups[unchecked]["reasons"][0]
     assert [t["true_lag"] for t in report["topics"] if t["topic"] == topic_name] == [0]
+    # translation coverage for our engine too (issue 14): the checkpointed group is translated, the other is not,
+    # and why (other tests' groups on the shared pair may be counted as well, so only these two are asserted)
+    untranslated = {u["group"]: u["reason"] for u in report["coverage"]["untranslated"]}
+    assert ready not in untranslated and untranslated[unchecked].startswith("no checkpoint for "), report["coverage"]
+    assert report["coverage"]["groups"] >= 2 and report["coverage"]["translated"] >= 1, report["coverage"]
     # the mirror is stopped now: K records produced stay on the source only
     produce_numbered(source.bootstrap, topic_name, 37, partitions=2, start=1000)
     code, report = check(path, ready)
