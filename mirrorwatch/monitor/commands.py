@@ -43,8 +43,14 @@ def run(config_path: str, verbose: bool) -> None:
         logging.getLogger("mirrorwatch.monitor").info("monitor: signal %d, stopping", signum)
         stop.set()
 
+    def on_run_analytics(_signum, _frame):
+        # `kill -USR1 <pid>`: the Spark job now (after an incident, say), not at the next interval; a thread of its
+        # own, since a signal handler must not wait on the scheduler's locks
+        threading.Thread(target=service.run_analytics_now, name="analytics-now", daemon=True).start()
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGUSR1, on_run_analytics)
     try:
         run_until_signalled(service, stop)
     except OSError as exc:  # e.g. the port is taken

@@ -159,6 +159,16 @@ class MonitorService:
                 self.analytics.run, "date", run_date=_now_dt(retry), id="analytics-retry", replace_existing=True
             )
 
+    def run_analytics_now(self) -> None:
+        """The scheduled Spark job at once (``monitor run`` on SIGUSR1); a run already going is not doubled."""
+        if self.analytics is None:
+            log.warning("analytics: asked to run now, but monitor.analytics.every_s is not set")
+            return
+        log.info("analytics: asked to run now")
+        self.scheduler.add_job(
+            self._run_analytics, "date", run_date=_now_dt(), id="analytics-now", replace_existing=True
+        )
+
     def _metrics_route(self, path: str):
         if path.split("?", 1)[0] in ("/metrics", "/"):
             return 200, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render()
