@@ -28,7 +28,11 @@ def _load(path: str) -> Config:
     return load_config(path)
 
 
-@click.command("run", help="Run the monitor service: sampling, evaluator, history, Prometheus and status API.")
+@click.command(
+    "run",
+    help="Run the monitor service: sampling, evaluator, history, Prometheus and status API. "
+    "SIGUSR1 runs the scheduled Spark job (monitor.analytics) at once.",
+)
 @click.option("--config", "config_path", required=True, help="mirrorwatch YAML config file")
 @click.option("-v", "--verbose", is_flag=True)
 def run(config_path: str, verbose: bool) -> None:
