@@ -221,6 +221,15 @@ def test_a_hung_analytics_run_is_killed_and_reported_while_sampling_goes_on(sour
         status = wait_for(lambda: (a := analytics())["state"] == "timeout" and a, 60)
         assert "timeout_s" in status["reason"] and status["failures"] == 1 and status["every_s"] == 600
         assert status["duration_s"] >= 4
+        # SIGUSR1's path (`monitor run`): a run at once, 600 s before the schedule's next; asked again while it
+        # runs, nothing more starts (this run may hang for a minute, so the second ask surely finds it running)
+        service.analytics.settings = service.analytics.settings.model_copy(update={"timeout_s": 60})
+        service.run_analytics_now()
+        again = wait_for(lambda: (a := analytics())["state"] == "running" and a, 30)
+        assert again["runs"] == status["runs"] + 1
+        service.run_analytics_now()
+        time.sleep(1)
+        assert analytics()["runs"] == again["runs"] and analytics()["started_ms"] == again["started_ms"]
         recent = requests.get(f"http://127.0.0.1:{api}/v1/flows/ew/recent", timeout=5).json()["recent"]
         assert len(recent["points"]) >= 3 and recent["points"][-1]["true_lag"] == 0
         assert recent["points"][-1]["canary_round_trip_s"] is None  # no canary configured

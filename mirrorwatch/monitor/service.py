@@ -165,9 +165,12 @@ class MonitorService:
             log.warning("analytics: asked to run now, but monitor.analytics.every_s is not set")
             return
         log.info("analytics: asked to run now")
-        self.scheduler.add_job(
-            self._run_analytics, "date", run_date=_now_dt(), id="analytics-now", replace_existing=True
-        )
+        try:
+            self.scheduler.add_job(
+                self._run_analytics, "date", run_date=_now_dt(), id="analytics-now", replace_existing=True
+            )
+        except Exception as exc:  # e.g. the scheduler is shutting down: a signal must never print a traceback
+            log.warning("analytics: cannot run now: %s", exc)
 
     def _metrics_route(self, path: str):
         if path.split("?", 1)[0] in ("/metrics", "/"):
