@@ -50,8 +50,8 @@ MODULE_GROUPS = {
     "test_analytics_cluster": "spark",
     "test_analytics_job": "spark",
     "test_analytics_reference": "spark",
-    # not a user of the shared session, but it waits for the monitor's own scheduled Spark runs: beside the Spark
-    # modules on the other worker, two Spark workloads shared 2 cores and it took 294 s in CI instead of ~105 s
+    # not a user of the shared session, but it waits for a Spark run of the monitor's own: beside the Spark modules
+    # on the other worker, two Spark workloads shared 2 cores and it took 294 s in CI instead of ~105 s
     "test_dashboard_live": "spark",
     "test_doctor": "sasl",
     "test_security": "sasl",
