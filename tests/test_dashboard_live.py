@@ -438,7 +438,7 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     # would after an incident), has the freeze's breach in its history: the History view fills itself (on a busy
     # machine one local[1] run takes minutes, hence the long wait)
     assert stack.analytics_status()["state"] == "never"  # the hourly schedule has not run it
-    stack.services[0].proc.send_signal(signal.SIGUSR1)  # the monitor
+    next(s for s in stack.services if s.name == "monitor").proc.send_signal(signal.SIGUSR1)
 
     def analysed_after_the_freeze():
         status = stack.analytics_status()
