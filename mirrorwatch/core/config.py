@@ -74,6 +74,31 @@ class ClusterConfig(_Section):
         yield "properties", self.redacted()
 
 
+class ConnectRestSettings(_Section):
+    """A Kafka Connect cluster's REST API, read (GET only) for the MM2 connectors' and tasks' states.
+
+    Optional: without it every figure still comes from the topics alone. ``password`` is a secret: give it as
+    ``${ENV}``; it is masked in every repr and log like a cluster's ``sasl.password``.
+    """
+
+    url: str = Field(description="the Connect REST API's base URL, e.g. http://connect:8083")
+    username: str | None = Field(None, description="HTTP basic auth user (Connect's rest.extension basic auth)")
+    password: str | None = Field(None, description="HTTP basic auth password; give it as ${ENV}")
+    ssl_ca_location: str | None = Field(None, description="CA file for an https URL (default: the system's)")
+    timeout_s: float = Field(5.0, gt=0, description="per-request timeout")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ValueError(f"expected an http:// or https:// URL, got {url!r}")
+        return url.rstrip("/")
+
+    def __repr_args__(self) -> Iterator[tuple[str, Any]]:
+        for key, value in super().__repr_args__():
+            yield key, (MASK if key == "password" and value is not None else value)
+
+
 class MirrorMaker2Settings(_Section):
     """The flow is mirrored by Apache MirrorMaker 2, not by mirrorwatch's engine: where MM2 keeps its records.
 
@@ -112,6 +137,20 @@ class MirrorMaker2Settings(_Section):
         60.0, gt=0, description="offset.flush.interval.ms / 1000: how often MM2 commits its source positions"
     )
     emit_checkpoints_interval_s: float = Field(60.0, gt=0, description="emit.checkpoints.interval.seconds")
+    refresh_groups_interval_s: float = Field(
+        600.0,
+        gt=0,
+        description="refresh.groups.interval.seconds: how often MM2's checkpoint connector looks for new groups",
+    )
+    checkpoint_connector: str = Field(
+        "MirrorCheckpointConnector", description="the checkpoint connector's name (Connect REST state)"
+    )
+    heartbeat_connector: str = Field(
+        "MirrorHeartbeatConnector", description="the heartbeat connector's name (Connect REST state)"
+    )
+    connect: ConnectRestSettings | None = Field(
+        None, description="the Connect cluster's REST API, for connector and task state (Connect mode only)"
+    )
 
 
 class FlowConfig(_Section):

@@ -79,6 +79,9 @@ def config_from_dict(raw: dict[str, Any], origin: str = "config") -> Config:
         for key, value in cluster.properties.items():
             if is_secret_key(key):
                 register_secret(value)
+    for flow in config.flows.values():
+        if flow.mirror is not None and flow.mirror.connect is not None and flow.mirror.connect.password:
+            register_secret(flow.mirror.connect.password)  # masked in every log line, like a SASL password
     return config
 
 
