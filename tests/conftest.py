@@ -18,7 +18,7 @@ import yaml
 
 from mirrorwatch.localkafka import LocalCluster, LocalClusters
 
-KAFKA_FIXTURES = {"source", "target", "kafka_pair", "mirror_config", "sasl_pair"}
+KAFKA_FIXTURES = {"source", "target", "kafka_pair", "mirror_config", "sasl_pair", "mm2_connect"}
 _LOG_PATHS: list[Path] = []
 
 
@@ -42,7 +42,7 @@ class TestCluster:
 # on pytest 9.2 that mark silently stops grouping (pytest-dev/pytest-xdist#1386: xdist appends the group to
 # `item._nodeid`, which pytest no longer reads), and the suite then ran every costly module fixture on both workers
 # with modules interleaved (MM2 started twice, the Spark tables' reference built four times: ~4 min more in CI).
-SHARED_FIXTURE_GROUPS = {"sasl_pair": "sasl", "spark": "spark", "spark_cluster": "spark"}
+SHARED_FIXTURE_GROUPS = {"sasl_pair": "sasl", "spark": "spark", "spark_cluster": "spark", "mm2_connect": "connect"}
 # The controller schedules from node ids alone (it does not collect), so the modules that use a shared fixture are
 # named here; collection checks this list against the fixtures each module really uses.
 MODULE_GROUPS = {
@@ -54,11 +54,14 @@ MODULE_GROUPS = {
     # on the other worker, two Spark workloads shared 2 cores and it took 294 s in CI instead of ~105 s
     "test_dashboard_live": "spark",
     "test_doctor": "sasl",
+    "test_mm2_connect": "connect",
+    "test_mm2_connect_state": "connect",
     "test_security": "sasl",
 }
 LONGEST_FIRST = [
     "spark",
     "test_mm2",
+    "connect",
     "sasl",
     "test_outages",
     "test_canary_service",
@@ -237,3 +240,18 @@ def spark_cluster(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def mm2_connect(source, target, tmp_path_factory):
+    """MirrorMaker 2's three connectors in one real Kafka Connect distributed worker on the target, named as Strimzi
+    names them, shared by the Connect-mode tests (start-up costs ~30-60 s on 2 cores); see tests/support/connect_mm2.py.
+    """
+    from .support.connect_mm2 import start_connect_mm2
+
+    env = start_connect_mm2(source, target, tmp_path_factory.mktemp("connect"))
+    _LOG_PATHS.append(env.worker.out_path)
+    try:
+        yield env
+    finally:
+        env.worker.kill()

@@ -62,7 +62,19 @@ def test_heartbeats_from_real_mm2():
             b'{"offset":41}',
             ("east", "orders", 2, 41, 42),
         ),
+        # a Connect cluster names the connectors as it likes (Strimzi: "<source>-><target>.MirrorSourceConnector")
+        (
+            b'["src->dst.MirrorSourceConnector",{"cluster":"src","partition":0,"topic":"orders"}]',
+            b'{"offset":99}',
+            ("src", "orders", 0, 99, 100),
+        ),
         (b'["MirrorCheckpointConnector",{"cluster":"east"}]', b'{"offset":1}', None),
+        # the heartbeat connector's positions have no topic (captured from the real worker)
+        (
+            b'["src->dst.MirrorHeartbeatConnector",{"sourceClusterAlias":"src","targetClusterAlias":"dst"}]',
+            b'{"offset":0}',
+            None,
+        ),
         (b'["MirrorSourceConnector",{"cluster":"east","partition":2,"topic":"orders"}]', None, None),
     ],
 )

@@ -133,6 +133,11 @@ class MirrorMaker2Settings(_Section):
         description="the source connector's Connect offsets topic, on the target; default (dedicated mode) "
         "mm2-offsets.<source_alias>.internal",
     )
+    connect_configs_topic: str | None = Field(
+        None,
+        description="the Connect cluster's config.storage.topic, on the target (it says which groups MM2's checkpoint "
+        "connector has found); default (dedicated mode) mm2-configs.<source_alias>.internal",
+    )
     offset_flush_interval_s: float = Field(
         60.0, gt=0, description="offset.flush.interval.ms / 1000: how often MM2 commits its source positions"
     )

@@ -32,9 +32,6 @@ from .config import FlowConfig
 from .naming import ReplicationPolicy
 from .records import Checkpoint, Heartbeat, RecordFormatError
 
-SOURCE_CONNECTOR = "MirrorSourceConnector"
-
-
 # ----------------------------------------------------------------------------- topic names (MM2 4.x defaults)
 
 
@@ -48,6 +45,7 @@ class Mm2Topics:
     heartbeats: str  # MM2's own heartbeats, on the target
     mirrored_heartbeats: str  # the source cluster's heartbeats topic as mirrored to the target
     connect_offsets: str  # on the target (dedicated mode: the worker of the source->target herder)
+    connect_configs: str  # on the target: connector and task configs (which groups the checkpoint tasks have)
 
 
 def default_offset_syncs_topic(target_alias: str) -> str:
@@ -60,6 +58,10 @@ def default_checkpoints_topic(source_alias: str) -> str:
 
 def default_connect_offsets_topic(source_alias: str) -> str:
     return f"mm2-offsets.{source_alias}.internal"
+
+
+def default_connect_configs_topic(source_alias: str) -> str:
+    return f"mm2-configs.{source_alias}.internal"
 
 
 def is_mm2(flow: FlowConfig) -> bool:
@@ -97,6 +99,7 @@ def mm2_topics(flow: FlowConfig) -> Mm2Topics:
         # heartbeats topics are renamed even under the identity policy (MM2 finds upstreams by their names)
         mirrored_heartbeats=f"{source}{sep}{m.heartbeats_topic}",
         connect_offsets=m.connect_offsets_topic or default_connect_offsets_topic(source),
+        connect_configs=m.connect_configs_topic or default_connect_configs_topic(source),
     )
 
 
@@ -195,12 +198,15 @@ class ConnectSourceOffset:
 
 
 def decode_connect_offset(key: bytes | None, value: bytes | None) -> ConnectSourceOffset | None:
-    """A MirrorSourceConnector position; None for another connector's record or a tombstone (value None)."""
+    """A MirrorSourceConnector position, whatever the connector is called (``MirrorSourceConnector`` in dedicated
+    mode, ``src->dst.MirrorSourceConnector`` under Strimzi, anything in a user's Connect cluster: the caller
+    picks its connector by name); None for a tombstone or another kind of connector's record (a heartbeat
+    connector's partition has no topic)."""
     try:
         name, partition = json.loads(key or b"")
     except (ValueError, TypeError, UnicodeDecodeError):
         raise RecordFormatError("Connect offset key: not [connector, partition] JSON") from None
-    if name != SOURCE_CONNECTOR or value is None:
+    if value is None or not isinstance(partition, dict) or not {"cluster", "topic", "partition"} <= partition.keys():
         return None
     try:
         offset = json.loads(value)["offset"]

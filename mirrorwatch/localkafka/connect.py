@@ -1,0 +1,227 @@
+"""A real Kafka Connect distributed worker (connect-runtime from the jar cache) running MirrorMaker 2's connectors.
+
+This is how most MM2 runs in production: ``org.apache.kafka.connect.cli.ConnectDistributed`` on the target
+cluster, with ``MirrorSourceConnector``, ``MirrorCheckpointConnector`` and ``MirrorHeartbeatConnector`` submitted
+over the worker's REST API (Strimzi's ``KafkaMirrorMaker2`` does the same). The worker's group and its
+offsets/config/status topics are the caller's to name, as in a real Connect cluster.
+
+The REST calls here are the launcher's own (submit, pause, resume, status) for tests, benchmarks and the demo;
+the monitor reads connector state through ``core.connect_rest``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from .jars import LauncherError, ensure_jars, require_tool
+from .launcher import _LOG4J2, _die_with_parent, free_port, terminate
+
+SOURCE_CLASS = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
+CHECKPOINT_CLASS = "org.apache.kafka.connect.mirror.MirrorCheckpointConnector"
+HEARTBEAT_CLASS = "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector"
+
+
+def worker_properties(
+    bootstrap: str,
+    group: str,
+    offsets_topic: str,
+    configs_topic: str,
+    status_topic: str,
+    port: int,
+    **extra: str,
+) -> dict[str, str]:
+    """A distributed worker on one single-node cluster: byte-array converters (MM2 copies bytes), RF 1."""
+    props = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+        "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+        "offset.storage.topic": offsets_topic,
+        "config.storage.topic": configs_topic,
+        "status.storage.topic": status_topic,
+        "offset.storage.replication.factor": "1",
+        "config.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "listeners": f"http://127.0.0.1:{port}",
+        "rest.advertised.host.name": "127.0.0.1",
+        "rest.advertised.port": str(port),
+        "plugin.discovery": "only_scan",
+        "offset.flush.interval.ms": "1000",
+    }
+    props.update({k: str(v) for k, v in extra.items()})
+    return props
+
+
+def mirror_connector_configs(
+    source_alias: str,
+    target_alias: str,
+    source_bootstrap: str,
+    target_bootstrap: str,
+    topics: str,
+    **extra: str,
+) -> dict[str, dict[str, str]]:
+    """The three MM2 connectors' configs for one ``source->target`` pair (``extra`` goes to all three)."""
+    common = {
+        "source.cluster.alias": source_alias,
+        "target.cluster.alias": target_alias,
+        "source.cluster.bootstrap.servers": source_bootstrap,
+        "target.cluster.bootstrap.servers": target_bootstrap,
+        "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+        "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
+        "replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "sync.topic.acls.enabled": "false",
+        "topics": topics,
+        "tasks.max": "1",
+        **{k: str(v) for k, v in extra.items()},
+    }
+    return {
+        "source": {"connector.class": SOURCE_CLASS, **common},
+        "checkpoint": {"connector.class": CHECKPOINT_CLASS, **common},
+        "heartbeat": {"connector.class": HEARTBEAT_CLASS, **common},
+    }
+
+
+class LocalConnectWorker:
+    """One distributed Connect worker process; ``url`` is its REST API on a free loopback port."""
+
+    def __init__(self, workdir: str | Path, properties: dict[str, str], heap: str = "-Xms256m -Xmx768m"):
+        self.dir = Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.properties = dict(properties)
+        self.heap = heap
+        self.proc: subprocess.Popen | None = None
+
+    @classmethod
+    def on(cls, workdir: str | Path, bootstrap: str, group: str, topic_prefix: str, **extra: str) -> LocalConnectWorker:
+        """A worker of Connect group ``group`` on ``bootstrap``, its three topics named ``<prefix>-offsets`` etc."""
+        port = free_port()
+        props = worker_properties(
+            bootstrap,
+            group,
+            f"{topic_prefix}-offsets",
+            f"{topic_prefix}-configs",
+            f"{topic_prefix}-status",
+            port,
+            **extra,
+        )
+        return cls(workdir, props)
+
+    @property
+    def workdir(self) -> Path:
+        return self.dir
+
+    @property
+    def url(self) -> str:
+        return self.properties["listeners"]
+
+    @property
+    def offsets_topic(self) -> str:
+        return self.properties["offset.storage.topic"]
+
+    @property
+    def out_path(self) -> Path:
+        return self.dir / "connect.out"
+
+    def start(self, die_with_parent: bool = True) -> LocalConnectWorker:
+        if self.is_running():
+            return self
+        path = self.dir / "connect-distributed.properties"
+        path.write_text("".join(f"{k} = {v}\n" for k, v in self.properties.items()))
+        jars = ensure_jars("mm2")  # connect-runtime and connect-mirror come in the same set
+        java = require_tool("java", "install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)")
+        (self.dir / "logs").mkdir(exist_ok=True)
+        cmd = [
+            java,
+            *self.heap.split(),
+            f"-Dlog4j2.configurationFile={_LOG4J2}",
+            f"-Dkafka.logs.dir={self.dir / 'logs'}",
+            "-cp",
+            f"{jars}/*",
+            "org.apache.kafka.connect.cli.ConnectDistributed",
+            str(path),
+        ]
+        with open(self.out_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if die_with_parent else None,
+            )
+        return self
+
+    def wait_ready(self, timeout_s: float = 180) -> LocalConnectWorker:
+        """Until the REST API answers and the worker has joined its group (``GET /connectors`` answers 200)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                raise LauncherError(f"the Connect worker exited during start-up: {self.log_tail(5)}")
+            try:
+                if requests.get(f"{self.url}/connectors", timeout=5).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(1)
+        raise LauncherError(f"the Connect worker's REST API did not answer within {timeout_s:g} s: {self.log_tail(5)}")
+
+    # ------------------------------------------------------------ REST (the operator's side)
+    def _call(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201, 202, 204)) -> Any:
+        # a rebalance in progress answers 409; the worker retries it, and so do we for a while
+        deadline = time.monotonic() + 60
+        while True:
+            resp = requests.request(method, f"{self.url}{path}", json=body, timeout=30)
+            if resp.status_code in ok:
+                return resp.json() if resp.content else None
+            if resp.status_code != 409 or time.monotonic() > deadline:
+                raise LauncherError(f"Connect {method} {path}: HTTP {resp.status_code} {resp.text[:300]}")
+            time.sleep(1)
+
+    def put_connector(self, name: str, config: dict[str, str]) -> None:
+        self._call("PUT", f"/connectors/{requests.utils.quote(name, safe='')}/config", {**config, "name": name})
+
+    def pause(self, name: str) -> None:
+        self._call("PUT", f"/connectors/{requests.utils.quote(name, safe='')}/pause")
+
+    def resume(self, name: str) -> None:
+        self._call("PUT", f"/connectors/{requests.utils.quote(name, safe='')}/resume")
+
+    def restart(self, name: str, include_tasks: bool = True) -> None:
+        query = "?includeTasks=true" if include_tasks else ""
+        self._call("POST", f"/connectors/{requests.utils.quote(name, safe='')}/restart{query}")
+
+    def delete(self, name: str) -> None:
+        self._call("DELETE", f"/connectors/{requests.utils.quote(name, safe='')}", ok=(200, 204, 404))
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self._call("GET", f"/connectors/{requests.utils.quote(name, safe='')}/status")
+
+    # ------------------------------------------------------------ process
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    running = is_running  # the test harness's wait_until(alive=...) asks running(), proc and log_text()
+
+    def kill(self) -> None:
+        if self.is_running():
+            assert self.proc is not None
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self, timeout_s: float = 60) -> None:
+        if self.is_running():
+            assert self.proc is not None
+            terminate(self.proc, timeout_s)
+
+    def log_text(self) -> str:
+        return self.out_path.read_text(errors="replace") if self.out_path.exists() else ""
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log_text().strip().splitlines()[-lines:])
