@@ -11,14 +11,22 @@ import pytest
 from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.core.mm2 import (
     any_heartbeat,
+    assigned_groups,
     decode_checkpoint,
+    decode_connect_config,
     decode_connect_offset,
     decode_heartbeat,
     decode_offset_sync,
     flow_policy,
     mm2_topics,
 )
-from mirrorwatch.core.mm2_lag import checkpoint_redelivery, downstream_of, target_side_acked_next, translation_coverage
+from mirrorwatch.core.mm2_lag import (
+    GroupDiscovery,
+    checkpoint_redelivery,
+    downstream_of,
+    target_side_acked_next,
+    translation_coverage,
+)
 from mirrorwatch.core.records import Checkpoint, Heartbeat, RecordFormatError
 
 CAPTURED = json.loads((Path(__file__).parent / "fixtures" / "mm2_records.json").read_text())
@@ -290,3 +298,89 @@ def test_an_mm2_flow_is_marked_on_the_exporter_and_the_api():
     body = flow_body(mm2)
     assert (body["mirror"], body["heartbeat_age_s"], body["coverage"]["ratio"]) == ("mm2", 1.25, 0.5)
     assert body["partitions"][0]["read_lag"] is None
+
+
+# ------------------------------------------------------------------------------ group discovery (Connect config topic)
+
+CP = "src->dst.MirrorCheckpointConnector"
+
+
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        # shapes captured from the real Connect worker's config topic (connect-runtime 4.3.1)
+        (f"commit-{CP}".encode(), b'{"tasks":1}', (("tasks", CP), 1)),
+        (f"commit-{CP}".encode(), b'{"tasks":0}', (("tasks", CP), 0)),
+        (
+            f"task-{CP}-0".encode(),
+            b'{"properties":{"connector.class":"x","sasl.jaas.config":"secret","task.assigned.groups":"app1,app2"}}',
+            (("task", CP, 0), frozenset({"app1", "app2"})),
+        ),
+        (f"task-{CP}-3".encode(), b'{"properties":{"task.assigned.groups":""}}', (("task", CP, 3), frozenset())),
+        (f"task-{CP}-x".encode(), b'{"properties":{}}', None),
+        (f"connector-{CP}".encode(), b'{"properties":{"connector.class":"x"}}', None),
+        (b"session-key", b'{"key":"abc","algorithm":"HmacSHA256"}', None),
+        (f"task-{CP}-0".encode(), None, None),  # a tombstone
+    ],
+)
+def test_connect_config_records(key, value, expected):
+    assert decode_connect_config(key, value) == expected
+
+
+def test_bad_connect_config_record():
+    with pytest.raises(RecordFormatError):
+        decode_connect_config(b"commit-x", b"not json")
+
+
+@pytest.mark.parametrize(
+    "latest, expected",
+    [
+        ({}, None),  # nothing known of the connector
+        ({("tasks", CP): 0}, set()),  # no group found yet: the connector runs no task
+        ({("tasks", CP): 1, ("task", CP, 0): frozenset({"a"}), ("task", CP, 1): frozenset({"old"})}, {"a"}),
+        ({("tasks", CP): 2, ("task", CP, 0): frozenset({"a"}), ("task", CP, 1): frozenset({"b"})}, {"a", "b"}),
+        ({("tasks", "other"): 1, ("task", "other", 0): frozenset({"a"})}, None),
+    ],
+)
+def test_assigned_groups(latest, expected):
+    assert assigned_groups(latest, CP) == expected
+
+
+@pytest.mark.parametrize(
+    "first_seen_s_ago, expected",
+    [
+        (None, "not yet discovered by MM2 (next refresh within 600 s)"),  # a one-shot check: a whole interval
+        (0, "not yet discovered by MM2 (next refresh within 600 s)"),
+        (550.5, "not yet discovered by MM2 (next refresh within 50 s)"),
+        (610, "not yet discovered by MM2 (its next refresh is due now)"),
+        (
+            700,
+            "not discovered by MM2 700 s after it first committed, though MM2 looks for new groups every 600 s: "
+            "check the checkpoint connector's groups and groups.exclude, and its task",
+        ),
+    ],
+)
+def test_group_discovery_reason(first_seen_s_ago, expected):
+    now = 1_000_000
+    seen = {} if first_seen_s_ago is None else {"g": int(now - first_seen_s_ago * 1000)}
+    assert GroupDiscovery(frozenset(), 600, seen).reason("g", now) == expected
+
+
+def test_coverage_says_when_mm2_has_not_found_a_group_yet():
+    now = 100_000
+    commits = {"new": {("orders", 0): 5}, "known": {("orders", 0): 5}, "lost": {("orders", 0): 5}}
+    checkpoints = {"known": {("orders", 0): Checkpoint("known", "orders", 0, 5, 5, now)}}
+    found = frozenset({"known", "lost"})
+    out = translation_coverage(
+        commits, checkpoints, {("orders", 0): 4}, now, 60, None, GroupDiscovery(found, 20, {"new": now - 5_000})
+    )
+    reasons = {u["group"]: u["reason"] for u in out["untranslated"]}
+    # found by MM2 but without a checkpoint: a real gap; not found yet: MM2 has not looked since it committed
+    assert reasons == {
+        "new": "not yet discovered by MM2 (next refresh within 15 s)",
+        "lost": "no checkpoint for orders[0]",
+    }
+    assert (out["groups"], out["translated"]) == (3, 1)
+    # without the Connect config topic nothing is known of discovery: the reason stays "no checkpoint"
+    plain = translation_coverage(commits, checkpoints, {("orders", 0): 4}, now, 60)
+    assert {u["group"]: u["reason"] for u in plain["untranslated"]}["new"] == "no checkpoint for orders[0]"

@@ -215,3 +215,51 @@ def decode_connect_offset(key: bytes | None, value: bytes | None) -> ConnectSour
         )
     except (ValueError, TypeError, KeyError, UnicodeDecodeError):
         raise RecordFormatError("Connect offset: not a MirrorSourceConnector position") from None
+
+
+# ----------------------------------------------------------------------------- Connect's config topic
+
+_TASK_GROUPS = "task.assigned.groups"  # MirrorCheckpointConnector's task config: the groups that task checkpoints
+
+
+def decode_connect_config(key: bytes | None, value: bytes | None) -> tuple[tuple[Any, ...], Any] | None:
+    """The records of a Connect config topic that say which groups MM2's checkpoint tasks have found.
+
+    ``commit-<connector>`` → ``(("tasks", connector), N)``: the connector's current task count;
+    ``task-<connector>-<i>`` → ``(("task", connector, i), frozenset of groups)``. Checked on the real worker:
+    ``{"properties": {..., "task.assigned.groups": "g1,g2"}}`` (Connect's internal JSON, no schema). None for any
+    other record (connector configs, session keys, target states) and for tombstones. Only the group list is
+    kept: a task config also holds the connector's config, secrets included, and none of it is read here.
+    """
+    if value is None or key is None:
+        return None
+    try:
+        name = key.decode("utf-8")
+        body = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        raise RecordFormatError("Connect config record: not JSON") from None
+    if not isinstance(body, dict):
+        return None
+    if name.startswith("commit-") and isinstance(body.get("tasks"), int):
+        return ("tasks", name.removeprefix("commit-")), body["tasks"]
+    if name.startswith("task-") and isinstance(body.get("properties"), dict):
+        connector, _, index = name.removeprefix("task-").rpartition("-")
+        if not index.isdigit():
+            return None
+        groups = body["properties"].get(_TASK_GROUPS)
+        found = frozenset(g for g in str(groups).split(",") if g) if groups is not None else frozenset()
+        return ("task", connector, int(index)), found
+    return None
+
+
+def assigned_groups(latest: dict[tuple[Any, ...], Any], connector: str) -> set[str] | None:
+    """The groups MM2's checkpoint connector ``connector`` currently checkpoints: the union of its current tasks'
+    groups (``latest`` holds the newest :func:`decode_connect_config` value per key). None when the topic says
+    nothing of that connector (another config topic, or not read yet): then nothing is known."""
+    count = latest.get(("tasks", connector))
+    if count is None:
+        return None
+    out: set[str] = set()
+    for i in range(count):
+        out |= set(latest.get(("task", connector, i), ()))
+    return out

@@ -20,6 +20,8 @@ Bounds (docs/mirrormaker2.md):
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -67,6 +69,34 @@ def checkpoint_redelivery(syncs: list[tuple[int, int]], cp_upstream: int, cp_dow
     return None if exact is None else max(0, exact - cp_downstream)
 
 
+@dataclass(frozen=True)
+class GroupDiscovery:
+    """Which source groups MM2's checkpoint connector has found (its tasks' ``task.assigned.groups``, read from the
+    Connect config topic), and how often it looks for new ones (``refresh.groups.interval.seconds``).
+
+    ``first_seen_ms``: when a group was first seen with commits (the monitor keeps this; a one-shot check does
+    not, and then counts a whole interval from now)."""
+
+    found: frozenset[str]
+    refresh_s: float
+    first_seen_ms: dict[str, int] = field(default_factory=dict)
+    # MM2 reconfigures its tasks after a refresh finds a group: allow for that before calling a refresh overdue
+    grace_s: float = 30.0
+
+    def reason(self, group: str, now_ms: int) -> str:
+        seen = self.first_seen_ms.get(group)
+        waited = 0.0 if seen is None else max(0.0, (now_ms - seen) / 1000)
+        left = self.refresh_s - waited
+        if left > 0:
+            return f"not yet discovered by MM2 (next refresh within {math.ceil(left)} s)"
+        if left > -self.grace_s:
+            return "not yet discovered by MM2 (its next refresh is due now)"
+        return (
+            f"not discovered by MM2 {waited:.0f} s after it first committed, though MM2 looks for new groups every "
+            f"{self.refresh_s:g} s: check the checkpoint connector's groups and groups.exclude, and its task"
+        )
+
+
 def translation_coverage(
     commits: dict[str, dict[tuple[str, int], int]],
     checkpoints: dict[str, dict[Any, Any]],
@@ -74,6 +104,7 @@ def translation_coverage(
     now_ms: int,
     max_age_s: float,
     redelivery: dict[tuple[str, str, int], int] | None = None,
+    discovery: GroupDiscovery | None = None,
 ) -> dict[str, Any]:
     """Of the groups with commits on mirrored partitions, which have a usable checkpoint for every one of them.
 
@@ -83,11 +114,17 @@ def translation_coverage(
     sync + 1). A stopped mirror makes the last two true at once, and both are said.
     Translated but approximate: ``redelivery[(group, topic, partition)] > 0`` records are read again on resuming
     (MM2 translated the commit through an older sync than the commit's own position).
+    With ``discovery`` (MM2 only), a group without any checkpoint that MM2's checkpoint connector has not found yet
+    is "not yet discovered by MM2", with when its next refresh is due: MM2 finds new groups only every
+    ``refresh.groups.interval.seconds`` (10 min by default), which is not a broken checkpoint connector.
     """
     untranslated, approximate = [], []
     redelivery = redelivery or {}
     for group in sorted(commits):
         reason, again = None, 0
+        if discovery is not None and group not in discovery.found and not checkpoints.get(group):
+            untranslated.append({"group": group, "reason": discovery.reason(group, now_ms)})
+            continue
         for (topic, partition), committed in sorted(commits[group].items()):
             cp = checkpoints.get(group, {}).get((topic, partition))
             where = f"{topic}[{partition}]"

@@ -14,7 +14,9 @@ from ..core.config import Config, FlowConfig
 from ..core.mm2 import (
     aliases,
     any_heartbeat,
+    assigned_groups,
     decode_checkpoint,
+    decode_connect_config,
     decode_connect_offset,
     decode_offset_sync,
     flow_policy,
@@ -32,6 +34,7 @@ class Mm2State:
     positions: dict[tuple[str, int], int] = field(default_factory=dict)  # MM2's committed next source offset
     checkpoints: dict[str, dict[tuple[str, int], Checkpoint]] = field(default_factory=dict)  # source topic names
     heartbeat_ms: int | None = None  # newest heartbeat that crossed the mirror (else MM2's own)
+    assigned_groups: set[str] | None = None  # the groups MM2's checkpoint tasks have found (None: unknown)
 
     def acked_next(
         self, target_ends: dict[tuple[str, int], int], one_to_one: bool = True
@@ -63,6 +66,7 @@ def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
         "checkpoints": (target, topics.checkpoints, 20.0),
         "heartbeats": (target, topics.heartbeats, 10.0),
         "mirrored_heartbeats": (target, topics.mirrored_heartbeats, 10.0),
+        "connect_configs": (target, topics.connect_configs, 10.0),
     }
     # five independent one-shot reads (each a new client: metadata, end offsets, reading to the end), side by side
     # so that the failover check's 15 s budget holds on a busy machine
@@ -111,6 +115,15 @@ def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
             elif not mine:
                 crossed = max(crossed or 0, beat.ts_ms)
     state.heartbeat_ms = crossed if crossed is not None else own
+    configs: dict[tuple, object] = {}
+    for msg in records["connect_configs"]:
+        try:
+            decoded = decode_connect_config(msg.key(), msg.value())
+        except RecordFormatError:
+            continue
+        if decoded is not None:
+            configs[decoded[0]] = decoded[1]  # log order: the later record is the newer
+    state.assigned_groups = assigned_groups(configs, flow.mirror.checkpoint_connector)
     return state
 
 

@@ -14,8 +14,8 @@ import re
 import time
 
 from ..core.config import Config, FlowConfig
-from ..core.mm2 import decode_checkpoint, flow_policy, is_mm2, mm2_topics
-from ..core.mm2_lag import translation_coverage
+from ..core.mm2 import assigned_groups, decode_checkpoint, decode_connect_config, flow_policy, is_mm2, mm2_topics
+from ..core.mm2_lag import GroupDiscovery, translation_coverage
 from ..core.naming import checkpoints_topic, mirror_group
 from ..core.records import Checkpoint
 from .syncs import OffsetSyncTracker
@@ -53,6 +53,18 @@ class CoverageWatch:
         self.tracker = OffsetSyncTracker(
             config.clusters[flow.target], topic, f"mirrorwatch-monitor-cps-{flow.source}", _decoder(flow)
         )
+        # MM2's Connect config topic says which groups its checkpoint tasks have found (GroupDiscovery)
+        self.configs = (
+            OffsetSyncTracker(
+                config.clusters[flow.target],
+                mm2_topics(flow).connect_configs,
+                f"mirrorwatch-monitor-cps-{flow.source}",
+                lambda msg: decode_connect_config(msg.key(), msg.value()),
+            )
+            if is_mm2(flow)
+            else None
+        )
+        self.first_seen_ms: dict[str, int] = {}  # when each group was first seen with commits on mirrored partitions
         self.patterns = [re.compile(p) for p in flow.checkpoint_groups]
         self.own_group = None if is_mm2(flow) else mirror_group(flow.source, flow.target, flow.group, name)
         self.max_age_s = (
@@ -93,7 +105,9 @@ class CoverageWatch:
         checkpoints: dict[str, dict] = {}
         for (group, topic, partition), cp in self.tracker.latest().items():
             checkpoints.setdefault(group, {})[(topic, partition)] = cp
-        result = translation_coverage(commits, checkpoints, last_sync, now_ms, self.max_age_s)
+        for group in commits:
+            self.first_seen_ms.setdefault(group, now_ms)
+        result = translation_coverage(commits, checkpoints, last_sync, now_ms, self.max_age_s, None, self.discovery())
         result["checkpoint_age_s"] = {
             g: round(max((now_ms - c.ts_ms) / 1000 for c in checkpoints[g].values()), 1)
             for g in commits
@@ -101,3 +115,15 @@ class CoverageWatch:
         }
         self.result = result
         return result
+
+    def discovery(self) -> GroupDiscovery | None:
+        if self.configs is None or self.flow.mirror is None:
+            return None
+        found = assigned_groups(self.configs.latest(), self.flow.mirror.checkpoint_connector)
+        if found is None:
+            return None
+        return GroupDiscovery(frozenset(found), self.flow.mirror.refresh_groups_interval_s, dict(self.first_seen_ms))
+
+    @property
+    def trackers(self) -> list[OffsetSyncTracker]:
+        return [self.tracker] if self.configs is None else [self.tracker, self.configs]

@@ -91,8 +91,9 @@ class Sampler(SamplerEstimates):
         for trackers in self.mm2.values():
             trackers.start()
         for watch in self.coverage.values():
-            if watch.tracker._thread is None:
-                watch.tracker.start()
+            for tracker in watch.trackers:
+                if tracker._thread is None:
+                    tracker.start()
 
     def close(self) -> None:
         for tracker in self.trackers.values():
@@ -100,7 +101,8 @@ class Sampler(SamplerEstimates):
         for trackers in self.mm2.values():
             trackers.close()
         for watch in self.coverage.values():
-            watch.tracker.close()
+            for tracker in watch.trackers:
+                tracker.close()
         for reader in self.ts_readers.values():
             reader.close()
         # AdminClient has no close(): dropping the references lets librdkafka destroy the handles now

@@ -15,7 +15,7 @@ from ...core.cli import UserError
 from ...core.clients import make_admin, make_consumer
 from ...core.config import ConfigError, load_config
 from ...core.mm2 import is_mm2
-from ...core.mm2_lag import checkpoint_redelivery, translation_coverage
+from ...core.mm2_lag import GroupDiscovery, checkpoint_redelivery, translation_coverage
 from ...core.naming import mirror_group, offset_syncs_topic
 from ...core.oneshot import require_clusters, timeout_option, within
 from ...core.status import CanaryStatus
@@ -159,6 +159,12 @@ def _check(config_path, flow, groups, as_json):
         max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
     names = list(groups) or source_groups(source_admin, f, {own_group} if own_group else set())
     verdicts, now = [], time.time() * 1000
+    # MM2 finds new groups only every refresh.groups.interval.seconds: a group it has not found yet is said so
+    discovery = (
+        GroupDiscovery(frozenset(mm2.assigned_groups), f.mirror.refresh_groups_interval_s)
+        if mm2 is not None and mm2.assigned_groups is not None
+        else None
+    )
     commits_by_group, redelivery = {}, {}
     for group in names:
         all_commits = committed_offsets(source_admin, group)
@@ -217,6 +223,11 @@ def _check(config_path, flow, groups, as_json):
                 config.canary.heartbeat_max_age_s,
                 unsynced,
                 commits_elsewhere=bool(all_commits),
+                undiscovered=(
+                    discovery.reason(group, int(now))
+                    if discovery is not None and group not in discovery.found and not cps
+                    else None
+                ),
             )
         )
     last_sync = (
@@ -224,7 +235,7 @@ def _check(config_path, flow, groups, as_json):
         if mm2 is not None
         else {k: s.upstream_offset for k, s in store.latest.items()}
     )
-    coverage = translation_coverage(commits_by_group, checkpoints, last_sync, int(now), max_age, redelivery)
+    coverage = translation_coverage(commits_by_group, checkpoints, last_sync, int(now), max_age, redelivery, discovery)
     report = {
         "flow": flow_name,
         "source": f.source,

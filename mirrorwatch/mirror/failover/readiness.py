@@ -53,9 +53,11 @@ def judge_group(
     heartbeat_max_age_s: float,
     unsynced: tuple[tuple[str, int, int], ...] = (),
     commits_elsewhere: bool = False,
+    undiscovered: str | None = None,
 ) -> GroupVerdict:
     """``unsynced``: (topic, partition, committed) the group committed past 0 on a mirrored topic that has no
-    offset sync on the target; ``commits_elsewhere``: the group has commits, none on a mirrored topic."""
+    offset sync on the target; ``commits_elsewhere``: the group has commits, none on a mirrored topic;
+    ``undiscovered``: why the group has no checkpoint yet when MM2 has not found it (core.mm2_lag.GroupDiscovery)."""
     v = GroupVerdict(group, READY, partitions=len(facts) + len(unsynced))
     blocking, costly, notes = [], [], []
     for topic, partition, committed in unsynced:
@@ -88,7 +90,8 @@ def judge_group(
             else "the group has no committed offsets on the source"
         )
     if v.missing_checkpoints:
-        blocking.append(f"no checkpoint for {v.missing_checkpoints} of {len(facts)} partitions")
+        missing = f"no checkpoint for {v.missing_checkpoints} of {len(facts)} partitions"
+        blocking.append(f"{missing}: {undiscovered}" if undiscovered else missing)
     if active_on_target:
         blocking.append("the group is active on the target: stop its consumers there first")
     if v.lost:
