@@ -8,12 +8,11 @@ MM2's aliases are the config's (east, west), so every MM2 topic name below is MM
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
 from mirrorwatch.core.config import config_from_dict
 from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
@@ -21,6 +20,7 @@ from mirrorwatch.monitor.sampler import Sampler
 
 from .support.helpers import admin, create_topic, end_offsets, produce_numbered
 from .support.mirror_harness import wait_until
+from .support.mm2_checks import check_steady_traffic, connect_offsets
 from .test_canary_check import run_check
 from .test_mirror_failover import consume_and_commit, run_cli
 
@@ -105,31 +105,7 @@ def _exists(bootstrap, topic):
 
 
 def _connect_offsets(bootstrap) -> dict[tuple[str, int], int]:
-    """An independent read of MM2's Connect offsets (raw JSON): the next source offset per partition."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused-never-committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    topic = "mm2-offsets.east.internal"
-    parts = admin(bootstrap).list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-    out, eof, deadline = {}, set(), time.monotonic() + 15
-    while len(eof) < len(parts) and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            eof.add(msg.partition())
-            continue
-        name, where = json.loads(msg.key())
-        if name == "MirrorSourceConnector" and msg.value() is not None and where["cluster"] == "east":
-            out[(where["topic"], where["partition"])] = json.loads(msg.value())["offset"] + 1
-    consumer.close()
-    return out
+    return connect_offsets(bootstrap, "mm2-offsets.east.internal", "MirrorSourceConnector", "east")
 
 
 def test_mm2_creates_its_topics_where_the_defaults_say(mm2_env):
@@ -139,6 +115,7 @@ def test_mm2_creates_its_topics_where_the_defaults_say(mm2_env):
     assert {
         "east.checkpoints.internal",
         "mm2-offsets.east.internal",
+        "mm2-configs.east.internal",  # where MM2's group discovery is read (core.mm2.default_connect_configs_topic)
         "heartbeats",
         "east.heartbeats",
         f"east.{FO_TOPIC}",
@@ -148,89 +125,21 @@ def test_mm2_creates_its_topics_where_the_defaults_say(mm2_env):
 def test_true_lag_rpo_and_committed_lag_under_steady_traffic(mm2_env):
     env = mm2_env
     sampler = Sampler(env.config(), timeout_s=5)
-    produced: dict[tuple[int, int], int] = {}  # (partition, offset) → CreateTime ms
-    stop = threading.Event()
-
-    def produce():
-        producer = Producer({"bootstrap.servers": env.source.bootstrap, "linger.ms": 5, "acks": "all"})
-        i = 0
-        while not stop.is_set():
-            for _ in range(30):
-                producer.produce(
-                    LAG_TOPIC,
-                    b"x" * 100,
-                    None,
-                    i % 3,
-                    on_delivery=lambda err, m: (
-                        err is None and produced.__setitem__((m.partition(), m.offset()), m.timestamp()[1])
-                    ),
-                )
-                i += 1
-            producer.poll(0)
-            time.sleep(0.05)  # ~600 records/s
-        producer.flush(30)
-
-    writer = threading.Thread(target=produce)
-    writer.start()
-    checked, errors, rpo_errors, earlier = 0, [], [], {}
     try:
-        wait_until(lambda: all(t.caught_up.is_set() for t in sampler.mm2["ew"].all[:2]), 60, 0.5, "trackers caught up")
-        time.sleep(3)
-        for _ in range(12):
-            before = end_offsets(env.target.bootstrap, f"east.{LAG_TOPIC}")
-            committed_before = _connect_offsets(env.target.bootstrap)
-            started_ms = time.time() * 1000  # RPO is measured at some moment between this and view.ts_ms
-            view = next(v for v in sampler.sample().flow_views() if v.flow == "ew")
-            after = end_offsets(env.target.bootstrap, f"east.{LAG_TOPIC}")
-            committed_after = _connect_offsets(env.target.bootstrap)
-            assert view.engine == "mm2" and view.error is None, view.error
-            for i, (topic, p) in enumerate(zip(view.topics, view.partitions)):
-                if topic != LAG_TOPIC:
-                    continue
-                end, true_lag = int(view.source_end[i]), int(view.true_lag[i])
-                # the topic started empty and MM2 from offset 0: target offsets equal source offsets
-                assert end - after[p] <= true_lag <= end - before[p], (p, end, before[p], after[p], true_lag)
-                errors.append(true_lag - (end - after[p]))
-                # MM2's committed position as the monitor's tracker has it: never ahead of the Connect offsets topic,
-                # and at most one flush (1 s here) plus the tracker's fetch behind it
-                assert earlier.get((topic, p), -1) <= int(view.committed[i]) <= committed_after[(topic, p)]
-                # RPO: the oldest source record not on the target is one of the records at before..after
-                rpo_ms = view.time_lag_s[i] * 1000
-                oldest = produced.get((p, before[p]))
-                newest = produced.get((p, after[p]))
-                if true_lag > 0 and oldest is not None:
-                    low = 0 if newest is None else started_ms - newest
-                    assert low - 5 <= rpo_ms <= view.ts_ms - oldest + 5, (p, low, rpo_ms, view.ts_ms - oldest)
-                    rpo_errors.append(rpo_ms - low)
-                checked += 1
-            earlier = committed_before
-            time.sleep(0.7)
+        errors = check_steady_traffic(
+            sampler,
+            "ew",
+            env.source.bootstrap,
+            env.target.bootstrap,
+            LAG_TOPIC,
+            f"east.{LAG_TOPIC}",
+            lambda: _connect_offsets(env.target.bootstrap),
+        )
     finally:
-        stop.set()
-        writer.join()
-        if checked < 30:
-            sampler.close()
-    assert checked >= 30
+        sampler.close()
     print(
-        f"true-lag above the lower truth bound: max {max(errors)} records; RPO above its lower bound: max {max(rpo_errors):.0f} ms"
+        f"true-lag above the lower truth bound: max {errors[0]} records; RPO above its lower bound: max {errors[1]:.0f} ms"
     )
-    # idle: every figure is exact, committed lag from MM2's Connect offsets included
-    ends = end_offsets(env.source.bootstrap, LAG_TOPIC)
-    wait_until(lambda: end_offsets(env.target.bootstrap, f"east.{LAG_TOPIC}") == ends, 60, 0.5, "MM2 caught up")
-    wait_until(
-        lambda: all(_connect_offsets(env.target.bootstrap).get((LAG_TOPIC, p)) == e for p, e in ends.items()),
-        30,
-        0.5,
-        "MM2 committed everything",
-    )
-    time.sleep(1.5)
-    view = next(v for v in sampler.sample().flow_views() if v.flow == "ew")
-    rows = [r for r in view.rows() if r["topic"] == LAG_TOPIC]
-    assert [(r["committed"], r["committed_lag"], r["true_lag"], r["time_lag_s"]) for r in rows] == [
-        (ends[p], 0, 0, 0.0) for p in range(3)
-    ]
-    assert view.heartbeat_age_s is not None and view.heartbeat_age_s < 5
-    sampler.close()
 
 
 def _commit(bootstrap, group, offsets: dict[int, int]):

@@ -200,6 +200,10 @@ class LocalConnectWorker:
     def delete(self, name: str) -> None:
         self._call("DELETE", f"/connectors/{requests.utils.quote(name, safe='')}", ok=(200, 204, 404))
 
+    def tasks(self, name: str) -> list[dict[str, Any]]:
+        """The connector's task configs (``[{"id": ..., "config": {...}}]``)."""
+        return self._call("GET", f"/connectors/{requests.utils.quote(name, safe='')}/tasks")
+
     def status(self, name: str) -> dict[str, Any]:
         return self._call("GET", f"/connectors/{requests.utils.quote(name, safe='')}/status")
 
