@@ -6,7 +6,8 @@ Regenerate the page with ``.venv/bin/python -m tests.error_cases > docs/errors.m
 
 A case: ``input`` (what was wrong), ``message`` (the line the user sees; ``…`` stands for text that varies, such
 as a client library's reason or a duration), ``exit`` (the code), plus how to run it: ``command`` (run in a
-fresh folder holding ``m.yaml``), ``config`` (the file's text; default ``BASE``), ``stream`` (where the line
+fresh folder holding ``m.yaml``), ``config`` (the file's text; default ``BASE``), ``files`` (more files for the
+folder: name → text, or bytes for a binary file), ``stream`` (where the line
 goes; default stderr), ``service`` (a service: its log lines may come first, the message is the last line) and ``json`` (the command was given --json: stdout must be exactly one JSON object whose
 ``error`` is the message). Clusters at 127.0.0.1:9 and :19 do not exist: nothing listens there.
 
@@ -64,6 +65,13 @@ CASES: list[dict] = [
         "command": "mirror run --config m.yaml",
         "config": "- clusters\n",
         "message": "mirror: m.yaml: the top level must be a mapping with 'clusters:' (and 'flows:', ...)",
+        "exit": 2,
+    },
+    {
+        "input": "a config file that is not text (a binary file given by mistake)",
+        "command": "monitor lag --config logo.png",
+        "files": {"logo.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"},
+        "message": "monitor: config file logo.png is not UTF-8 text (byte 0): give the mirrorwatch YAML config",
         "exit": 2,
     },
     {

@@ -44,6 +44,9 @@ def run_case(case: dict, folder: Path) -> tuple[subprocess.CompletedProcess, str
         config += PORT_SETTINGS[case["busy_port"]] % port
         expected = expected.replace("{port}", str(port))
     (folder / "m.yaml").write_text(config)
+    for name, content in case.get("files", {}).items():
+        path = folder / name
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
     argv = shlex.split(case["command"])
     if not needs_process(case):
         return run_in_process(argv, folder), expected

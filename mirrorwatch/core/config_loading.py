@@ -49,6 +49,10 @@ def load_config(path: str | os.PathLike[str], environ: dict[str, str] | None = N
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # a binary file given by mistake: one line, not "internal error"
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start}): give the mirrorwatch YAML config"
+        ) from None
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except _DuplicateKey as exc:
