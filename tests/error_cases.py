@@ -31,6 +31,18 @@ def _with(extra: str) -> str:
     return BASE + extra
 
 
+KMM2_V1BETA2 = """apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaMirrorMaker2
+metadata: {name: my-mm2}
+spec:
+  connectCluster: cluster-b
+  clusters:
+  - {alias: cluster-a, bootstrapServers: "a:9092"}
+  - {alias: cluster-b, bootstrapServers: "b:9092"}
+  mirrors:
+  - {sourceCluster: cluster-x, targetCluster: cluster-b, sourceConnector: {}}
+"""
+
 CASES: list[dict] = [
     # ------------------------------------------------------------------ the config file
     {
@@ -327,6 +339,80 @@ CASES: list[dict] = [
         "message": "mirrorwatch: flow 'nope' is not defined (defined: east-west)",
         "exit": 3,
     },
+    # ------------------------------------------------------------------ writing a config from MM2's (docs/mirrormaker2.md)
+    {
+        "input": "`config from-strimzi`: the file does not exist",
+        "command": "mirrorwatch config from-strimzi nope.yaml",
+        "message": "mirrorwatch: cannot read nope.yaml: No such file or directory",
+        "exit": 2,
+    },
+    {
+        "input": "`config from-strimzi`: a binary file",
+        "command": "mirrorwatch config from-strimzi logo.png",
+        "files": {"logo.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"},
+        "message": "mirrorwatch: logo.png is not UTF-8 text (byte 0): a binary file given by mistake? Give the text file",
+        "exit": 2,
+    },
+    {
+        "input": "`config from-strimzi`: not YAML",
+        "command": "mirrorwatch config from-strimzi mm2.yaml",
+        "files": {"mm2.yaml": "kind: KafkaMirrorMaker2\nspec: [mirrors\n"},
+        "message": "mirrorwatch: mm2.yaml line 3: not valid YAML: …",
+        "exit": 2,
+    },
+    {
+        "input": "`config from-strimzi`: a resource of another kind (KafkaConnect)",
+        "command": "mirrorwatch config from-strimzi connect.yaml",
+        "files": {"connect.yaml": "apiVersion: kafka.strimzi.io/v1\nkind: KafkaConnect\nmetadata: {name: c}\n"},
+        "message": "mirrorwatch: connect.yaml: no KafkaMirrorMaker2 resource (it holds KafkaConnect); give the file that "
+        "defines the KafkaMirrorMaker2",
+        "exit": 2,
+    },
+    {
+        "input": "`config from-strimzi`: a mirror naming a cluster alias that `spec.clusters` does not define",
+        "command": "mirrorwatch config from-strimzi mm2.yaml",
+        "files": {"mm2.yaml": KMM2_V1BETA2},
+        "message": "mirrorwatch: KafkaMirrorMaker2 my-mm2 spec.mirrors[0].sourceCluster: cluster alias 'cluster-x' is "
+        "not defined in spec.clusters (defined: cluster-a, cluster-b)",
+        "exit": 2,
+    },
+    {
+        "input": "`config from-mm2`: the file does not exist",
+        "command": "mirrorwatch config from-mm2 nope.properties",
+        "message": "mirrorwatch: cannot read nope.properties: No such file or directory",
+        "exit": 2,
+    },
+    {
+        "input": "`config from-mm2`: a Kafka client properties file (no `clusters =`)",
+        "command": "mirrorwatch config from-mm2 client.properties",
+        "files": {"client.properties": "bootstrap.servers = east-1:9092\nsecurity.protocol = SSL\n"},
+        "message": "mirrorwatch: client.properties: no 'clusters = ...' line: not an MM2 dedicated-mode mm2.properties "
+        "(the file connect-mirror-maker.sh runs)",
+        "exit": 2,
+    },
+    {
+        "input": "`config from-mm2`: a YAML file (the mirrorwatch config itself)",
+        "command": "mirrorwatch config from-mm2 m.yaml",
+        "message": "mirrorwatch: m.yaml: 'clusters' names no cluster: the file is YAML, not an MM2 mm2.properties "
+        "(Java properties)",
+        "exit": 2,
+    },
+    {
+        "input": "`config from-mm2`: a flow naming a cluster that `clusters` does not list",
+        "command": "mirrorwatch config from-mm2 mm2.properties",
+        "files": {"mm2.properties": "clusters = east, west\neast->wset.enabled = true\n"},
+        "message": "mirrorwatch: mm2.properties: east->wset.enabled names cluster 'wset', which 'clusters' does not "
+        "list (east, west)",
+        "exit": 2,
+    },
+    {
+        "input": "`config from-mm2`: no enabled flow",
+        "command": "mirrorwatch config from-mm2 mm2.properties",
+        "files": {"mm2.properties": "clusters = east, west\neast.bootstrap.servers = e:9092\n"},
+        "message": "mirrorwatch: mm2.properties: no enabled flow: no '<source>-><target>.enabled = true' line for the "
+        "clusters east, west",
+        "exit": 2,
+    },
 ]
 
 # ---------------------------------------------------------------------- on the SASL_SSL clusters
@@ -490,7 +576,8 @@ def render() -> str:
         '`{"error": <the line without the program name>, "exit_code": <n>, ...}`.',
         "",
         "Exit codes: `mirror`, `monitor` 0 fine, 1 the mirror stopped on a record it cannot write / internal error,",
-        "2 bad input, 3 a cluster is unreachable; `canary` 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad input too).",
+        "2 bad input, 3 a cluster is unreachable; `canary` 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad input too);",
+        "`mirrorwatch doctor` 3 bad config; `mirrorwatch config from-strimzi`/`from-mm2` 0 written, 2 input it cannot use.",
         "",
         "| # | input | command | message | exit |",
         "|---|---|---|---|---|",
