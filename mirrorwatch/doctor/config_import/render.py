@@ -38,7 +38,9 @@ def head_lines(imported: Imported, command: str) -> list[str]:
     lines = [
         f"# mirrorwatch config written by `{command}`",
         f"# from {imported.origin}.",
-        "# Check it, set the environment variables below, then run `mirrorwatch doctor --config <this file>`.",
+        "# Check it"
+        + (", set the environment variables below" if imported.env else "")
+        + ", then run `mirrorwatch doctor --config <this file>`.",
     ]
     if imported.env:
         lines += ["#", "# Environment variables it reads (secrets are never copied into this file):"]
