@@ -154,6 +154,7 @@ def test_strimzi_v1beta2():
     assert m.checkpoint_connector == "east->west.MirrorCheckpointConnector"
     assert m.heartbeat_connector == "east->west.MirrorHeartbeatConnector"
     assert m.connect_offsets_topic == "mirrormaker2-cluster-offsets"  # Strimzi's default for the v1beta2 shape
+    assert m.connect_configs_topic == "mirrormaker2-cluster-configs"
     assert (m.offset_flush_interval_s, m.emit_checkpoints_interval_s, m.refresh_groups_interval_s) == (15, 30, 600)
     # "a|b, c" is MM2's list: every top-level alternative becomes one full-match regex
     assert flow.topics == ["orders", r"payments\..*", "audit"]
@@ -179,6 +180,7 @@ def test_strimzi_v1():
     )
     assert m.connector == "cluster-a->cluster-b.MirrorSourceConnector"
     assert m.connect_offsets_topic == "__mm2-ab-offset"
+    assert m.connect_configs_topic == "__mm2-ab-config"
     assert (m.offset_flush_interval_s, m.emit_checkpoints_interval_s, m.refresh_groups_interval_s) == (60, 60, 120)
     assert mm2_topics(flow).offset_syncs_cluster == "cluster-b"
     assert flow.topics == [".*"] and flow.exclude == [r".*[\-\.]internal", r".*\.replica", "__.*"]  # MM2's default
@@ -276,6 +278,7 @@ def test_mm2_properties_secrets_never_copied():
     )  # the west->east worker runs against east: east.offset.flush.interval.ms
     assert ew.mirror.offset_flush_interval_s == 60
     assert ew.mirror.connect_offsets_topic is None  # dedicated mode's default, mirrorwatch's too
+    assert ew.mirror.connect_configs_topic is None
 
 
 def test_mm2_properties_of_the_real_mm2_test_watch_it_with_no_hand_edits(tmp_path):

@@ -9,7 +9,10 @@ only a Connect cluster has: its own connector names and topics, and MM2's group 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import yaml
 
@@ -22,6 +25,8 @@ from .support.mirror_harness import wait_until
 from .support.mm2_checks import check_steady_traffic, connect_offsets
 from .test_canary_check import run_check
 from .test_mirror_failover import consume_and_commit, run_cli
+
+BIN = Path(sys.executable).parent
 
 
 def _positions(env):
@@ -134,3 +139,78 @@ def test_canary_check_on_the_connect_mode_flow(mm2_connect, tmp_path):
         time.sleep(1)
     assert run.rc == 0, run.stdout + run.stderr
     assert run.body["status"] == "OK"
+
+
+def _strimzi_resource(env) -> str:
+    """The fixture's MM2 as a Strimzi user would have written it (v1beta2): the connectors Strimzi would create are
+    the ones the fixture submitted, under the same names, in a Connect cluster with Strimzi's default topics."""
+    return f"""\
+apiVersion: kafka.strimzi.io/v1beta2
+kind: KafkaMirrorMaker2
+metadata:
+  name: mm2-{env.run}
+spec:
+  version: 4.3.1
+  replicas: 1
+  connectCluster: dst
+  clusters:
+  - alias: src
+    bootstrapServers: {env.source.bootstrap}
+  - alias: dst
+    bootstrapServers: {env.target.bootstrap}
+    config:
+      offset.flush.interval.ms: 1000
+  mirrors:
+  - sourceCluster: src
+    targetCluster: dst
+    sourceConnector:
+      tasksMax: 1
+      config:
+        refresh.topics.interval.seconds: 1
+        sync.topic.configs.enabled: "false"
+    checkpointConnector:
+      config:
+        emit.checkpoints.interval.seconds: 1
+        refresh.groups.interval.seconds: {REFRESH_GROUPS_S}
+    heartbeatConnector: {{}}
+    topicsPattern: "cm-{env.run}-(lag|fo)"
+    groupsPattern: "{env.groups_prefix}.*"
+"""
+
+
+def test_monitor_lag_with_a_config_written_from_the_strimzi_resource(mm2_connect, tmp_path):
+    """`mirrorwatch config from-strimzi` on the resource that describes this MM2 writes a config that `monitor lag`
+    runs with as it is: every partition has MM2's committed position, true lag and RPO, and coverage is known."""
+    env = mm2_connect
+    resource = tmp_path / "kmm2.yaml"
+    resource.write_text(_strimzi_resource(env))
+    out = tmp_path / "from-strimzi.yaml"
+    written = subprocess.run(
+        [str(BIN / "mirrorwatch"), "config", "from-strimzi", str(resource), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert written.returncode == 0, written.stderr
+    flow = yaml.safe_load(out.read_text())["flows"]["src-dst"]
+    assert flow["mirror"]["connector"] == SOURCE_CONNECTOR
+    assert flow["mirror"]["connect_offsets_topic"] == f"{CONNECT_GROUP}-offsets"
+    produce_numbered(env.source.bootstrap, env.lag_topic, 30, partitions=3)
+    ends = end_offsets(env.source.bootstrap, env.lag_topic)
+    wait_until(
+        lambda: all(_positions(env).get((env.lag_topic, p)) == e for p, e in ends.items()), 60, 0.5, "MM2 committed"
+    )
+    lag = subprocess.run(
+        [str(BIN / "monitor"), "lag", "--config", str(out), "--json", "--timeout", "30"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert lag.returncode == 0, lag.stderr
+    (body,) = json.loads(lag.stdout)["flows"]
+    assert body["mirror"] == "mm2" and body["source"] == "src" and body["target"] == "dst"
+    rows = [r for r in body["partitions"] if r["topic"] == env.lag_topic]
+    assert len(rows) == 3
+    for r in rows:  # the committed column was '-' for every partition of a Connect-mode MM2 before
+        assert r["committed"] is not None and r["committed"] >= ends[r["partition"]], r
+        assert r["committed_lag"] is not None and r["true_lag"] is not None and r["time_lag_s"] is not None, r

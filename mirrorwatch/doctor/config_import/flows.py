@@ -39,6 +39,7 @@ class Mm2Flow:
     offsets_comment: str | None
     flush_ms: Any  # the Connect worker's offset.flush.interval.ms (None: unset)
     flush_from: str  # where it was (or would be) set
+    connect_configs_topic: str | None = None  # None: mirrorwatch's default (dedicated mode's) is right
 
 
 def add_flow(imported: Imported, f: Mm2Flow) -> None:
@@ -104,6 +105,11 @@ def _mirror(imported: Imported, f: Mm2Flow, path: tuple[str, ...]) -> dict[str, 
         mirror["connect_offsets_topic"] = f.connect_offsets_topic
         if f.offsets_comment:
             imported.comments[(*mpath, "connect_offsets_topic")] = f.offsets_comment
+    if f.connect_configs_topic:
+        mirror["connect_configs_topic"] = f.connect_configs_topic
+        imported.comments[(*mpath, "connect_configs_topic")] = (
+            "the Connect cluster's config storage topic (which groups MM2 has found)"
+        )
     # the defaults: Kafka's WorkerConfig (offset.flush.interval.ms 60000), MirrorCheckpointConfig (60 s, 600 s)
     intervals = (
         ("offset_flush_interval_s", f.flush_ms, 1000, f.flush_from, 60),

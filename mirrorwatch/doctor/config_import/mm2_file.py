@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from ...core.mm2 import default_connect_offsets_topic
+from ...core.mm2 import default_connect_configs_topic, default_connect_offsets_topic
 from .common import Imported, ImportProblem, java_client_to_librdkafka, split_list
 from .flows import Mm2Flow, add_flow
 from .properties import PropertiesError, parse_properties
@@ -95,6 +95,7 @@ def from_mm2_properties(text: str, origin: str) -> Imported:
             return setting(old) if value is None else value
 
         offsets = props.get(f"{target}.offset.storage.topic")
+        configs = props.get(f"{target}.config.storage.topic")
         where = f"{source}->{target}"
         if str(setting("emit.heartbeats.enabled") or "true").strip().lower() == "false":
             imported.note(f"{where}: emit.heartbeats.enabled = false: MM2 writes no heartbeats for this flow")
@@ -118,6 +119,7 @@ def from_mm2_properties(text: str, origin: str) -> Imported:
                 offsets_comment=f"{target}.offset.storage.topic",
                 flush_ms=props.get(f"{target}.offset.flush.interval.ms"),
                 flush_from=f"{target}.offset.flush.interval.ms",
+                connect_configs_topic=configs if configs and configs != default_connect_configs_topic(source) else None,
             ),
         )
     return imported

@@ -29,6 +29,7 @@ API_VERSIONS = ("kafka.strimzi.io/v1beta2", "kafka.strimzi.io/v1")
 # KafkaMirrorMaker2Cluster.java validateAndUpdateToNewAPI (0.49.0) and KafkaMirrorMaker2Configuration.java DEFAULTS
 # (0.48.0) in strimzi-kafka-operator's cluster-operator/src/main/java/io/strimzi/operator/cluster/model/
 DEFAULT_OFFSET_STORAGE_TOPIC = "mirrormaker2-cluster-offsets"
+DEFAULT_CONFIG_STORAGE_TOPIC = "mirrormaker2-cluster-configs"  # the same DEFAULTS and validateAndUpdateToNewAPI
 # KafkaMirrorMaker2Connectors.java: each connector is "<source alias>-><target alias>" + ".<class simple name>"
 CONNECTOR_SUFFIXES = {
     "sourceConnector": ".MirrorSourceConnector",
@@ -63,8 +64,8 @@ def _cluster(spec: Any, where: str) -> dict[str, Any]:
     return spec
 
 
-def _normalise(resource: dict[str, Any], where: str) -> tuple[dict[str, Any], str, list[dict[str, Any]]]:
-    """(the target/Connect cluster, its offsets topic, the mirrors each with a ``source`` cluster spec)."""
+def _normalise(resource: dict[str, Any], where: str) -> tuple[dict[str, Any], tuple[str, str], list[dict[str, Any]]]:
+    """(the target/Connect cluster, its offsets and config topics, the mirrors each with a ``source`` cluster spec)."""
     spec = _mapping(resource.get("spec"), f"{where} spec")
     mirrors = spec.get("mirrors")
     if not isinstance(mirrors, list) or not mirrors:
@@ -75,6 +76,7 @@ def _normalise(resource: dict[str, Any], where: str) -> tuple[dict[str, Any], st
         offsets = target.get("offsetStorageTopic")
         if not offsets:
             raise ImportProblem(f"{where}: spec.target.offsetStorageTopic is missing (Strimzi requires it)")
+        configs = target.get("configStorageTopic") or DEFAULT_CONFIG_STORAGE_TOPIC
     elif spec.get("connectCluster") and clusters:
         alias = spec["connectCluster"]
         if alias not in clusters:
@@ -83,7 +85,9 @@ def _normalise(resource: dict[str, Any], where: str) -> tuple[dict[str, Any], st
                 f"{', '.join(map(str, clusters))})"
             )
         target = _cluster(clusters[alias], f"{where} spec.clusters[{alias}]")
-        offsets = _mapping(target.get("config"), where).get("offset.storage.topic") or DEFAULT_OFFSET_STORAGE_TOPIC
+        worker = _mapping(target.get("config"), where)
+        offsets = worker.get("offset.storage.topic") or DEFAULT_OFFSET_STORAGE_TOPIC
+        configs = worker.get("config.storage.topic") or DEFAULT_CONFIG_STORAGE_TOPIC
     else:
         raise ImportProblem(f"{where}: needs spec.target (v1) or spec.connectCluster and spec.clusters (v1beta2)")
     defined = ", ".join(map(str, clusters)) or "none"
@@ -116,7 +120,7 @@ def _normalise(resource: dict[str, Any], where: str) -> tuple[dict[str, Any], st
                 )
         mirror["targetAlias"] = named or target["alias"]
         out.append(mirror)
-    return target, str(offsets), out
+    return target, (str(offsets), str(configs)), out
 
 
 def _client(imported: Imported, cluster: dict[str, Any], where: str) -> dict[str, str]:
@@ -170,7 +174,7 @@ def _resource(imported: Imported, resource: dict[str, Any], origin: str) -> None
     where = f"{KIND} {name}"
     if version not in API_VERSIONS:
         raise ImportProblem(f"{origin}: {where} has apiVersion {version}; supported: {', '.join(API_VERSIONS)}")
-    target, offsets, mirrors = _normalise(resource, where)
+    target, (offsets, configs), mirrors = _normalise(resource, where)
     worker = _mapping(target.get("config"), where)
     namespace = meta.get("namespace")
     host = REST_SERVICE.format(name=name) + (f".{namespace}.svc" if namespace else "")
@@ -217,6 +221,7 @@ def _resource(imported: Imported, resource: dict[str, Any], origin: str) -> None
                 heartbeat_connector=connectors["heartbeatConnector"],
                 connect_offsets_topic=offsets,
                 offsets_comment="the Connect cluster's offset storage topic",
+                connect_configs_topic=configs,
                 flush_ms=worker.get("offset.flush.interval.ms"),
                 flush_from="the Connect cluster's offset.flush.interval.ms",
             ),
