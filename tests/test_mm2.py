@@ -425,4 +425,5 @@ def test_monitor_lag_with_a_config_written_from_mm2_properties(mm2_env, tmp_path
     rows = [r for r in body["partitions"] if r["topic"] in (LAG_TOPIC, FO_TOPIC)]
     assert {(r["topic"], r["partition"]) for r in rows} >= {(FO_TOPIC, 0), (FO_TOPIC, 1)}
     for r in rows:
-        assert None not in (r["committed"], r["committed_lag"], r["true_lag"], r["time_lag_s"]), r
+        if r["source_end"] > 0:  # MM2 keeps no position for a partition it never had a record of
+            assert None not in (r["committed"], r["committed_lag"], r["true_lag"], r["time_lag_s"]), r
