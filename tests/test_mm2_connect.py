@@ -211,6 +211,9 @@ def test_monitor_lag_with_a_config_written_from_the_strimzi_resource(mm2_connect
     assert body["mirror"] == "mm2" and body["source"] == "src" and body["target"] == "dst"
     rows = [r for r in body["partitions"] if r["topic"] == env.lag_topic]
     assert len(rows) == 3
+    # the one-shot command reads the checkpoints and MM2's group discovery before it samples (it did not wait for
+    # them, and said "no checkpoint" for a translated group); the discovery test's two groups are translated now
+    assert body["coverage"]["groups"] >= 2 and body["coverage"]["untranslated"] == [], body["coverage"]
     for r in rows:  # the committed column was '-' for every partition of a Connect-mode MM2 before
         assert r["committed"] is not None and r["committed"] >= ends[r["partition"]], r
         assert r["committed_lag"] is not None and r["true_lag"] is not None and r["time_lag_s"] is not None, r

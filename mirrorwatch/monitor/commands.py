@@ -118,8 +118,7 @@ def lag(
 def _sample(config: Config, samples: int, every: float, timeout_s: float) -> Snapshot:
     sampler = Sampler(config, timeout_s=probe_timeout(timeout_s))
     try:
-        for tracker in sampler.trackers.values():
-            tracker.caught_up.wait(min(10.0, 2 * sampler.timeout_s))
+        sampler.wait_caught_up(min(10.0, 2 * sampler.timeout_s))
         snap = sampler.sample()
         for _ in range(samples - 1):
             time.sleep(every)

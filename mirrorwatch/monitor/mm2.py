@@ -75,15 +75,6 @@ class Mm2Trackers:
         self.mirrored_beats = OffsetSyncTracker(target, topics.mirrored_heartbeats, cid, _heartbeat)
         self.all = [self.syncs, self.positions, self.own_beats, self.mirrored_beats]
 
-    def start(self) -> None:
-        for t in self.all:
-            if t._thread is None:
-                t.start()
-
-    def close(self) -> None:
-        for t in self.all:
-            t.close()
-
 
 def mm2_trackers(config: Config) -> dict[str, Mm2Trackers]:
     return {name: Mm2Trackers(config, flow) for name, flow in config.flows.items() if is_mm2(flow)}

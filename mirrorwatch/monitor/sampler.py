@@ -84,25 +84,30 @@ class Sampler(SamplerEstimates):
         if start_trackers:
             self.start()
 
+    def followers(self) -> list[OffsetSyncTracker]:
+        """Every topic follower of the sampler: offset syncs, MM2's records, checkpoints and Connect configs."""
+        out = list(self.trackers.values())
+        for trackers in self.mm2.values():
+            out += trackers.all
+        for watch in self.coverage.values():
+            out += watch.trackers
+        return out
+
+    def wait_caught_up(self, timeout_s: float) -> None:
+        """Let the followers read what is already there (one deadline for all), so that a first sample shows neither
+        a jump nor a checkpoint or position that exists but was not read yet."""
+        deadline = time.monotonic() + timeout_s
+        for tracker in self.followers():
+            tracker.caught_up.wait(max(0.0, deadline - time.monotonic()))
+
     def start(self) -> None:
-        for tracker in self.trackers.values():
+        for tracker in self.followers():
             if tracker._thread is None:
                 tracker.start()
-        for trackers in self.mm2.values():
-            trackers.start()
-        for watch in self.coverage.values():
-            for tracker in watch.trackers:
-                if tracker._thread is None:
-                    tracker.start()
 
     def close(self) -> None:
-        for tracker in self.trackers.values():
+        for tracker in self.followers():
             tracker.close()
-        for trackers in self.mm2.values():
-            trackers.close()
-        for watch in self.coverage.values():
-            for tracker in watch.trackers:
-                tracker.close()
         for reader in self.ts_readers.values():
             reader.close()
         # AdminClient has no close(): dropping the references lets librdkafka destroy the handles now

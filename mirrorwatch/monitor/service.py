@@ -76,9 +76,7 @@ class MonitorService:
                 self.metrics_server.close()
             raise UserError(listen_error(exc, s.host, port, setting), 2) from None
         self.sampler.start()
-        # let the sync trackers read what is already there, so the first samples do not show a jump
-        for tracker in self.sampler.trackers.values():
-            tracker.caught_up.wait(min(5.0, s.interval_s))
+        self.sampler.wait_caught_up(min(5.0, s.interval_s))
         self.scheduler.add_job(
             self.cycle,
             "interval",

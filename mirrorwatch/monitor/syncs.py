@@ -103,6 +103,8 @@ class OffsetSyncTracker:
         except Exception:
             return self._partitions > 0
         count = len(md.partitions) if md is not None and md.error is None else 0
+        if count == 0:
+            self.caught_up.set()  # the cluster answered: no such topic yet, so nothing present at start-up to read
         if count > self._partitions:
             for p in range(self._partitions, count):
                 try:
