@@ -11,11 +11,12 @@ from datetime import UTC
 import numpy as np
 import pytest
 
+from mirrorwatch.core.canary_metrics import parse_canary_metrics as parse
 from mirrorwatch.core.config import AnalyticsSchedule
 from mirrorwatch.core.redact import register_secret
 from mirrorwatch.core.status import GROUP_STATUS
 from mirrorwatch.monitor.analytics_runs import AnalyticsRunner, failure_reason, job_argv
-from mirrorwatch.monitor.canary_scrape import CanaryScraper, parse
+from mirrorwatch.monitor.canary_scrape import CanaryScraper
 from mirrorwatch.monitor.model import GroupView, Snapshot
 from mirrorwatch.monitor.recent import CanaryFigures, RecentStore, rpo_seconds
 

@@ -4,15 +4,14 @@ the address, so the page can put a banner up instead of a traceback."""
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
+from ..core.canary_metrics import CanaryReading, parse_canary_metrics
 from ..core.redact import redact_text
-from ..core.status import CanaryStatus, GroupStatus
+from ..core.status import GroupStatus
 
 
 class SourceError(Exception):
@@ -112,61 +111,6 @@ def _normalised(flow: dict) -> dict:
 
 
 # ------------------------------------------------------------------ canary /metrics
-
-CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
-
-
-@dataclass
-class CanaryReading:
-    """One flow's canary series at one scrape; counters are totals since the canary started."""
-
-    status: str | None = None
-    heartbeat_age_s: float | None = None  # None: no heartbeat seen yet (the gauge is NaN)
-    probes: float = 0.0
-    lost: float = 0.0
-    duplicates: float = 0.0
-    reordered: float = 0.0
-    round_trip_sum_s: float = 0.0
-    round_trip_count: float = 0.0
-    buckets: dict[float, float] = field(default_factory=dict)  # le → cumulative count
-
-    def mean_round_trip_s(self) -> float | None:
-        return self.round_trip_sum_s / self.round_trip_count if self.round_trip_count else None
-
-
-_COUNTERS = {
-    "mirrorwatch_canary_probes_total": "probes",
-    "mirrorwatch_canary_lost_total": "lost",
-    "mirrorwatch_canary_duplicates_total": "duplicates",
-    "mirrorwatch_canary_reordered_total": "reordered",
-    "mirrorwatch_canary_round_trip_seconds_sum": "round_trip_sum_s",
-    "mirrorwatch_canary_round_trip_seconds_count": "round_trip_count",
-}
-
-
-def parse_canary_metrics(text: str) -> dict[str, CanaryReading]:
-    """Canary readings per flow name from Prometheus text (names: docs/metrics.md, canary section)."""
-    readings: dict[str, CanaryReading] = {}
-    for family in text_string_to_metric_families(text):
-        if not family.name.startswith("mirrorwatch_canary_"):
-            continue
-        for sample in family.samples:
-            flow = sample.labels.get("flow")
-            if flow is None:
-                continue
-            reading = readings.setdefault(flow, CanaryReading())
-            value = float(sample.value)
-            if sample.name == "mirrorwatch_canary_status":
-                reading.status = (
-                    CANARY_STATUS.get(int(value), CanaryStatus.UNKNOWN.name) if not math.isnan(value) else None
-                )
-            elif sample.name == "mirrorwatch_canary_heartbeat_age_seconds":
-                reading.heartbeat_age_s = None if math.isnan(value) else value
-            elif sample.name == "mirrorwatch_canary_round_trip_seconds_bucket":
-                reading.buckets[float(sample.labels["le"])] = value
-            elif sample.name in _COUNTERS:
-                setattr(reading, _COUNTERS[sample.name], value)
-    return readings
 
 
 def fetch_canary(canary_url: str, timeout_s: float) -> dict[str, CanaryReading]:

@@ -1,38 +1,18 @@
 """The canary's round trip and heartbeat age, read from the canary's own Prometheus endpoint, for the recent
 figures (``recent``). The monitor does not import the canary: it reads what the canary publishes, like any
-Prometheus server would. Only three series are used (names: docs/metrics.md, canary section)."""
+Prometheus server would, through the one parser of those series (``core.canary_metrics``)."""
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
-from ..core.status import CanaryStatus
+from ..core.canary_metrics import CanaryReading, parse_canary_metrics
 from .recent import CanaryFigures
 
 log = logging.getLogger("mirrorwatch.monitor.canary_scrape")
-CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
-
-
-def parse(text: str) -> dict[str, dict[str, float]]:
-    """Per flow: round-trip sum and count, heartbeat age, status code (from Prometheus text)."""
-    out: dict[str, dict[str, float]] = {}
-    wanted = {
-        "mirrorwatch_canary_round_trip_seconds_sum": "sum",
-        "mirrorwatch_canary_round_trip_seconds_count": "count",
-        "mirrorwatch_canary_heartbeat_age_seconds": "heartbeat_age_s",
-        "mirrorwatch_canary_status": "status",
-    }
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            key, flow = wanted.get(sample.name), sample.labels.get("flow")
-            if key and flow:
-                out.setdefault(flow, {})[key] = float(sample.value)
-    return out
 
 
 class CanaryScraper:
@@ -42,7 +22,7 @@ class CanaryScraper:
 
     def __init__(self, url: str, hold_s: float, timeout_s: float = 2.0, clock=time.time):
         self.url, self.hold_ms, self.timeout_s, self._clock = url, int(hold_s * 1000), timeout_s, clock
-        self._previous: dict[str, dict[str, float]] = {}
+        self._previous: dict[str, CanaryReading] = {}
         self._round_trip: dict[str, tuple[int, float]] = {}  # flow → (when, mean round trip)
         self.latest: dict[str, CanaryFigures] = {}
         self._warned = False
@@ -51,7 +31,7 @@ class CanaryScraper:
         try:
             response = requests.get(self.url, timeout=self.timeout_s)
             response.raise_for_status()
-            readings = parse(response.text)
+            readings = parse_canary_metrics(response.text)
         except (requests.RequestException, ValueError) as exc:
             if not self._warned:  # the canary may simply not run; say so once, not every cycle
                 log.info(
@@ -64,21 +44,18 @@ class CanaryScraper:
         self._warned = False
         self.update(readings, int(self._clock() * 1000))
 
-    def update(self, readings: dict[str, dict[str, float]], now_ms: int) -> None:
+    def update(self, readings: dict[str, CanaryReading], now_ms: int) -> None:
         for flow, now in readings.items():
             before = self._previous.get(flow)
             # a previous reading without the histogram (no probe back yet: the series does not exist) counts as 0
-            if before and now.get("count", 0) > before.get("count", 0):
-                mean = (now.get("sum", 0.0) - before.get("sum", 0.0)) / (now["count"] - before.get("count", 0))
+            if before is not None and now.round_trip_count > before.round_trip_count:
+                mean = (now.round_trip_sum_s - before.round_trip_sum_s) / (
+                    now.round_trip_count - before.round_trip_count
+                )
                 self._round_trip[flow] = (now_ms, mean)
             self._previous[flow] = now
             seen_ms, mean = self._round_trip.get(flow, (0, None))
             round_trip = mean if now_ms - seen_ms <= self.hold_ms else None
-            age = now.get("heartbeat_age_s")
-            code = now.get("status")
             self.latest[flow] = CanaryFigures(
-                ts_ms=now_ms,
-                round_trip_s=round_trip,
-                heartbeat_age_s=None if age is None or math.isnan(age) else age,
-                status=None if code is None or math.isnan(code) else CANARY_STATUS.get(int(code), "UNKNOWN"),
+                ts_ms=now_ms, round_trip_s=round_trip, heartbeat_age_s=now.heartbeat_age_s, status=now.status
             )

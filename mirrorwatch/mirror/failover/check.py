@@ -11,6 +11,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
+from ...core.canary_metrics import parse_canary_metrics
 from ...core.cli import UserError
 from ...core.clients import make_admin, make_consumer
 from ...core.config import ConfigError, load_config
@@ -18,15 +19,12 @@ from ...core.mm2 import is_mm2
 from ...core.mm2_lag import GroupDiscovery, checkpoint_redelivery, translation_coverage
 from ...core.naming import mirror_group, offset_syncs_topic
 from ...core.oneshot import require_clusters, timeout_option, within
-from ...core.status import CanaryStatus
 from ...core.topic_selection import TopicFilter, policy_of
 from ..checkpoints import all_checkpoints, committed_offsets, group_is_active, read_offset_syncs, source_groups
 from ..mm2_records import read_mm2_state, target_end_offsets
 from ..topology import latest_heartbeats
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
-
-CANARY_STATUS = {s.value: s.name for s in CanaryStatus}
 
 
 def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict, dict]:
@@ -77,10 +75,11 @@ def canary_status(host: str, port: int | None, flow: str) -> str:
         text = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=2).read().decode()
     except OSError:
         return "not running"
-    for line in text.splitlines():
-        if line.startswith("mirrorwatch_canary_status{") and f'flow="{flow}"' in line:
-            return CANARY_STATUS.get(int(float(line.rsplit(" ", 1)[1])), CanaryStatus.UNKNOWN.name)
-    return "no data"
+    try:
+        reading = parse_canary_metrics(text).get(flow)
+    except ValueError:
+        return "not Prometheus text"
+    return "no data" if reading is None or reading.status is None else reading.status
 
 
 @click.command("check", help="Read-only go/no-go report for failing consumer groups over to the target.")
