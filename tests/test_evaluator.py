@@ -342,10 +342,14 @@ def test_remap_keeps_state_of_surviving_rows():
         ([PartitionStatus.STALL], GroupStatus.ERR),
         ([PartitionStatus.REWIND, PartitionStatus.OK], GroupStatus.ERR),
         ([PartitionStatus.OK, PartitionStatus.UNKNOWN], GroupStatus.UNKNOWN),
+        ([PartitionStatus.LOST, PartitionStatus.OK], GroupStatus.ERR),
     ],
 )
 def test_group_status_worst_of(codes, expected):
     assert group_status_of(codes) == expected
+    # production's path: the evaluator's summary of a cycle's status array applies the same rule
+    ws = WindowSet(len(codes), 2)
+    assert summarize(ws, np.array(codes, np.int8)).status == expected
 
 
 def test_summary_complete_totallag_maxlag_ties():

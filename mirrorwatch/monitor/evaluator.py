@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.status import PARTITION_ERRORS, GroupStatus, PartitionStatus
+from ..core.status import GroupStatus, PartitionStatus, group_status_of
 
 NEVER = np.iinfo(np.int64).min // 4  # "no such time"; far in the past but safe to subtract from
 
@@ -289,10 +289,7 @@ class GroupSummary:
 def summarize(ws: WindowSet, statuses: np.ndarray) -> GroupSummary:
     if ws.size == 0:
         return GroupSummary(GroupStatus.OK, 0.0, 0, None, 0)
-    err = np.isin(statuses, PARTITION_ERRORS).any()
-    status = (
-        GroupStatus.ERR if err else (GroupStatus.WARN if (statuses == PartitionStatus.WARN).any() else GroupStatus.OK)
-    )
+    status = group_status_of(statuses)
     lag = ws.current_lag
     known = lag >= 0
     total = int(lag[known].sum()) if known.any() else 0
