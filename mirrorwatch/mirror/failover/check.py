@@ -274,7 +274,9 @@ def _check(config_path, flow, groups, as_json):
         f"{'none' if heartbeat_age is None else f'{heartbeat_age:.1f} s ago'}, canary {report['canary']}"
     )
     topic_table = Table(title="if the source vanished now")
-    for h in ("topic", "target topic", "records lost", "oldest unmirrored s", "lost to source retention"):
+    # one name per figure, as in the JSON: true lag (what a failover now would leave behind), RPO seconds, and
+    # records lost (removed from the source before they were mirrored: gone whatever anyone does)
+    for h in ("topic", "target topic", "true lag", "RPO s", "records lost"):
         topic_table.add_column(h)
     for t in report["topics"]:
         topic_table.add_row(
