@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mirrorwatch.core.lag import catch_up_seconds, mirror_lags, rate, records_lost, target_side_acked_next
 from mirrorwatch.monitor.evaluator import WindowSet, summarize
-from mirrorwatch.monitor.lag import catch_up_seconds, mirror_lags, rate, records_lost, target_side_acked_next
 
 from .common import machine
 from .jsonline import BenchRun

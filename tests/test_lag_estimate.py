@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mirrorwatch.monitor.lag import catch_up_seconds, records_lost, target_side_acked_next
+from mirrorwatch.core.lag import catch_up_seconds, records_lost, target_side_acked_next
 
 # source_end S, committed, sync (u → d, acked_next A), target end T, one_to_one → estimated acked_next
 # (-1 = unknown)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mirrorwatch.monitor.lag import (
+from mirrorwatch.core.lag import (
     catch_up_seconds,
     describe_forecast,
     mirror_lag,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.lag import target_side_acked_next
 from mirrorwatch.core.mm2 import (
     any_heartbeat,
     assigned_groups,
@@ -20,14 +21,13 @@ from mirrorwatch.core.mm2 import (
     flow_policy,
     mm2_topics,
 )
-from mirrorwatch.core.mm2_lag import (
+from mirrorwatch.core.records import Checkpoint, Heartbeat, RecordFormatError
+from mirrorwatch.core.translation import (
     GroupDiscovery,
     checkpoint_redelivery,
     downstream_of,
-    target_side_acked_next,
     translation_coverage,
 )
-from mirrorwatch.core.records import Checkpoint, Heartbeat, RecordFormatError
 
 CAPTURED = json.loads((Path(__file__).parent / "fixtures" / "mm2_records.json").read_text())
 b = bytes.fromhex
@@ -111,6 +111,7 @@ def test_bad_connect_offset_key():
 
 
 # ------------------------------------------------------------------------------ target-side estimate
+# MM2 publishes no acknowledged position: the one estimator (core.lag) runs with sync_acked_next unknown (-1)
 
 
 @pytest.mark.parametrize(
@@ -133,12 +134,12 @@ def test_bad_connect_offset_key():
     ],
 )
 def test_target_side_acked_next(source_end, committed, up, down, target_end, expected):
-    assert int(target_side_acked_next([source_end], [committed], [up], [down], [target_end])[0]) == expected
+    assert int(target_side_acked_next([source_end], [committed], [up], [down], [-1], [target_end])[0]) == expected
 
 
 def test_identity_policy_trusts_only_mm2s_commit():
     # other writers may share an identity-named target partition: its end offset proves nothing
-    assert int(target_side_acked_next([1000], [700], [950], [950], [980], one_to_one=False)[0]) == 700
+    assert int(target_side_acked_next([1000], [700], [950], [950], [-1], [980], one_to_one=False)[0]) == 700
 
 
 def test_redelivery_and_translation_from_the_sync_history():

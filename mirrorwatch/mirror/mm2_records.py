@@ -1,6 +1,6 @@
 """One-shot reads of a MirrorMaker 2 flow's own records, for ``mirror failover check`` (assign()-only, no group).
 
-Names and formats come from ``core.mm2``; the target-side position estimate from ``core.mm2_lag``.
+Names and formats come from ``core.mm2``; the target-side position estimate is the monitor's (``core.lag``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..core.clients import make_consumer
 from ..core.config import Config, FlowConfig
+from ..core.lag import target_side_acked_next
 from ..core.mm2 import (
     aliases,
     any_heartbeat,
@@ -22,7 +23,6 @@ from ..core.mm2 import (
     flow_policy,
     mm2_topics,
 )
-from ..core.mm2_lag import target_side_acked_next
 from ..core.reading import end_offsets, read_topic
 from ..core.records import Checkpoint, RecordFormatError
 
@@ -45,7 +45,7 @@ class Mm2State:
             u, d = self.latest_sync.get(key, (-1, -1))
             value = int(
                 target_side_acked_next(
-                    [-1], [self.positions.get(key, -1)], [u], [d], [target_ends.get(key, -1)], one_to_one
+                    [-1], [self.positions.get(key, -1)], [u], [d], [-1], [target_ends.get(key, -1)], one_to_one
                 )[0]
             )
             if value >= 0:

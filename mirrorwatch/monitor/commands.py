@@ -14,10 +14,10 @@ import click
 
 from ..core.cli import UserError, setup_logging
 from ..core.config import Config, load_config
+from ..core.lag import describe_forecast, format_duration
 from ..core.oneshot import probe_timeout, require_clusters, timeout_option, within
 from ..core.status import CanaryStatus, GroupStatus
 from .api import flow_body, group_status_body
-from .lag import describe_forecast, format_duration
 from .model import GroupView, Snapshot
 from .sampler import Sampler
 

@@ -1,7 +1,7 @@
 """Checkpoint age per group and translation coverage, per flow, for both engines (MirrorMaker 2 and ours).
 
 Of the source groups matching the flow's ``checkpoint_groups`` that committed on mirrored partitions, how many
-have a usable checkpoint on the target (``core.mm2_lag.translation_coverage``). The checkpoints are kept by a
+have a usable checkpoint on the target (``core.translation.translation_coverage``). The checkpoints are kept by a
 latest-per-key tracker on the flow's checkpoints topic (ours: JSON Checkpoints in ``<source>.checkpoints.internal``;
 MM2: its Struct Checkpoints, which name the target topic). Listing groups and their offsets costs one admin
 request per group, so it is refreshed every ``REFRESH_S`` rather than every cycle.
@@ -15,9 +15,9 @@ import time
 
 from ..core.config import Config, FlowConfig
 from ..core.mm2 import assigned_groups, decode_checkpoint, decode_connect_config, flow_policy, is_mm2, mm2_topics
-from ..core.mm2_lag import GroupDiscovery, translation_coverage
 from ..core.naming import checkpoints_topic, mirror_group
 from ..core.records import Checkpoint
+from ..core.translation import GroupDiscovery, translation_coverage
 from .syncs import OffsetSyncTracker
 
 log = logging.getLogger("mirrorwatch.monitor.coverage")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.clients import make_consumer
-from .lag import catch_up_seconds, rate
+from ..core.lag import catch_up_seconds, rate
 from .syncs import UNUSED_GROUP
 from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
 

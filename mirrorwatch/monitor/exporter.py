@@ -287,7 +287,7 @@ _FAMILIES = {
     "mirrorwatch_rpo_seconds": "RPO: age of the oldest source record not yet on the target (= time lag)",
     "mirrorwatch_flow_rpo_seconds": "RPO of the flow: the largest of its partitions'",
     "mirrorwatch_records_lost": "Records removed from the source (retention, DeleteRecords, a recreated topic) "
-    "before the group consumed them: log start − committed offset",
+    "before they reached the target (a mirror) or the group (a watched group): log start − acked_next / committed",
     "mirrorwatch_catch_up_seconds": "Forecast time to catch up; +Inf when not catching up",
     "mirrorwatch_partition_status": codes_help(PartitionStatus),
     "mirrorwatch_group_status": codes_help(GroupStatus),

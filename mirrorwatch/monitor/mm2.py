@@ -1,12 +1,13 @@
-"""Sampling a flow mirrored by Apache MirrorMaker 2 (``flows.X.mirror: {kind: mm2}``).
+"""Where MirrorMaker 2 keeps its positions (``flows.X.mirror: {kind: mm2}``): the MM2 adapter of the one lag path
+(``monitor.positions``), and the followers of MM2's records it reads.
 
 MM2 has no consumer group on the source and publishes no acknowledged position, so the figures come from its own
-records, each kept current by a tracker thread (assign()-only, nothing committed):
+records, each kept current by a follower thread (assign()-only, nothing committed):
 
 - committed lag: MM2's committed source position, from its Connect offsets (``mm2-offsets.<source>.internal``
   on the target; the stored offset is the last record mirrored, so the position is offset + 1);
 - true lag and RPO seconds: target end + MM2's newest offset sync through the exact-lag estimator
-  (``lag.target_side_acked_next``, with no published acked_next), and the timestamp of the oldest source record
+  (``core.lag.target_side_acked_next``, with no published acked_next), and the timestamp of the oldest source record
   not yet on the target, measured when the target end was read;
 - heartbeat age: the newest heartbeat that crossed the mirror (``<source>.heartbeats`` on the target; written
   on the source by MM2's heartbeat connector of the reverse pair), else MM2's own heartbeat on the target;
@@ -18,8 +19,6 @@ Read lag is unknown for MM2 (it publishes no fetch position).
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from ..core.config import Config, FlowConfig
@@ -28,15 +27,11 @@ from ..core.mm2 import (
     any_heartbeat,
     decode_connect_offset,
     decode_offset_sync,
-    flow_policy,
     is_mm2,
     mm2_topics,
 )
-from ..core.status import PartitionStatus
-from .evaluator import summarize
-from .lag import _lag, records_lost, target_behind, target_side_acked_next
+from .positions import MirrorPositions
 from .syncs import OffsetSyncTracker
-from .timelag import arrival_age_bound
 
 
 def _sync(msg):
@@ -84,82 +79,29 @@ def newest_ms(beats: dict) -> int | None:
     return max(beats.values()) if beats else None
 
 
-def sample_mm2_flow(sampler, name: str, state, topics, keys: list[tuple[str, int]]):
-    """One cycle for an MM2 flow; ``sampler`` is the monitor's Sampler (readers, windows, time lag, forecast)."""
-    flow = sampler.config.flows[name]
+def mm2_positions(sampler, name: str, flow: FlowConfig, group: str, state, keys: list) -> MirrorPositions:
+    """MirrorMaker 2: its Connect offsets, its offset syncs and its heartbeats, each kept current by a tracker."""
     trackers: Mm2Trackers = sampler.mm2[name]
-    src, dst = sampler.readers[flow.source], sampler.readers[flow.target]
-    policy = flow_policy(flow)
     source_alias, target_alias = aliases(flow)
     positions = trackers.positions.latest()
     syncs = trackers.syncs.latest()
     own = trackers.own_beats.latest().get((source_alias, target_alias))
     mirrored = newest_ms(trackers.mirrored_beats.latest())
-    # target ends before source ends: the estimate then describes an earlier moment, so lag is never under-reported
-    ts_target = int(time.time() * 1000)
-    target_ends = dst.end_offsets([(policy.target_topic(t), p) for t, p in keys])
-    ts = int(time.time() * 1000)
-    ends = src.end_offsets(keys)
-    starts = src.start_offsets(keys)
-
     n = len(keys)
-    committed = np.fromiter((positions[k].next_offset if k in positions else -1 for k in keys), np.int64, n)
-    source_end = np.fromiter((ends.get(k, -1) for k in keys), np.int64, n)
-    target_end = np.fromiter((target_ends.get((policy.target_topic(t), p), -1) for t, p in keys), np.int64, n)
-    sync_up = np.fromiter((syncs[k].upstream_offset if k in syncs else -1 for k in keys), np.int64, n)
-    sync_down = np.fromiter((syncs[k].downstream_offset if k in syncs else -1 for k in keys), np.int64, n)
-    unknown = np.full(n, -1, np.int64)
-    # the exact-lag estimator (monitor/lag.py) with no published acked_next: MM2 has none. Under MM2's identity
-    # policy the target end proves nothing (other writers), so only MM2's committed position counts there.
-    acked = target_side_acked_next(
-        source_end, committed, sync_up, sync_down, unknown, target_end, one_to_one=policy.kind == "prefix"
-    )
-    committed_lag, true_lag = _lag(source_end, committed), _lag(source_end, acked)
-    log_start = np.fromiter((starts.get(k, -1) for k in keys), np.int64, n)
-    lost = records_lost(log_start, committed)
-
-    windows = sampler._windows_for(state, keys)
     # MM2 is alive while its own heartbeats keep coming (one a second by default)
     alive = own is not None and state.sync_ts is not None and own > int(state.sync_ts[0]) if n else False
     state.sync_ts = np.full(max(n, 1), own if own is not None else -1, np.int64)
-    commit_ms = int(flow.mirror.offset_flush_interval_s * 1000)
-    windows.stop_grace_ms = max(commit_ms, int(sampler.config.monitor.stop_grace_s * 1000))
-    windows.observe(ts, committed, source_end, np.full(n, bool(alive), bool), repeat_after_ms=commit_ms)
-    statuses = windows.evaluate(ts).copy()
-    statuses[lost > 0] = PartitionStatus.LOST
-    summary = summarize(windows, statuses)
-    time_lag = sampler._time_lag(flow.source, keys, acked, true_lag, source_end, ts, ts_target)
-    bound = arrival_age_bound([(h[0], h[1]) for h in state.history], acked, ts_target)
-    time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
-    catch_up, topic_catch_up = sampler._forecast(state, keys, ts, source_end, acked, true_lag)
-    beat = mirrored if mirrored is not None else own
-    view = sampler._view(
-        "mirror",
-        name,
-        flow.source,
-        flow.target,
-        flow.mirror.connector,
-        ts,
-        summary,
-        windows,
-        keys,
-        statuses,
-        source_end=source_end,
-        committed=committed,
-        read_position=unknown,
-        acked_next=acked,
-        target_end=target_end,
-        committed_lag=committed_lag,
-        read_lag=unknown,
-        true_lag=true_lag,
-        time_lag_s=time_lag,
-        target_behind=target_behind(target_end, sync_down),
-        catch_up_s=catch_up,
-        topic_catch_up_s=topic_catch_up,
-        last_ok_ms=ts,
+    assert flow.mirror is not None  # an MM2 flow
+    return MirrorPositions(
         engine="mm2",
-        log_start=log_start,
-        records_lost=lost,
-        heartbeat_age_s=None if beat is None else max(0.0, (ts - beat) / 1000.0),
+        group=group,
+        committed=np.fromiter((positions[k].next_offset if k in positions else -1 for k in keys), np.int64, n),
+        sync_upstream=np.fromiter((syncs[k].upstream_offset if k in syncs else -1 for k in keys), np.int64, n),
+        sync_downstream=np.fromiter((syncs[k].downstream_offset if k in syncs else -1 for k in keys), np.int64, n),
+        sync_acked_next=np.full(n, -1, np.int64),  # MM2 publishes no acknowledged position
+        sync_read_position=None,  # nor a fetch position
+        alive=np.full(n, bool(alive), bool),
+        commit_interval_s=flow.mirror.offset_flush_interval_s,
+        last_sync_upstream={k: s.upstream_offset for k, s in syncs.items()},
+        heartbeat_ms=mirrored if mirrored is not None else own,
     )
-    return view

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.lag import describe_forecast
 from ..core.records import LagSample
 from ..core.status import GROUP_STATUS, PARTITION_STATUS, PartitionStatus
-from .lag import describe_forecast
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class GroupView:
     true_lag: np.ndarray | None = None
     time_lag_s: np.ndarray | None = None  # = RPO seconds: age of the oldest source record not on the target
     log_start: np.ndarray | None = None  # source log-start offsets
-    records_lost: np.ndarray | None = None  # log_start − committed where the group is below the log start
+    records_lost: np.ndarray | None = None  # log_start − acked_next (a plain group: − committed) where below it
     target_behind: np.ndarray | None = None
     catch_up_s: np.ndarray | None = None  # per partition
     status: np.ndarray | None = None  # partition status codes

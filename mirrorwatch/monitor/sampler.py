@@ -18,11 +18,12 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..core.config import Config
+from ..core.lag import mirror_lags, plain_lag, records_lost, target_behind, target_side_acked_next
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
 from ..core.status import GroupStatus, PartitionStatus
@@ -31,9 +32,9 @@ from .coverage import CoverageWatch
 from .estimates import SamplerEstimates
 from .evaluator import WindowSet, summarize
 from .kafka_io import ClusterReader, ClusterUnreachable
-from .lag import mirror_lags, plain_lag, records_lost, target_behind, target_side_acked_next
-from .mm2 import mm2_trackers, sample_mm2_flow
+from .mm2 import mm2_positions, mm2_trackers
 from .model import GroupView, Snapshot
+from .positions import engine_positions
 from .syncs import OffsetSyncTracker
 from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound
 
@@ -209,52 +210,46 @@ class Sampler(SamplerEstimates):
     # ------------------------------------------------------------------ flows
 
     def _sample_flow(self, name: str, group: str, state: _GroupState, topics, ts_cycle: int) -> GroupView:
+        """Every figure of a mirror flow, for either engine: the flow's adapter (``monitor.positions``) says where
+        the mirror's positions are; everything after that is the same for all."""
         flow = self.config.flows[name]
         src, dst = self.readers[flow.source], self.readers[flow.target]
         source_topics = topics[flow.source]
         keys = [(t, p) for t in measured_topics(self.config, flow, source_topics) for p in range(source_topics[t])]
-        if name in self.mm2:
-            view = sample_mm2_flow(self, name, state, topics, keys)
-            last_sync = {k: s.upstream_offset for k, s in self.mm2[name].syncs.latest().items()}
-            return replace(view, coverage=self.coverage[name].refresh(src, set(keys), last_sync, view.ts_ms))
+        windows = self._windows_for(state, keys)  # first: new keys reset what the adapter compares liveness with
+        adapter = mm2_positions if name in self.mm2 else engine_positions
+        pos = adapter(self, name, flow, group, state, keys)
         policy = policy_of(flow)
-
-        members, committed_map = src.group(group)
-        committed_map = committed_map or {}
-        syncs = self.trackers[(flow.source, flow.target)].latest()
         ts_target = now_ms()  # what was on the target at this moment is what time lag / RPO is measured at
         target_ends = dst.end_offsets([(policy.target_topic(t), p) for t, p in keys])
         ts = now_ms()
-        ends = src.end_offsets(keys)
+        ends = src.end_offsets(keys)  # after the target's: the estimate describes an earlier moment, never too low
         starts = src.start_offsets(keys)
 
         n = len(keys)
-        committed = np.fromiter((committed_map.get(k, -1) for k in keys), np.int64, n)
         source_end = np.fromiter((ends.get(k, -1) for k in keys), np.int64, n)
         target_end = np.fromiter((target_ends.get((policy.target_topic(t), p), -1) for t, p in keys), np.int64, n)
-        sync_rows = [syncs.get(k) for k in keys]
-        sync_acked = np.fromiter((s.acked_next if s else -1 for s in sync_rows), np.int64, n)
-        sync_read = np.fromiter((s.read_position if s else -1 for s in sync_rows), np.int64, n)
-        sync_down = np.fromiter((s.downstream_offset if s else -1 for s in sync_rows), np.int64, n)
-        sync_up = np.fromiter((s.upstream_offset if s else -1 for s in sync_rows), np.int64, n)
-        sync_ts = np.fromiter((s.ts_ms if s else -1 for s in sync_rows), np.int64, n)
         log_start = np.fromiter((starts.get(k, -1) for k in keys), np.int64, n)
-
         # under prefix the target partition holds only this mirror's copies: its end offset is fresh evidence
         acked_est = target_side_acked_next(
-            source_end, committed, sync_up, sync_down, sync_acked, target_end, one_to_one=policy.kind == "prefix"
+            source_end,
+            pos.committed,
+            pos.sync_upstream,
+            pos.sync_downstream,
+            pos.sync_acked_next,
+            target_end,
+            one_to_one=policy.kind == "prefix",
         )
-        lags = mirror_lags(source_end, committed, acked_est, sync_read)
-        lost = records_lost(log_start, committed)
-        windows = self._windows_for(state, keys)
-        # the engine is alive if the group has members or it published a newer sync for the partition
-        alive = np.full(n, bool(members), bool)
-        if state.sync_ts is not None:
-            alive |= sync_ts > state.sync_ts
-        state.sync_ts = sync_ts
-        commit_ms = int(self.config.mirror.commit_interval_s * 1000)
+        unknown = np.full(n, -1, np.int64)
+        read = pos.sync_read_position if pos.sync_read_position is not None else unknown
+        lags = mirror_lags(source_end, pos.committed, acked_est, read)
+        read_position, read_lag = (
+            (lags.read_position, lags.read_lag) if pos.sync_read_position is not None else (unknown, unknown)
+        )
+        lost = records_lost(log_start, lags.acked_next)
+        commit_ms = int(pos.commit_interval_s * 1000)
         windows.stop_grace_ms = max(commit_ms, int(self.config.monitor.stop_grace_s * 1000))
-        windows.observe(ts, committed, source_end, alive, repeat_after_ms=commit_ms)
+        windows.observe(ts, pos.committed, source_end, pos.alive, repeat_after_ms=commit_ms)
         statuses = windows.evaluate(ts).copy()
         statuses[lost > 0] = PartitionStatus.LOST
         summary = summarize(windows, statuses)
@@ -263,35 +258,37 @@ class Sampler(SamplerEstimates):
         # not older than the time since an earlier sample found the record not yet on the source
         bound = arrival_age_bound([(h[0], h[1]) for h in state.history], lags.acked_next, ts_target)
         time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
-        coverage = self.coverage[name].refresh(src, set(keys), {k: s.upstream_offset for k, s in syncs.items()}, ts)
+        coverage = self.coverage[name].refresh(src, set(keys), pos.last_sync_upstream, ts)
         catch_up, topic_catch_up = self._forecast(state, keys, ts, source_end, lags.acked_next, lags.true_lag)
         return self._view(
             "mirror",
             name,
             flow.source,
             flow.target,
-            group,
+            pos.group,
             ts,
             summary,
             windows,
             keys,
             statuses,
             source_end=source_end,
-            committed=committed,
-            read_position=lags.read_position,
+            committed=pos.committed,
+            read_position=read_position,
             acked_next=lags.acked_next,
             target_end=target_end,
             committed_lag=lags.committed_lag,
-            read_lag=lags.read_lag,
+            read_lag=read_lag,
             true_lag=lags.true_lag,
             time_lag_s=time_lag,
-            target_behind=target_behind(target_end, sync_down),
+            target_behind=target_behind(target_end, pos.sync_downstream),
             catch_up_s=catch_up,
             topic_catch_up_s=topic_catch_up,
             last_ok_ms=ts,
             log_start=log_start,
             records_lost=lost,
             coverage=coverage,
+            engine=pos.engine,
+            heartbeat_age_s=None if pos.heartbeat_ms is None else max(0.0, (ts - pos.heartbeat_ms) / 1000.0),
         )
 
     # ------------------------------------------------------------------ plain groups

@@ -15,11 +15,12 @@ from ...core.canary_metrics import parse_canary_metrics
 from ...core.cli import UserError
 from ...core.clients import make_admin, make_consumer
 from ...core.config import ConfigError, load_config
+from ...core.lag import records_lost, target_side_acked_next
 from ...core.mm2 import is_mm2
-from ...core.mm2_lag import GroupDiscovery, checkpoint_redelivery, translation_coverage
 from ...core.naming import mirror_group, offset_syncs_topic
 from ...core.oneshot import require_clusters, timeout_option, within
 from ...core.topic_selection import TopicFilter, policy_of
+from ...core.translation import GroupDiscovery, checkpoint_redelivery, translation_coverage
 from ..checkpoints import all_checkpoints, committed_offsets, group_is_active, read_offset_syncs, source_groups
 from ..mm2_records import read_mm2_state, target_end_offsets
 from ..topology import latest_heartbeats
@@ -46,8 +47,10 @@ def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict, dict
             if watermarks is not None:
                 start, end = watermarks
                 true_lag[(topic, partition)] = max(0, end - acked[(topic, partition)])
-                if start > acked[(topic, partition)]:
-                    lost[(topic, partition)] = start - acked[(topic, partition)]
+                # the monitor's rule (core.lag.records_lost), from what the target surely has
+                gone = int(records_lost([start], [acked[(topic, partition)]])[0])
+                if gone > 0:
+                    lost[(topic, partition)] = gone
         behind = [TopicPartition(t, p, acked[(t, p)]) for (t, p), lag in true_lag.items() if lag > 0]
         for tp in behind:  # exact time lag: read the oldest record the target does not have
             consumer.assign([tp])
@@ -118,7 +121,7 @@ def _check(config_path, flow, groups, as_json):
     mm2 = read_mm2_state(config, f) if is_mm2(f) else None
     mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
     if mm2 is not None:
-        # MirrorMaker 2: MM2's committed position and offset syncs, the target's end offsets (core.mm2_lag)
+        # MirrorMaker 2: MM2's committed position and offset syncs, the target's end offsets (core.lag's estimator)
         acked = mm2.acked_next(
             target_end_offsets(config, f, sorted(set(mm2.latest_sync) | set(mm2.positions))),
             one_to_one=policy.kind == "prefix",
@@ -128,8 +131,21 @@ def _check(config_path, flow, groups, as_json):
         store = read_offset_syncs(target, offset_syncs_topic(f.source))
         own_group = mirror_group(f.source, f.target, f.group, flow_name)
         mirror_commits = committed_offsets(source_admin, own_group)
-        # a commit implies an acknowledgement: the newer of the two is what the target surely has
-        acked = {k: max(s.acked_next, mirror_commits.get(k, 0)) for k, s in store.latest.items() if mine.matches(k[0])}
+        synced = sorted(k for k in store.latest if mine.matches(k[0]))
+        # the monitor's estimator (core.lag): the newest sync, the group's commit (a commit implies an
+        # acknowledgement) and, under the prefix policy, the target's end offset, read before the source's
+        target_ends = target_end_offsets(config, f, synced)
+        rows = [store.latest[k] for k in synced]
+        estimate = target_side_acked_next(
+            [-1] * len(synced),
+            [mirror_commits.get(k, -1) for k in synced],
+            [s.upstream_offset for s in rows],
+            [s.downstream_offset for s in rows],
+            [s.acked_next for s in rows],
+            [target_ends.get(k, -1) for k in synced],
+            one_to_one=policy.kind == "prefix",
+        )
+        acked = {k: int(a) for k, a in zip(synced, estimate) if a >= 0}
     true_lag, age, lost = source_positions(source, sorted(acked), acked)
     topics = {}
     for (topic, partition), lag in true_lag.items():

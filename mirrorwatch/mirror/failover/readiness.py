@@ -57,7 +57,7 @@ def judge_group(
 ) -> GroupVerdict:
     """``unsynced``: (topic, partition, committed) the group committed past 0 on a mirrored topic that has no
     offset sync on the target; ``commits_elsewhere``: the group has commits, none on a mirrored topic;
-    ``undiscovered``: why the group has no checkpoint yet when MM2 has not found it (core.mm2_lag.GroupDiscovery)."""
+    ``undiscovered``: why the group has no checkpoint yet when MM2 has not found it (core.translation.GroupDiscovery)."""
     v = GroupVerdict(group, READY, partitions=len(facts) + len(unsynced))
     blocking, costly, notes = [], [], []
     for topic, partition, committed in unsynced:

@@ -1,5 +1,8 @@
 """Lag math: committed, read and true lag of a mirror, the target cross-check, and the catch-up forecast.
 
+In core because it has more than one caller: the monitor (every figure it publishes, for both engines) and
+``mirror failover check`` (true lag and records lost at the moment of a failover), which may import only core.
+
 Pure functions over numpy arrays (one element per partition, ``-1`` = unknown) so a cycle over many
 partitions is a handful of vector operations; :func:`mirror_lag` is the same math for one partition.
 
@@ -116,12 +119,15 @@ def target_side_acked_next(
     return np.asarray(np.where(usable, np.maximum(conservative, from_target), conservative))
 
 
-def records_lost(log_start: ArrayLike, committed: ArrayLike) -> np.ndarray:
-    """Records removed from the source before the group consumed them: ``log_start − committed`` where the
-    committed offset is below the log start (retention, DeleteRecords, a recreated topic), else 0; -1 unknown.
+def records_lost(log_start: ArrayLike, position: ArrayLike) -> np.ndarray:
+    """Records removed from the source before they reached where they were going: ``log_start − position`` where
+    the position is below the log start (retention, DeleteRecords, a recreated topic), else 0; -1 unknown.
 
+    The position is what the group surely has: for a mirror, ``acked_next`` (what the target surely holds: the
+    monitor and ``mirror failover check`` both pass it, so a mirror whose commit trails its acknowledgements is
+    not charged for records that are on the target); for a plain group, its committed offset.
     Counted in offsets: a removed transaction marker counts as a record (the count is exact on plain topics)."""
-    start, com = _a(log_start), _a(committed)
+    start, com = _a(log_start), _a(position)
     return np.where((start >= 0) & (com >= 0), np.maximum(start - com, 0), UNKNOWN)
 
 
