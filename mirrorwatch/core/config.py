@@ -94,7 +94,7 @@ class ConnectRestSettings(_Section):
             raise ValueError(f"expected an http:// or https:// URL, got {url!r}")
         return url.rstrip("/")
 
-    def __repr_args__(self) -> Iterator[tuple[str, Any]]:
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         for key, value in super().__repr_args__():
             yield key, (MASK if key == "password" and value is not None else value)
 

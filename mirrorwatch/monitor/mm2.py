@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from ..core.config import Config, FlowConfig
+from ..core.connect_rest import source_mirroring
 from ..core.mm2 import (
     aliases,
     any_heartbeat,
@@ -128,8 +129,13 @@ def sample_mm2_flow(sampler, name: str, state, topics, keys: list[tuple[str, int
     lost = records_lost(log_start, committed)
 
     windows = sampler._windows_for(state, keys)
-    # MM2 is alive while its own heartbeats keep coming (one a second by default)
+    # MM2 is alive while its own heartbeats keep coming (one a second by default) — unless the Connect REST API
+    # says the source connector is paused, failed or stopped: the heartbeat connector then still beats for a
+    # worker that mirrors nothing, and only "not alive" lets the STOP rule say so (monitor/connect_state.py)
     alive = own is not None and state.sync_ts is not None and own > int(state.sync_ts[0]) if n else False
+    connect = sampler.connect[name].latest(ts) if name in sampler.connect else None
+    if connect is not None and source_mirroring(connect.connectors) is False:
+        alive = False
     state.sync_ts = np.full(max(n, 1), own if own is not None else -1, np.int64)
     commit_ms = int(flow.mirror.offset_flush_interval_s * 1000)
     windows.stop_grace_ms = max(commit_ms, int(sampler.config.monitor.stop_grace_s * 1000))
@@ -170,5 +176,6 @@ def sample_mm2_flow(sampler, name: str, state, topics, keys: list[tuple[str, int
         log_start=log_start,
         records_lost=lost,
         heartbeat_age_s=None if beat is None else max(0.0, (ts - beat) / 1000.0),
+        connect=connect,
     )
     return view

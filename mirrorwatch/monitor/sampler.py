@@ -27,6 +27,7 @@ from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
 from ..core.status import GroupStatus, PartitionStatus
 from ..core.topic_selection import measured_topics, policy_of
+from .connect_state import connect_watches
 from .coverage import CoverageWatch
 from .estimates import SamplerEstimates
 from .evaluator import WindowSet, summarize
@@ -65,6 +66,7 @@ class Sampler(SamplerEstimates):
         self.readers = {alias: ClusterReader(alias, c, self.timeout_s) for alias, c in config.clusters.items()}
         self.trackers: dict[tuple[str, str], OffsetSyncTracker] = {}
         self.mm2 = mm2_trackers(config)
+        self.connect = connect_watches(config)  # Connect REST state, polled on threads of its own
         self.coverage = {name: CoverageWatch(config, name, flow) for name, flow in config.flows.items()}
         for flow in config.flows.values():
             if flow.mirror is not None:
@@ -90,6 +92,8 @@ class Sampler(SamplerEstimates):
                 tracker.start()
         for trackers in self.mm2.values():
             trackers.start()
+        for connect in self.connect.values():
+            connect.start()
         for watch in self.coverage.values():
             if watch.tracker._thread is None:
                 watch.tracker.start()
@@ -99,6 +103,8 @@ class Sampler(SamplerEstimates):
             tracker.close()
         for trackers in self.mm2.values():
             trackers.close()
+        for connect in self.connect.values():
+            connect.close()
         for watch in self.coverage.values():
             watch.tracker.close()
         for reader in self.ts_readers.values():
@@ -183,6 +189,7 @@ class Sampler(SamplerEstimates):
             topics=[k[0] for k in state.keys],
             partitions=[k[1] for k in state.keys],
             status=np.full(n, PartitionStatus.UNKNOWN, np.int8),
+            connect=self.connect[flow].latest(ts) if flow in self.connect else None,
         )
 
     def _windows_for(self, state: _GroupState, keys: list[tuple[str, int]]) -> WindowSet:
