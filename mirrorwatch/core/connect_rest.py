@@ -35,6 +35,7 @@ class TaskState:
     state: str
     worker_id: str | None = None
     trace: str | None = None  # FAILED only: the first line of Connect's stack trace
+    cause: str | None = None  # FAILED only: its last "Caused by:" (the root cause, e.g. RecordTooLargeException)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class ConnectorState:
     worker_id: str | None = None
     trace: str | None = None
     tasks: tuple[TaskState, ...] = ()
+    cause: str | None = None
     error: str | None = None  # state UNKNOWN: why (one line, no secret)
 
     @property
@@ -83,6 +85,18 @@ def first_line(trace: object) -> str | None:
     return trace.strip().splitlines()[0].strip()
 
 
+def root_cause(trace: object) -> str | None:
+    """The last ``Caused by:`` line of a Java stack trace, without those words (None when there is none)."""
+    if not isinstance(trace, str):
+        return None
+    causes = [
+        line.strip()[len("Caused by:") :].strip()
+        for line in trace.splitlines()
+        if line.strip().startswith("Caused by:")
+    ]
+    return causes[-1] if causes else None
+
+
 def _state(value: object) -> str:
     return value if isinstance(value, str) and value in CONNECT_STATES else UNKNOWN
 
@@ -107,6 +121,7 @@ def parse_status(name: str, role: str, body: object) -> ConnectorState:
                 state=state,
                 worker_id=t.get("worker_id") if isinstance(t.get("worker_id"), str) else None,
                 trace=first_line(t.get("trace")) if state == FAILED else None,
+                cause=root_cause(t.get("trace")) if state == FAILED else None,
             )
         )
     state = _state(conn.get("state"))
@@ -116,6 +131,7 @@ def parse_status(name: str, role: str, body: object) -> ConnectorState:
         state=state,
         worker_id=conn.get("worker_id") if isinstance(conn.get("worker_id"), str) else None,
         trace=first_line(conn.get("trace")) if state == FAILED else None,
+        cause=root_cause(conn.get("trace")) if state == FAILED else None,
         tasks=tuple(sorted(tasks, key=lambda t: t.id)),
     )
 
@@ -144,12 +160,18 @@ def connector_problems(connectors: tuple[ConnectorState, ...] | list[ConnectorSt
             continue
         if c.state != RUNNING:
             worker = f" on {c.worker_id}" if c.worker_id else ""
-            lines.append(f"{where} {c.state}{worker}" + (f": {c.trace}" if c.trace else ""))
+            lines.append(f"{where} {c.state}{worker}" + _why(c.trace, c.cause))
         for t in c.tasks:
             if t.state != RUNNING:
                 worker = f" on {t.worker_id}" if t.worker_id else ""
-                lines.append(f"{where} task {t.id} {t.state}{worker}" + (f": {t.trace}" if t.trace else ""))
+                lines.append(f"{where} task {t.id} {t.state}{worker}" + _why(t.trace, t.cause))
     return lines
+
+
+def _why(trace: str | None, cause: str | None) -> str:
+    if not trace:
+        return ""
+    return f": {trace}" + (f" (caused by {cause})" if cause and cause != trace else "")
 
 
 def source_mirroring(connectors: tuple[ConnectorState, ...] | list[ConnectorState]) -> bool | None:

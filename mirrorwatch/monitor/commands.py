@@ -203,9 +203,9 @@ def print_tables(snap: Snapshot) -> None:
                 + "".join(f"\n  {u['group']}: {u['reason']}" for u in c["untranslated"])
             )
         if v.connect is not None:
-            console.print(connect_line(v), highlight=False)
-            for line in v.reasons:
-                console.print(f"  {line}", highlight=False)
+            console.print(connect_line(v), highlight=False, soft_wrap=True)
+            for line in v.reasons:  # whole lines: a trace's first line is long, and people grep for it
+                console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
         if v.error:
             console.print(f"  reason: {v.error}")
 
