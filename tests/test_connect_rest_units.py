@@ -176,3 +176,28 @@ def test_exporter_series_one_per_state_and_up():
     down = connect_series(view(ConnectStates(1, (unknown(SRC, "source", "x"),))))
     assert down[0][2] == 0 and not [s for s in down if s[0] == "mirrorwatch_mm2_task_state"]
     assert connect_series(view(None)) == []
+
+
+@pytest.mark.parametrize(
+    "problems, light",
+    [
+        ([], "green"),
+        ([f"source connector {SRC} PAUSED on w:8083"], "amber"),
+        ([f"source connector {SRC}: state unknown (cannot connect to http://c:8083)"], "amber"),
+        ([f"source connector {SRC} task 0 FAILED on w:8083: E: big (caused by R)"], "red"),
+    ],
+)
+def test_page_verdict_from_the_monitors_connector_lines(problems, light):
+    from mirrorwatch.dashboards.health import judge_flow
+
+    flow = {"status": "OK", "connect": {"up": True, "connectors": [], "problems": problems}, "ts_ms": 1000}
+    verdict = judge_flow(
+        flow,
+        None,
+        canary_configured=False,
+        canary_problem=None,
+        heartbeat_max_age_s=60,
+        monitor_interval_s=1,
+        now_ms=1000,
+    )
+    assert verdict.light == light and verdict.reasons == problems

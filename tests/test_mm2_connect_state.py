@@ -215,7 +215,6 @@ def test_failed_task_shows_its_trace_on_monitor_lag_the_page_and_alerts(stack, t
             return [t for t in tasks if t["state"] == "FAILED"]
 
         (task,) = wait_until(failed, 120, 0.5, "the extra connector's task FAILED on the real worker")
-        print("captured FAILED status:", json.dumps(env.worker.status(FAIL_CONNECTOR)))
         first = task["trace"].strip().splitlines()[0].strip()
         assert "RecordTooLargeException" in task["trace"], task["trace"]
         line = f"source connector {FAIL_CONNECTOR} task 0 FAILED on {task['worker_id']}: {first} (caused by "

@@ -120,6 +120,13 @@ def _sample(config: Config, samples: int, every: float, timeout_s: float) -> Sna
     try:
         for tracker in sampler.trackers.values():
             tracker.caught_up.wait(min(10.0, 2 * sampler.timeout_s))
+        # MM2's positions, syncs and own heartbeats too (with one sample, a tracker not yet caught up showed no
+        # committed position), under one deadline; not the mirrored heartbeats, whose topic exists only where a
+        # reverse MM2 runs (a tracker of a missing topic never catches up)
+        deadline = time.monotonic() + min(10.0, 2 * sampler.timeout_s)
+        for mm2 in sampler.mm2.values():
+            for tracker in (mm2.positions, mm2.syncs, mm2.own_beats):
+                tracker.caught_up.wait(max(0.0, deadline - time.monotonic()))
         # the Connect REST state is polled on a thread of its own (started with the sampler): its first answer
         for watch in sampler.connect.values():
             watch.first.wait(min(timeout_s / 2, len(watch.names) * watch.settings.timeout_s + 1))
