@@ -68,17 +68,13 @@ ALERT_RULES = {
 _CONNECT_ONLY = "only an MM2 flow with mirror.connect exports it; this stack runs mirrorwatch's engine. "
 _CONNECT_CHECKED = "tests/test_mm2_connect_state.py fires it on a real Prometheus against a real Connect worker"
 NO_SERIES_WHEN_HEALTHY: dict[str, tuple[str, str, str]] = {
-    "rule MirrorwatchMm2ConnectorFailed": ("monitor", "mirrorwatch_mm2_task_state", _CONNECT_ONLY + _CONNECT_CHECKED),
-    "rule MirrorwatchMm2ConnectorPaused": (
-        "monitor",
-        "mirrorwatch_mm2_connector_state",
-        _CONNECT_ONLY + _CONNECT_CHECKED,
-    ),
-    "rule MirrorwatchMm2ConnectUnreachable": (
-        "monitor",
-        "mirrorwatch_mm2_connect_up",
-        _CONNECT_ONLY + _CONNECT_CHECKED,
-    ),
+    where.format(alert): ("monitor", family, _CONNECT_ONLY + _CONNECT_CHECKED)
+    for alert, family in (
+        ("MirrorwatchMm2ConnectorFailed", "mirrorwatch_mm2_task_state"),
+        ("MirrorwatchMm2ConnectorPaused", "mirrorwatch_mm2_connector_state"),
+        ("MirrorwatchMm2ConnectUnreachable", "mirrorwatch_mm2_connect_up"),
+    )
+    for where in ("rule {}", "grafana alert {} A")  # the rule file's and the Grafana-managed rule's query
 }
 
 
