@@ -128,6 +128,16 @@ def _judge_canary(
         )
 
 
+def _judge_connect(flow: dict, verdict: Verdict) -> None:
+    # an MM2 flow with mirror.connect: the monitor's lines for each connector or task not RUNNING (api.connect_body)
+    connect = flow.get("connect")
+    if not isinstance(connect, dict):
+        return
+    for line in connect.get("problems") or []:
+        line = str(line)
+        verdict.worsen(RED if " FAILED" in line else AMBER, line)
+
+
 def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdict) -> None:
     ts = flow.get("ts_ms")
     if isinstance(ts, (int, float)) and ts > 0:
@@ -151,6 +161,7 @@ def judge_flow(
     verdict = Verdict()
     _judge_evaluator(flow, verdict)
     _judge_lag(flow, warn_time_lag_s, verdict)
+    _judge_connect(flow, verdict)
     if canary_configured:
         _judge_canary(canary, canary_problem, heartbeat_max_age_s, heartbeats_expected, verdict)
     _judge_freshness(flow, now_ms, monitor_interval_s, verdict)

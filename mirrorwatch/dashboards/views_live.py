@@ -105,6 +105,7 @@ def _flow_card(settings: PageSettings, flow: dict, poll: Poll) -> None:
         cols[3].metric("Heartbeat age", _number(canary.heartbeat_age_s, " s") if canary else "–")
         cols[4].metric("Evaluator", flow.get("status", "UNKNOWN"))
         cols[5].metric("Canary", (canary.status or "–") if canary else "–")
+        _connect_caption(flow)
         if totals.get("records_lost"):
             st.error(
                 f"{_number(totals.get('records_lost'))} source records were removed before they were mirrored "
@@ -121,6 +122,51 @@ def _flow_card(settings: PageSettings, flow: dict, poll: Poll) -> None:
             changes.caption("Status changes (UTC, newest first)")
             lines = status_changes(recent.get("status_changes", []))
             changes.markdown("\n".join(f"- {line}" for line in lines) if lines else "none in the monitor's memory")
+
+
+def _connect_caption(flow: dict) -> None:
+    """One line on the card: the MM2 connectors' states from the Connect REST API (the problems are in the why)."""
+    connect = flow.get("connect")
+    if not isinstance(connect, dict):
+        return
+    states = ", ".join(
+        f"{c.get('role')} {c.get('state')}" for c in connect.get("connectors") or [] if isinstance(c, dict)
+    )
+    st.caption(f"Connectors (Connect REST API): {states}")
+
+
+def _connectors_table(flow: dict) -> None:
+    connect = flow.get("connect")
+    if not isinstance(connect, dict):
+        return
+    st.subheader("Connectors and tasks")
+    rows = []
+    for c in connect.get("connectors") or []:
+        if not isinstance(c, dict):
+            continue
+        rows.append(
+            {
+                "connector": c.get("name"),
+                "role": c.get("role"),
+                "task": "",
+                "state": c.get("state"),
+                "worker": c.get("worker_id"),
+                "trace (first line) / reason": c.get("trace") or c.get("error") or "",
+            }
+        )
+        for t in c.get("tasks") or []:
+            if isinstance(t, dict):
+                rows.append(
+                    {
+                        "connector": c.get("name"),
+                        "role": c.get("role"),
+                        "task": str(t.get("id")),
+                        "state": t.get("state"),
+                        "worker": t.get("worker_id"),
+                        "trace (first line) / reason": t.get("trace") or "",
+                    }
+                )
+    st.dataframe(rows, hide_index=True, width="stretch")
 
 
 def flow_detail(settings: PageSettings, poll: Poll, name: str | None) -> None:
@@ -143,6 +189,7 @@ def flow_detail(settings: PageSettings, poll: Poll, name: str | None) -> None:
     st.markdown(f"{verdict.badge} {verdict.why()}")
     if flow.get("reason"):
         st.warning(f"Monitor: {flow['reason']}")
+    _connectors_table(flow)
     _partition_tables(flow)
     frame = recent_frame((poll.recent.get(name) or {}).get("points", []))
     _lag_charts(frame, poll)

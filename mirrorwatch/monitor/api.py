@@ -88,7 +88,22 @@ def group_status_body(v: GroupView, all_partitions: bool) -> dict:
         body["reason"] = redact_text(v.error)
     if v.kind == "mirror":
         body["flow"], body["target"], body["mirror"] = v.flow, v.target, v.engine
+    if v.connect is not None:
+        body["reasons"] = v.reasons
+        body["connect"] = connect_body(v)
     return body
+
+
+def connect_body(v: GroupView) -> dict | None:
+    """An MM2 flow's connector and task states from its Connect REST API (None when no ``mirror.connect``)."""
+    if v.connect is None:
+        return None
+    return {
+        "up": v.connect.up,
+        "ts_ms": v.connect.ts_ms,
+        "connectors": [c.body() for c in v.connect.connectors],
+        "problems": v.reasons,
+    }
 
 
 def flow_body(v: GroupView) -> dict:
@@ -119,6 +134,8 @@ def flow_body(v: GroupView) -> dict:
     }
     if v.engine == "mm2":
         body["heartbeat_age_s"] = None if v.heartbeat_age_s is None else round(v.heartbeat_age_s, 3)
+        body["connect"] = connect_body(v)
+        body["reasons"] = v.reasons
     if v.error:
         body["reason"] = redact_text(v.error)
     return body

@@ -119,6 +119,9 @@ def _sample(config: Config, samples: int, every: float, timeout_s: float) -> Sna
     sampler = Sampler(config, timeout_s=probe_timeout(timeout_s))
     try:
         sampler.wait_caught_up(min(10.0, 2 * sampler.timeout_s))
+        # the Connect REST state is polled on a thread of its own (started with the sampler): its first answer
+        for watch in sampler.connect.values():
+            watch.first.wait(min(timeout_s / 2, len(watch.names) * watch.settings.timeout_s + 1))
         snap = sampler.sample()
         for _ in range(samples - 1):
             time.sleep(every)
@@ -198,8 +201,23 @@ def print_tables(snap: Snapshot) -> None:
                 f"translation coverage {c['translated']}/{c['groups']} groups"
                 + "".join(f"\n  {u['group']}: {u['reason']}" for u in c["untranslated"])
             )
+        if v.connect is not None:
+            console.print(connect_line(v), highlight=False, soft_wrap=True)
+            for line in v.reasons:  # whole lines: a trace's first line is long, and people grep for it
+                console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
         if v.error:
             console.print(f"  reason: {v.error}")
+
+
+def connect_line(v: GroupView) -> str:
+    """``connectors: source RUNNING (1/1 tasks RUNNING), ...``: the flow's MM2 connectors from Connect's REST API."""
+    assert v.connect is not None
+    parts = []
+    for c in v.connect.connectors:
+        running = sum(t.state == "RUNNING" for t in c.tasks)
+        tasks = f" ({running}/{len(c.tasks)} tasks RUNNING)" if c.tasks else ""
+        parts.append(f"{c.role} {c.state}{tasks}")
+    return "connectors: " + ", ".join(parts)
 
 
 def _totals_line(v: GroupView, rows: list[dict]) -> str:

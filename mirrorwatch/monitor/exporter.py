@@ -18,8 +18,9 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 
+from ..core.connect_rest import STATES
 from ..core.status import GroupStatus, PartitionStatus, codes_help
-from .model import Snapshot
+from .model import GroupView, Snapshot
 
 PARTITION_LABELS = ["flow", "source", "target", "group", "topic", "partition"]
 GROUP_LABELS = ["flow", "source", "target", "group"]
@@ -87,9 +88,14 @@ class SnapshotCollector:
         cp_age = GaugeMetricFamily(
             "mirrorwatch_checkpoint_age_seconds", _FAMILIES["mirrorwatch_checkpoint_age_seconds"], labels=GROUP_LABELS
         )
+        connect = {
+            name: GaugeMetricFamily(name, _FAMILIES[name], labels=list(CONNECT_LABELS[name])) for name in CONNECT_LABELS
+        }
         now = self._clock()
         ages: dict[tuple[str, str, str], float] = {}
         for v in snap.views:
+            for name, labels, value in connect_series(v):
+                connect[name].add_metric([val for _, val in labels], value)
             glabels = [v.flow, v.cluster, v.target, v.group]
             g_status.add_metric(glabels, v.group_status)
             if v.kind == "mirror":
@@ -153,7 +159,33 @@ class SnapshotCollector:
             beat,
             cov,
             cp_age,
+            *connect.values(),
         ]
+
+
+CONNECT_LABELS = {
+    "mirrorwatch_mm2_connect_up": ("flow", "source", "target"),
+    "mirrorwatch_mm2_connector_state": ("flow", "source", "target", "connector", "role", "state"),
+    "mirrorwatch_mm2_task_state": ("flow", "source", "target", "connector", "role", "task", "state"),
+}
+
+
+def connect_series(v: GroupView) -> list[tuple[str, list[tuple[str, str]], int]]:
+    """An MM2 flow's Connect REST state as series (kube-state-metrics style: one series per possible state, 1 for
+    the current one, so an alert matches ``state="FAILED"``); none without ``mirror.connect``."""
+    if v.kind != "mirror" or v.connect is None:
+        return []
+    flow = [("flow", v.flow), ("source", v.cluster), ("target", v.target)]
+    out: list[tuple[str, list[tuple[str, str]], int]] = [("mirrorwatch_mm2_connect_up", flow, int(v.connect.up))]
+    for c in v.connect.connectors:
+        base = flow + [("connector", c.name), ("role", c.role)]
+        out += [("mirrorwatch_mm2_connector_state", base + [("state", s)], int(s == c.state)) for s in STATES]
+        for t in c.tasks:
+            out += [
+                ("mirrorwatch_mm2_task_state", base + [("task", str(t.id)), ("state", s)], int(s == t.state))
+                for s in STATES
+            ]
+    return out
 
 
 def _flow_rpo(v) -> float | None:
@@ -202,6 +234,9 @@ class TextRenderer:
         now = self._clock()
         ages: dict[tuple[str, str, str], float] = {}
         for v in snap.views:
+            for name, labels, value in connect_series(v):
+                text = ",".join(f'{k}="{_esc(val)}"' for k, val in labels)
+                families[name].append(f"{name}{{{text}}} {value}")
             g = f'flow="{_esc(v.flow)}",source="{_esc(v.cluster)}",target="{_esc(v.target)}",group="{_esc(v.group)}"'
             families["mirrorwatch_group_status"].append(f"mirrorwatch_group_status{{{g}}} {v.group_status}")
             if v.kind == "mirror":
@@ -298,6 +333,9 @@ _FAMILIES = {
     "mirrorwatch_heartbeat_age_seconds": "Age of the newest heartbeat that crossed the mirror (MirrorMaker 2 flows)",
     "mirrorwatch_translation_coverage_ratio": "Share of the source groups on mirrored topics with a usable checkpoint",
     "mirrorwatch_checkpoint_age_seconds": "Age of a source group's newest checkpoint on the target",
+    "mirrorwatch_mm2_connect_up": "1 when the flow's Connect REST API described every MM2 connector at the last poll",
+    "mirrorwatch_mm2_connector_state": "1 for an MM2 connector's current state (Connect's, or UNKNOWN), 0 for the others",
+    "mirrorwatch_mm2_task_state": "1 for an MM2 connector task's current state (Connect's), 0 for the others",
 }
 _INFO_LABELS = ["flow", "source", "target", "mirror"]
 

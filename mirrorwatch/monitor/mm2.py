@@ -19,9 +19,12 @@ Read lag is unknown for MM2 (it publishes no fetch position).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..core.config import Config, FlowConfig
+from ..core.connect_rest import source_mirroring
 from ..core.mm2 import (
     aliases,
     any_heartbeat,
@@ -88,8 +91,13 @@ def mm2_positions(sampler, name: str, flow: FlowConfig, group: str, state, keys:
     own = trackers.own_beats.latest().get((source_alias, target_alias))
     mirrored = newest_ms(trackers.mirrored_beats.latest())
     n = len(keys)
-    # MM2 is alive while its own heartbeats keep coming (one a second by default)
+    # MM2 is alive while its own heartbeats keep coming (one a second by default) — unless the Connect REST API
+    # says the source connector is paused, failed or stopped: the heartbeat connector then still beats for a
+    # worker that mirrors nothing, and only "not alive" lets the STOP rule say so (monitor/connect_state.py)
     alive = own is not None and state.sync_ts is not None and own > int(state.sync_ts[0]) if n else False
+    connect = sampler.connect[name].latest(int(time.time() * 1000)) if name in sampler.connect else None
+    if connect is not None and source_mirroring(connect.connectors) is False:
+        alive = False
     state.sync_ts = np.full(max(n, 1), own if own is not None else -1, np.int64)
     assert flow.mirror is not None  # an MM2 flow
     return MirrorPositions(
@@ -104,4 +112,5 @@ def mm2_positions(sampler, name: str, flow: FlowConfig, group: str, state, keys:
         commit_interval_s=flow.mirror.offset_flush_interval_s,
         last_sync_upstream={k: s.upstream_offset for k, s in syncs.items()},
         heartbeat_ms=mirrored if mirrored is not None else own,
+        connect=connect,
     )

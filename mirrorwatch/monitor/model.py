@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.connect_rest import ConnectStates, connector_problems
 from ..core.lag import describe_forecast
 from ..core.records import LagSample
 from ..core.status import GROUP_STATUS, PARTITION_STATUS, PartitionStatus
@@ -53,6 +54,12 @@ class GroupView:
     engine: str = "mirrorwatch"  # what mirrors the flow: "mirrorwatch" (our engine) or "mm2" (MirrorMaker 2)
     heartbeat_age_s: float | None = None  # MM2 flows: newest heartbeat that crossed the mirror
     coverage: dict | None = None  # translation coverage and checkpoint age per group (monitor/coverage.py)
+    connect: ConnectStates | None = None  # MM2 flows with mirror.connect: connector and task state (REST)
+
+    @property
+    def reasons(self) -> list[str]:
+        """What explains the status besides the partitions: each MM2 connector or task that is not RUNNING."""
+        return connector_problems(self.connect.connectors) if self.connect is not None else []
 
     @property
     def source(self) -> str:

@@ -17,11 +17,11 @@ and the forecast follow. What differs between engines is only what this module's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..core.config import FlowConfig
+from ..core.connect_rest import ConnectStates
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class MirrorPositions:
     commit_interval_s: float  # how often it commits: the STOP rule waits at least that long
     last_sync_upstream: dict[tuple[str, int], int]  # per partition, for translation coverage
     heartbeat_ms: int | None = None  # the newest heartbeat that crossed the mirror (MM2; ours: the canary's)
-    connect: Any = None  # MM2 in a Connect cluster with a REST URL: connector and task state
+    connect: ConnectStates | None = None  # MM2 in a Connect cluster with a REST URL: connector and task state
 
 
 def engine_positions(sampler, name: str, flow: FlowConfig, group: str, state, keys: list) -> MirrorPositions:

@@ -28,6 +28,7 @@ from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
 from ..core.status import GroupStatus, PartitionStatus
 from ..core.topic_selection import measured_topics, policy_of
+from .connect_state import connect_watches
 from .coverage import CoverageWatch
 from .estimates import SamplerEstimates
 from .evaluator import WindowSet, summarize
@@ -66,6 +67,7 @@ class Sampler(SamplerEstimates):
         self.readers = {alias: ClusterReader(alias, c, self.timeout_s) for alias, c in config.clusters.items()}
         self.trackers: dict[tuple[str, str], OffsetSyncTracker] = {}
         self.mm2 = mm2_trackers(config)
+        self.connect = connect_watches(config)  # Connect REST state, polled on threads of its own
         self.coverage = {name: CoverageWatch(config, name, flow) for name, flow in config.flows.items()}
         for flow in config.flows.values():
             if flow.mirror is not None:
@@ -105,10 +107,14 @@ class Sampler(SamplerEstimates):
         for tracker in self.followers():
             if tracker._thread is None:
                 tracker.start()
+        for connect in self.connect.values():
+            connect.start()
 
     def close(self) -> None:
         for tracker in self.followers():
             tracker.close()
+        for connect in self.connect.values():
+            connect.close()
         for reader in self.ts_readers.values():
             reader.close()
         # AdminClient has no close(): dropping the references lets librdkafka destroy the handles now
@@ -191,6 +197,7 @@ class Sampler(SamplerEstimates):
             topics=[k[0] for k in state.keys],
             partitions=[k[1] for k in state.keys],
             status=np.full(n, PartitionStatus.UNKNOWN, np.int8),
+            connect=self.connect[flow].latest(ts) if flow in self.connect else None,
         )
 
     def _windows_for(self, state: _GroupState, keys: list[tuple[str, int]]) -> WindowSet:
@@ -289,6 +296,7 @@ class Sampler(SamplerEstimates):
             coverage=coverage,
             engine=pos.engine,
             heartbeat_age_s=None if pos.heartbeat_ms is None else max(0.0, (ts - pos.heartbeat_ms) / 1000.0),
+            connect=pos.connect,
         )
 
     # ------------------------------------------------------------------ plain groups
