@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.mm2 import (
     any_heartbeat,
     assigned_groups,

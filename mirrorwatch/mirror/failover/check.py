@@ -13,7 +13,8 @@ from rich.table import Table
 
 from ...core.cli import UserError
 from ...core.clients import make_admin, make_consumer
-from ...core.config import ConfigError, load_config
+from ...core.config import ConfigError
+from ...core.config_loading import load_config
 from ...core.mm2 import is_mm2
 from ...core.mm2_lag import GroupDiscovery, checkpoint_redelivery, translation_coverage
 from ...core.naming import mirror_group, offset_syncs_topic
