@@ -32,7 +32,7 @@ from .jsonline import BenchRun
 
 
 def accuracy(cycles: int) -> dict:
-    from mirrorwatch.core.config import config_from_dict
+    from mirrorwatch.core.config_loading import config_from_dict
     from mirrorwatch.localkafka import LocalClusters
     from mirrorwatch.monitor.sampler import Sampler
     from tests.support.helpers import create_topic, produce_numbered

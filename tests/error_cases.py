@@ -547,7 +547,7 @@ def doctor_cases(
 
 def sasl_cases() -> list[dict]:
     """Every case on the SASL_SSL clusters, with the documented default names (the page's second table)."""
-    from mirrorwatch.core.config import config_from_dict
+    from mirrorwatch.core.config_loading import config_from_dict
 
     config = config_from_dict(
         {

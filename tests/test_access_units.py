@@ -7,7 +7,7 @@ from confluent_kafka import KafkaError
 
 from mirrorwatch.core import access
 from mirrorwatch.core.acls import LITERAL, PREFIXED, is_literal, mirror_needs
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 
 
 @pytest.mark.parametrize(

@@ -322,7 +322,8 @@ def test_canary_topics_replace_an_admin_client_that_failed(mirror_config, topic_
     failed request, so the next probe asks with a new one. Here the stuck client is one that points nowhere."""
     from mirrorwatch.canary.topics import ClusterUnreachable, FlowTopics
     from mirrorwatch.core.clients import make_admin
-    from mirrorwatch.core.config import ClusterConfig, load_config
+    from mirrorwatch.core.config import ClusterConfig
+    from mirrorwatch.core.config_loading import load_config
     from mirrorwatch.localkafka.launcher import free_port
 
     config = load_config(write_config(canary_config(mirror_config, topic_name)))
@@ -350,7 +351,7 @@ def test_canary_service_replaces_a_reader_that_stopped_reading(healthy):
 
     from mirrorwatch.canary.metrics import CanaryMetrics
     from mirrorwatch.canary.service import FlowCanary
-    from mirrorwatch.core.config import load_config
+    from mirrorwatch.core.config_loading import load_config
     from mirrorwatch.localkafka.launcher import free_port
 
     path, _, _ = healthy

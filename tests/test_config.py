@@ -11,7 +11,8 @@ import click
 import pytest
 
 from mirrorwatch.core.cli import run_click
-from mirrorwatch.core.config import ConfigError, load_config
+from mirrorwatch.core.config import ConfigError
+from mirrorwatch.core.config_loading import load_config
 
 GOOD = """
 clusters:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from mirrorwatch.core.config import config_from_dict, load_config
+from mirrorwatch.core.config_loading import config_from_dict, load_config
 from mirrorwatch.core.mm2 import aliases, flow_policy, mm2_topics
 from mirrorwatch.core.topic_selection import measured_topics
 from mirrorwatch.doctor.cli import cli

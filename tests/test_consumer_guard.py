@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.localkafka.launcher import free_port
 from mirrorwatch.mirror.consumer_guard import STUCK_AFTER_S, group_state, outside_group_since, should_replace
 from mirrorwatch.mirror.engine import MirrorEngine

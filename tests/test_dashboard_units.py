@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorwatch.core.config import config_from_dict, load_config
+from mirrorwatch.core.config_loading import config_from_dict, load_config
 from mirrorwatch.dashboards.cli import streamlit_argv
 from mirrorwatch.dashboards.frames import partition_frame, recent_frame, sorted_partitions, status_changes, topic_frame
 from mirrorwatch.dashboards.health import AMBER, GREEN, GREY, RED, judge_flow

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from mirrorwatch.core.acls import all_needs
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.naming import offset_syncs_topic
 
 from .error_cases import doctor_cases, message_pattern

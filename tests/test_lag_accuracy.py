@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
 from tests.support.helpers import create_topic, produce_numbered
 from tests.support.lag_accuracy import LatencyReader, RateProducer, measure

@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka import Consumer, Producer
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
 from tests.support.helpers import create_topic, end_offsets, produce_numbered
 from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until

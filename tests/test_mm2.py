@@ -14,7 +14,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
 from mirrorwatch.monitor.sampler import Sampler
 

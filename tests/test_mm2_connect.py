@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
 
 from .support.connect_mm2 import CHECKPOINT_CONNECTOR, CONNECT_GROUP, REFRESH_GROUPS_S, SOURCE_ALIAS, SOURCE_CONNECTOR

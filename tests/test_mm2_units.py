@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.lag import target_side_acked_next
 from mirrorwatch.core.mm2 import (
     any_heartbeat,

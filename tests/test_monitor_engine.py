@@ -11,7 +11,7 @@ import time
 
 from confluent_kafka import Producer
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
 from tests.support.helpers import create_topic, produce_numbered
 from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until

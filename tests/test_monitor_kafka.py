@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.naming import mirror_group, offset_syncs_topic
 from mirrorwatch.core.records import OffsetSync
 from mirrorwatch.monitor.cli import main

@@ -15,7 +15,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.records import lag_sample_arrow_schema
 from mirrorwatch.localkafka import LocalCluster
 from mirrorwatch.monitor.history import history_files, read_history

@@ -9,7 +9,7 @@ import urllib.request
 
 from confluent_kafka import Producer, TopicPartition
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
 from tests.support.helpers import admin, create_topic, produce_numbered
 from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until

@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from mirrorwatch.core.acls import mirror_needs
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 
 from .error_cases import CREDENTIAL_CASES, message_pattern, missing_acl_cases
 from .support.helpers import admin, create_topic, produce_numbered, read_all, wait_for_topic

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorwatch.core.config import config_from_dict
+from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.topic_selection import TopicFilter, measured_topics, mirrored_topics, own_topics, policy_of
 
 

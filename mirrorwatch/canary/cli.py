@@ -11,7 +11,7 @@ import threading
 import click
 
 from ..core.cli import UserError, quiet_client_logs, run_click, setup_logging
-from ..core.config import load_config
+from ..core.config_loading import load_config
 from .status import UNKNOWN
 
 CHECK_GRACE_S = 5.0  # on top of connect + timeout: closing clients, printing

@@ -11,6 +11,10 @@ environment.
 
 Every problem becomes one :class:`ConfigError` line naming the key: ``flows.ew.source: cluster 'eest' is not
 defined (defined: east, west)``.
+
+This module is the models and their rules; the loading itself (file, interpolation, overrides, validation into
+:class:`Config`) is :mod:`.config_loading` (``load_config``, ``config_from_dict``), which imports the models from
+here and never the other way round, so that each of the two imports on its own.
 """
 
 from __future__ import annotations
@@ -398,9 +402,3 @@ class _KeyedError(ValueError):
     def __init__(self, key: str, problem: str):
         super().__init__(problem)
         self.key, self.problem = key, problem
-
-
-# the loading functions live in config_loading.py; imported here so that callers keep one place to import from
-from .config_loading import apply_env_overrides as apply_env_overrides  # noqa: E402
-from .config_loading import config_from_dict as config_from_dict  # noqa: E402
-from .config_loading import load_config as load_config  # noqa: E402

@@ -1,11 +1,12 @@
-"""Reading a flow's offset-syncs topic on the target: the one reader the mirror's checkpoints and failover
-tools and the monitor's sync tracker share.
+"""Reading a flow's offset-syncs topic on the target: the reader of the mirror's checkpoints and (through
+``mirror.checkpoints.read_offset_syncs``) the failover tools. The monitor follows the topic with a tracker of its
+own (``monitor/syncs.py`` says why).
 
 An assign()-only consumer (no group joined, nothing committed: readers must not show up as a consumer group or
-move anybody's offsets) reads every partition from its start. ``catch_up`` reads up to the ends as they are
-now (for one-shot tools, and a long-lived reader's first read); ``poll`` takes whatever has arrived (for a
-reader that follows the topic). The topic may appear, or grow partitions, after the reader starts: its
-partitions are looked up again on every call before there are any, and every ``recheck_s`` after that.
+move anybody's offsets) reads every partition from its start. ``catch_up`` reads what arrived since the last call,
+up to the ends as they are now (a one-shot tool calls it once, the checkpoint emitter every interval). The topic
+may appear, or grow partitions, after the reader starts: its partitions are looked up again on every call before
+there are any, and every ``recheck_s`` after that.
 Tombstones are skipped (compaction of a partition that is gone); undecodable records are counted and skipped.
 """
 
@@ -15,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
 
 from .access import is_denied
 from .clients import make_consumer
@@ -35,17 +36,9 @@ class OffsetSyncReader:
         client_id: str = "mirrorwatch-syncs-reader",
         group_id: str | None = None,
         recheck_s: float = 10.0,
-        on_message: Callable[[Message], None] | None = None,
-        raise_denied: bool = True,
     ):
         self.topic = topic
         self.on_sync = on_sync
-        # other compacted topics read the same way (MirrorMaker 2's syncs, Connect offsets, heartbeats) take each
-        # record whole instead; it raises RecordFormatError for a record it cannot decode
-        self.on_message = on_message
-        # one-shot readers say a refused DESCRIBE (no ACL) at once; a long-lived follower (the monitor's tracker)
-        # keeps waiting for the topic as if it were not there yet
-        self.raise_denied = raise_denied
         self.bad_records = 0
         self.recheck_s = recheck_s
         # partition EOF events mark a compacted tail as read (read_to_end); reconnect quickly after an outage; a
@@ -79,23 +72,6 @@ class OffsetSyncReader:
             self._apply(msg)
         return all(self._positions[key] >= end for key, end in ends.items())
 
-    def poll(self, timeout_s: float) -> int:
-        """Take the syncs that arrived (waiting up to ``timeout_s`` for the first); returns how many."""
-        if not self._assign_new_partitions(5.0):
-            return 0
-        count = 0
-        for msg in self._consumer.consume(1000, timeout_s):
-            err = msg.error()
-            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            if err is not None or topic is None or partition is None or offset is None:
-                if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    log.debug("offset syncs %s: %s", self.topic, err)
-                continue
-            self._positions[(topic, partition)] = offset + 1
-            self._apply(msg)
-            count += 1
-        return count
-
     def close(self) -> None:
         self._consumer.close()
 
@@ -109,8 +85,8 @@ class OffsetSyncReader:
         except Exception as exc:  # a cluster away for a while: read what we have, try again later
             log.debug("offset syncs %s: listing partitions failed: %s", self.topic, exc)
             return bool(self._positions)
-        if self.raise_denied and md is not None and md.error is not None and is_denied(md.error):
-            raise KafkaException(md.error)  # not "no syncs yet": the principal may not see the topic
+        if md is not None and md.error is not None and is_denied(md.error):
+            raise KafkaException(md.error)  # not "no syncs yet": the principal may not see the topic (no DESCRIBE)
         count = len(md.partitions) if md is not None and md.error is None else 0
         new = [p for p in range(count) if (self.topic, p) not in self._positions]
         if new:
@@ -123,10 +99,7 @@ class OffsetSyncReader:
         if value is None:
             return  # a tombstone: compaction of a partition that is gone; keep what we have
         try:
-            if self.on_message is not None:
-                self.on_message(msg)
-            else:
-                self.on_sync(OffsetSync.from_value(value))
+            self.on_sync(OffsetSync.from_value(value))
         except RecordFormatError as exc:
             self.bad_records += 1
             log.warning("skipping a bad offset sync at %s[%d]@%d: %s", self.topic, msg.partition(), msg.offset(), exc)

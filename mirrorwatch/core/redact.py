@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Any
 
 SECRET_KEY_RE = re.compile(r"(password|secret|token|credential|ssl\.key\.pem|oauthbearer\.config)", re.I)
 MASK = "***"
@@ -39,10 +38,6 @@ def redact_text(text: str) -> str:
         if secret in text:
             text = text.replace(secret, MASK)
     return text
-
-
-def redact_mapping(props: dict[str, Any]) -> dict[str, Any]:
-    return {k: (MASK if is_secret_key(k) else v) for k, v in props.items()}
 
 
 class RedactingFilter(logging.Filter):

@@ -110,4 +110,7 @@ def guarded(what: str):
         )
 
 
-main()
+# Streamlit runs this file as the module ``__main__`` (``streamlit run`` and AppTest alike); importing it, as a
+# tool or the layout test does, defines the page without drawing it.
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from ..core.cli import run_click
-from ..core.config import load_config
+from ..core.config_loading import load_config
 from .settings import CONFIG_ENV
 
 PAGE = Path(__file__).with_name("app.py")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..core.config import Config, load_config
+from ..core.config import Config
+from ..core.config_loading import load_config
 
 CONFIG_ENV = "MIRRORWATCH_CONFIG"  # how ``monitor dashboard`` hands the config path to the page process
 DEFAULT_ANALYTICS_DIR = ".cache/analytics"

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from ..core.cli import UserError, run_click
-from ..core.config import load_config
+from ..core.config_loading import load_config
 
 STYLE = {"OK": "green", "WARN": "yellow", "MISSING": "bold red", "UNVERIFIED": "dim"}
 
@@ -114,7 +114,7 @@ def _read_text(path: str) -> str:
 def _import(file: str, out: str | None, command: str, convert) -> None:
     import yaml
 
-    from ..core.config import config_from_dict
+    from ..core.config_loading import config_from_dict
     from .config_import import ImportProblem, render_yaml
 
     try:

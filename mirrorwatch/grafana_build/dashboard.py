@@ -2,31 +2,30 @@
 JSON conforms to Grafana's dashboard schema by construction.
 
 Status panels take their value mappings from the enums in ``mirrorwatch.core.status``; every panel sits on
-the 24-column grid where :class:`Layout` puts it (left to right, a new line when a panel does not fit).
+the 24-column grid where :class:`~.panels.Layout` puts it (left to right, a new line when a panel does not fit).
+The building blocks are in :mod:`.panels`; the "Mirror and offset translation" row is in :mod:`.dashboard_mirrors`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from enum import IntEnum
-from typing import TypeVar
-
-from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.builders import heatmap, prometheus, stat, statetimeline, timeseries
-from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.builders import heatmap
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import heatmap as hm
-from grafana_foundation_sdk.models import prometheus as pm
 
 from ..core.status import CanaryStatus, GroupStatus, PartitionStatus
 from .dashboard_mirrors import mirror_row
-
-Status = TypeVar("Status", bound=IntEnum)
-
-DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
-F = 'flow=~"$flow"'
-FT = 'flow=~"$flow",topic=~"$topic"'
+from .panels import (
+    FT,
+    F,
+    Layout,
+    mappings,
+    stat_panel,
+    state_timeline_panel,
+    target,
+    timeseries_panel,
+    variable,
+)
 
 # Value mappings: the status enums give code and text, these give each status its colour.
 GROUP_COLORS = {
@@ -56,157 +55,12 @@ PARTITION_COLORS = {
 }
 
 
-def mappings(colors: Mapping[Status, str]) -> list[dm.ValueMapping]:
-    """One value mapping per status code: its enum name as text, in code order."""
-    return [
-        dm.ValueMap(
-            options={
-                str(s.value): dm.ValueMappingResult(text=s.name, color=colors[s], index=s.value) for s in sorted(colors)
-            }
-        )
-    ]
-
-
-def thresholds(*steps: tuple[float | None, str]) -> db.ThresholdsConfig:
-    return (
-        db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps([dm.Threshold(value=v, color=c) for v, c in steps])
-    )
-
-
-def target(expr: str, legend: str = "", ref: str = "A", heatmap_format: bool = False) -> prometheus.Dataquery:
-    query = prometheus.Dataquery().datasource(DS).ref_id(ref).expr(expr).legend_format(legend or "__auto")
-    return query.format(pm.PromQueryFormat.HEATMAP) if heatmap_format else query
-
-
-class Layout:
-    """Places panels left to right on Grafana's 24-column grid and numbers them."""
-
-    def __init__(self, dashboard: db.Dashboard) -> None:
-        self.dashboard = dashboard
-        self.count = 0
-        self.x = self.y = self.row_h = 0
-
-    def row(self, title: str) -> None:
-        self._newline()
-        self.count += 1
-        self.dashboard.with_row(db.Row(title).id(self.count).grid_pos(dm.GridPos(x=0, y=self.y, w=24, h=1)))
-        self.y += 1
-
-    def add(self, w: int, h: int, panel: stat.Panel | timeseries.Panel | statetimeline.Panel | heatmap.Panel) -> None:
-        if self.x + w > 24:
-            self._newline()
-        self.count += 1
-        self.dashboard.with_panel(
-            panel.id(self.count).datasource(DS).grid_pos(dm.GridPos(x=self.x, y=self.y, w=w, h=h))
-        )
-        self.x, self.row_h = self.x + w, max(self.row_h, h)
-
-    def _newline(self) -> None:
-        self.y, self.x, self.row_h = self.y + self.row_h, 0, 0
-
-
-def stat_panel(
-    title: str,
-    targets: list[prometheus.Dataquery],
-    unit: str = "none",
-    steps: tuple[tuple[float | None, str], ...] = ((None, "green"),),
-    maps: list[dm.ValueMapping] | None = None,
-    description: str = "",
-) -> stat.Panel:
-    return (
-        stat.Panel()
-        .title(title)
-        .description(description)
-        .targets(targets)
-        .unit(unit)
-        .thresholds(thresholds(*steps))
-        .mappings(maps or [])
-        .color_scheme(db.FieldColor().mode("thresholds"))
-        .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).fields("").values(False))
-        .color_mode(cm.BigValueColorMode.BACKGROUND)
-        .graph_mode(cm.BigValueGraphMode.NONE)
-        .text_mode(cm.BigValueTextMode.VALUE_AND_NAME)
-    )
-
-
-def timeseries_panel(
-    title: str,
-    targets: list[prometheus.Dataquery],
-    unit: str = "short",
-    description: str = "",
-    threshold: float | None = None,
-) -> timeseries.Panel:
-    steps: list[tuple[float | None, str]] = [(None, "green")] + ([(threshold, "red")] if threshold is not None else [])
-    style = cm.GraphThresholdsStyleMode.LINE if threshold is not None else cm.GraphThresholdsStyleMode.OFF
-    return (
-        timeseries.Panel()
-        .title(title)
-        .description(description)
-        .targets(targets)
-        .unit(unit)
-        .draw_style(cm.GraphDrawStyle.LINE)
-        .line_width(1)
-        .fill_opacity(0)
-        .show_points(cm.VisibilityMode.NEVER)
-        .span_nulls(False)
-        .thresholds_style(cb.GraphThresholdsStyleConfig().mode(style))
-        .thresholds(thresholds(*steps))
-        .legend(
-            cb.VizLegendOptions()
-            .show_legend(True)
-            .display_mode(cm.LegendDisplayMode.TABLE)
-            .placement(cm.LegendPlacement.BOTTOM)
-            .calcs(["lastNotNull", "max"])
-        )
-        .tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING))
-    )
-
-
-def state_timeline_panel(
-    title: str, targets: list[prometheus.Dataquery], maps: list[dm.ValueMapping], description: str = ""
-) -> statetimeline.Panel:
-    return (
-        statetimeline.Panel()
-        .title(title)
-        .description(description)
-        .targets(targets)
-        .mappings(maps)
-        .color_scheme(db.FieldColor().mode("thresholds"))
-        .thresholds(thresholds((None, "text")))
-        .show_value(cm.VisibilityMode.NEVER)
-        .merge_values(True)
-        .row_height(0.9)
-        # the SDK writes a legend of its own, hidden; Grafana's default (and ours before) shows it
-        .legend(
-            cb.VizLegendOptions()
-            .show_legend(True)
-            .display_mode(cm.LegendDisplayMode.LIST)
-            .placement(cm.LegendPlacement.BOTTOM)
-        )
-    )
-
-
 def lag_by_kind(kind: str) -> str:
     return f'sum by (flow, topic) (mirrorwatch_lag_records{{kind="{kind}",{FT}}})'
 
 
 def quantile(q: str, metric: str, rng: str = "$__rate_interval", by: str = "flow") -> str:
     return f"histogram_quantile({q}, sum by ({by}, le) (rate({metric}_bucket{{{F}}}[{rng}])))"
-
-
-def variable(name: str, query: str, label: str) -> db.QueryVariable:
-    return (
-        db.QueryVariable(name)
-        .label(label)
-        .datasource(DS)
-        .query({"query": query, "refId": name})
-        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
-        .multi(True)
-        .include_all(True)
-        .all_value(".*")
-        .current(dm.VariableOption(text="All", value="$__all"))
-        .sort(dm.VariableSort.ALPHABETICAL_ASC)
-    )
 
 
 def flows_dashboard() -> dm.Dashboard:

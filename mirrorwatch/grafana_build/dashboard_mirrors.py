@@ -4,23 +4,18 @@ position (translation coverage), and each group's newest checkpoint age. Both en
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import stat
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 
-if TYPE_CHECKING:
-    from .dashboard import Layout
+from .panels import F, Layout, stat_panel, target, timeseries_panel
 
 # the dashboard's mirror variable filters flows by what mirrors them
 FM = 'flow=~"$flow",mirror=~"$mirror"'
 
 
 def mirror_row(L: Layout) -> None:
-    from .dashboard import F, stat_panel, target, timeseries_panel
-
     L.row("Mirror and offset translation")
     L.add(
         6,

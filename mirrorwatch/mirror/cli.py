@@ -9,7 +9,7 @@ import sys
 import click
 
 from ..core.cli import UserError, run_click, setup_logging
-from ..core.config import load_config
+from ..core.config_loading import load_config
 from .options import config_option, flow_option
 
 log = logging.getLogger("mirrorwatch.mirror")

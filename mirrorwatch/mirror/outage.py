@@ -221,10 +221,6 @@ class ClusterWatch:
                 f"(mirror.max_unreachable_s = {self.max_unreachable_s:g}); giving up"
             )
 
-    def unreachable_s(self, role: str) -> float:
-        since = self.down_since.get(role)
-        return 0.0 if since is None else time.monotonic() - since
-
     def _where(self, role: str) -> tuple[str, str]:
         for r, alias, cluster in self.clusters:
             if r == role:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..core.cli import UserError
 from ..core.clients import make_consumer
-from ..core.config import load_config
+from ..core.config_loading import load_config
 from ..core.mm2 import any_heartbeat
 from ..core.oneshot import require_clusters, timeout_option, within
 from ..core.reading import read_to_end

@@ -13,7 +13,8 @@ import time
 import click
 
 from ..core.cli import UserError, setup_logging
-from ..core.config import Config, load_config
+from ..core.config import Config
+from ..core.config_loading import load_config
 from ..core.lag import describe_forecast, format_duration
 from ..core.oneshot import probe_timeout, require_clusters, timeout_option, within
 from ..core.status import CanaryStatus, GroupStatus

@@ -12,7 +12,6 @@ import numpy as np
 
 from ..core.connect_rest import ConnectStates, connector_problems
 from ..core.lag import describe_forecast
-from ..core.records import LagSample
 from ..core.status import GROUP_STATUS, PARTITION_STATUS, PartitionStatus
 
 
@@ -119,35 +118,6 @@ class GroupView:
 
     def rows(self) -> list[dict]:
         return [self.partition_row(i) for i in range(len(self.topics))]
-
-    def lag_samples(self) -> list[LagSample]:
-        """History rows (one per partition) for this sample."""
-        v = self.value
-        out = []
-        for i in range(len(self.topics)):
-            status = PARTITION_STATUS[int(self.status[i])] if self.status is not None else PartitionStatus.UNKNOWN.name
-            out.append(
-                LagSample(
-                    ts_ms=self.ts_ms,
-                    flow=self.flow,
-                    source=self.cluster,
-                    target=self.target,
-                    group=self.group,
-                    topic=self.topics[i],
-                    partition=self.partitions[i],
-                    source_end=v("source_end", i) if v("source_end", i) is not None else -1,
-                    committed=v("committed", i),
-                    read_position=v("read_position", i),
-                    acked_next=v("acked_next", i),
-                    target_end=v("target_end", i),
-                    committed_lag=v("committed_lag", i),
-                    read_lag=v("read_lag", i),
-                    true_lag=v("true_lag", i),
-                    time_lag_s=v("time_lag_s", i),
-                    status=status,
-                )
-            )
-        return out
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from rich.table import Table
 from ...core.canary_metrics import parse_canary_metrics
 from ...core.cli import UserError
 from ...core.clients import make_admin, make_consumer
-from ...core.config import ConfigError, load_config
+from ...core.config import ConfigError
+from ...core.config_loading import load_config
 from ...core.lag import records_lost, target_side_acked_next
 from ...core.mm2 import is_mm2
 from ...core.naming import mirror_group, offset_syncs_topic

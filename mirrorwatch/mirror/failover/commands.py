@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ...core.cli import UserError
 from ...core.clients import make_admin, make_consumer
-from ...core.config import load_config
+from ...core.config_loading import load_config
 from ...core.naming import offset_syncs_topic
 from ...core.records import Checkpoint
 from ...core.topic_selection import TopicFilter, policy_of

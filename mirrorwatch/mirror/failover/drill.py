@@ -29,7 +29,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ...core.cli import UserError
 from ...core.clients import client_log, make_producer
-from ...core.config import ClusterConfig, load_config
+from ...core.config import ClusterConfig
+from ...core.config_loading import load_config
 from ...core.reading import end_offsets, read_to_end
 
 BIN = Path(sys.executable).parent
