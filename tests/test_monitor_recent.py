@@ -18,7 +18,7 @@ from mirrorwatch.core.status import GROUP_STATUS
 from mirrorwatch.monitor.analytics_runs import AnalyticsRunner, failure_reason, job_argv
 from mirrorwatch.monitor.canary_scrape import CanaryScraper
 from mirrorwatch.monitor.model import GroupView, Snapshot
-from mirrorwatch.monitor.recent import CanaryFigures, RecentStore, rpo_seconds
+from mirrorwatch.monitor.recent import CanaryFigures, RecentStore
 
 OK, ERR = GROUP_STATUS.index("OK"), GROUP_STATUS.index("ERR")
 
@@ -73,8 +73,31 @@ def test_recent_points_sums_rpo_status_changes_and_the_time_limit():
 
 
 def test_rpo_seconds_is_the_flows_oldest_waiting_record():
-    assert rpo_seconds(view(1, time_lag=(0.5, 3.25))) == 3.25
-    assert rpo_seconds(view(1, time_lag=(float("nan"), float("nan")))) is None
+    assert view(1, time_lag=(0.5, 3.25)).figures.rpo_seconds == 3.25
+    assert view(1, time_lag=(float("nan"), float("nan"))).figures.rpo_seconds is None
+
+
+def test_every_surface_reads_the_flows_figures_from_one_place():
+    """The HTTP API's totals, monitor lag's TOTAL line, the exporter's flow series and the recent figures are one
+    FlowFigures (core.lag.flow_figures), computed once per view. Before, each computed its own copy, and two
+    disagreed: the API's records_lost said 0 where no partition's loss was known, the recent figures None."""
+    from mirrorwatch.monitor.api import flow_body
+    from mirrorwatch.monitor.commands import _totals_line
+    from mirrorwatch.monitor.exporter import TextRenderer
+
+    from dataclasses import replace
+
+    v = replace(view(1_767_571_200_000, true_lag=(7, 3), time_lag=(2.5, 0.75)), status=np.zeros(2, np.int8))
+    assert v.figures is v.figures  # computed once
+    totals = flow_body(v)["totals"]
+    assert (totals["true_lag"], totals["committed_lag"], totals["rpo_seconds"]) == (10, 5, 2.5)
+    assert "true-lag 10" in _totals_line(v, v.rows()) and "RPO 2.5s" in _totals_line(v, v.rows())
+    store = RecentStore(minutes=1)
+    store.record(snap(v))
+    (point,) = store.body("ew")["points"]
+    assert (point["true_lag"], point["rpo_seconds"]) == (10, 2.5)
+    text = TextRenderer().render(snap(v)).decode()
+    assert 'mirrorwatch_flow_rpo_seconds{flow="ew",source="east",target="west",group="g"} 2.5' in text, text
 
 
 CANARY_TEXT = """\

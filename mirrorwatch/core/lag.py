@@ -193,3 +193,43 @@ def format_duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds / 60:.1f}m"
     return f"{seconds / 3600:.1f}h"
+
+
+# ----------------------------------------------------------------------------- a flow's own figures
+
+
+@dataclass(frozen=True, slots=True)
+class FlowFigures:
+    """A flow's figures from its partitions', computed once per cycle (:func:`flow_figures`): the HTTP API's
+    totals, the exporter's flow series, ``monitor lag``'s TOTAL line, the recent figures and the page all read
+    these. None = no partition's value is known."""
+
+    committed_lag: int | None  # sums of the partitions' known values
+    read_lag: int | None
+    true_lag: int | None
+    records_lost: int | None
+    rpo_seconds: float | None  # the flow's RPO: its worst partition's time lag (the oldest record not on the target)
+
+
+def _known_sum(values: np.ndarray | None) -> int | None:
+    if values is None:
+        return None
+    known = values[values >= 0]
+    return int(known.sum()) if len(known) else None
+
+
+def flow_figures(
+    committed_lag: np.ndarray | None,
+    read_lag: np.ndarray | None,
+    true_lag: np.ndarray | None,
+    records_lost: np.ndarray | None,
+    time_lag_s: np.ndarray | None,
+) -> FlowFigures:
+    """The flow's figures: lags and records lost summed over the partitions that know theirs (-1 = unknown), and
+    RPO as the largest known time lag (NaN = unknown)."""
+    rpo = None
+    if time_lag_s is not None and len(time_lag_s) and not np.isnan(time_lag_s).all():
+        rpo = float(np.nanmax(time_lag_s))
+    return FlowFigures(
+        _known_sum(committed_lag), _known_sum(read_lag), _known_sum(true_lag), _known_sum(records_lost), rpo
+    )

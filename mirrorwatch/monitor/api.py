@@ -44,10 +44,6 @@ def _finite(x):
     return None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else x
 
 
-def _total(arr) -> int:
-    return int(arr[arr > 0].sum()) if arr is not None else 0
-
-
 def _burrow_partition(v: GroupView, i: int) -> dict:
     """Burrow's partition object: start/end = oldest/newest stored commit of the window."""
 
@@ -82,7 +78,7 @@ def group_status_body(v: GroupView, all_partitions: bool) -> dict:
         "partition_count": n,
         "maxlag": maxlag,
         "totallag": v.totallag,
-        "records_lost": _total(v.records_lost),
+        "records_lost": v.figures.records_lost or 0,  # Burrow-style bodies have always said 0 for unknown
     }
     if v.error:
         body["reason"] = redact_text(v.error)
@@ -108,14 +104,15 @@ def connect_body(v: GroupView) -> dict | None:
 
 def flow_body(v: GroupView) -> dict:
     rows = v.rows()
-    totals = {}
-    for name in ("committed_lag", "read_lag", "true_lag"):
-        known = [r[name] for r in rows if r.get(name) is not None]
-        totals[name] = sum(known) if known else None
-    times = [r["time_lag_s"] for r in rows if r.get("time_lag_s") is not None]
-    totals["max_time_lag_s"] = max(times) if times else None
-    totals["rpo_seconds"] = totals["max_time_lag_s"]  # the flow's RPO: its worst partition's
-    totals["records_lost"] = _total(v.records_lost)
+    f = v.figures
+    totals = {
+        "committed_lag": f.committed_lag,
+        "read_lag": f.read_lag,
+        "true_lag": f.true_lag,
+        "rpo_seconds": f.rpo_seconds,
+        "max_time_lag_s": f.rpo_seconds,  # the old name of rpo_seconds, kept for API clients (docs/metrics.md)
+        "records_lost": f.records_lost or 0,
+    }
     body = {
         "flow": v.flow,
         "source": v.cluster,

@@ -222,21 +222,17 @@ def connect_line(v: GroupView) -> str:
 
 
 def _totals_line(v: GroupView, rows: list[dict]) -> str:
-    def total(name):
-        known = [r[name] for r in rows if r.get(name) is not None]
-        return sum(known) if known else None
-
-    parts = [f"TOTAL {len(rows)} partitions", f"committed-lag {_n(total('committed_lag'))}"]
+    f = v.figures
+    parts = [f"TOTAL {len(rows)} partitions", f"committed-lag {_n(f.committed_lag)}"]
     if v.kind == "mirror":
-        times = [r["time_lag_s"] for r in rows if r.get("time_lag_s") is not None]
         finite = [s for s in v.topic_catch_up_s.values() if not math.isnan(s)]
         parts += [
-            f"read-lag {_n(total('read_lag'))}",
-            f"true-lag {_n(total('true_lag'))}",
-            f"RPO {_rpo(max(times) if times else None)}",
+            f"read-lag {_n(f.read_lag)}",
+            f"true-lag {_n(f.true_lag)}",
+            f"RPO {_rpo(f.rpo_seconds)}",
             f"forecast {describe_forecast(max(finite) if finite else None)}",
         ]
-    lost = total("records_lost")
+    lost = f.records_lost
     if lost:
         parts.append(f"records lost {lost}")
     if v.engine == "mm2":

@@ -1,10 +1,12 @@
-"""Prometheus exporter: a custom Collector over the latest Snapshot (names and labels from docs/metrics.md).
+"""Prometheus exporter: the latest Snapshot as Prometheus text (names and labels from docs/metrics.md).
 
 Cheap at 10k partitions because (1) nothing is read from Kafka at scrape time, only the snapshot's arrays;
-(2) the endpoint's text is rendered by :class:`TextRenderer` (the Collector's families, with label strings
-cached per partition layout) once per snapshot and served from a cache to every scrape until the next cycle
-(:class:`MetricsCache`). Unknown values are left out rather than exported as 0 — a 0
-lag would say "healthy" about a partition the monitor cannot see; its status says UNKNOWN (5) instead.
+(2) the text is rendered by :class:`TextRenderer` (label strings cached per partition layout) once per snapshot
+and served from a cache to every scrape until the next cycle (:class:`MetricsCache`). One renderer: a
+prometheus-client Collector rendered the same families a second way (it was ~10x slower, and only the tests
+read it); the tests parse this text with prometheus-client's own parser. Unknown values are left out rather
+than exported as 0 — a 0 lag would say "healthy" about a partition the monitor cannot see; its status says
+UNKNOWN (5) instead.
 """
 
 from __future__ import annotations
@@ -14,153 +16,12 @@ import threading
 import time
 from collections.abc import Callable
 
-import numpy as np
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily
-
 from ..core.connect_rest import STATES
 from ..core.status import GroupStatus, PartitionStatus, codes_help
 from .model import GroupView, Snapshot
 
 PARTITION_LABELS = ["flow", "source", "target", "group", "topic", "partition"]
 GROUP_LABELS = ["flow", "source", "target", "group"]
-
-
-class SnapshotCollector:
-    def __init__(self, snapshot: Callable[[], Snapshot], clock: Callable[[], float] = time.time):
-        self._snapshot, self._clock = snapshot, clock
-
-    def describe(self):
-        return []  # no collect() at registration time
-
-    def collect(self):
-        snap = self._snapshot()
-        lag = GaugeMetricFamily(
-            "mirrorwatch_lag_records",
-            "Mirror lag in records (kind: committed, read, true)",
-            labels=PARTITION_LABELS + ["kind"],
-        )
-        time_lag = GaugeMetricFamily(
-            "mirrorwatch_time_lag_seconds",
-            "Age of the oldest source record not yet on the target",
-            labels=PARTITION_LABELS,
-        )
-        rpo = GaugeMetricFamily(
-            "mirrorwatch_rpo_seconds", _FAMILIES["mirrorwatch_rpo_seconds"], labels=PARTITION_LABELS
-        )
-        flow_rpo = GaugeMetricFamily(
-            "mirrorwatch_flow_rpo_seconds", _FAMILIES["mirrorwatch_flow_rpo_seconds"], labels=GROUP_LABELS
-        )
-        lost = GaugeMetricFamily(
-            "mirrorwatch_records_lost", _FAMILIES["mirrorwatch_records_lost"], labels=PARTITION_LABELS
-        )
-        catch_up = GaugeMetricFamily(
-            "mirrorwatch_catch_up_seconds",
-            "Forecast time to catch up; +Inf when not catching up",
-            labels=GROUP_LABELS + ["topic"],
-        )
-        p_status = GaugeMetricFamily(
-            "mirrorwatch_partition_status", codes_help(PartitionStatus), labels=PARTITION_LABELS
-        )
-        g_status = GaugeMetricFamily("mirrorwatch_group_status", codes_help(GroupStatus), labels=GROUP_LABELS)
-        complete = GaugeMetricFamily(
-            "mirrorwatch_window_complete_ratio", "Share of partitions with a full evaluator window", labels=GROUP_LABELS
-        )
-        age = GaugeMetricFamily(
-            "mirrorwatch_sample_age_seconds",
-            "Seconds since the last successful sample",
-            labels=["flow", "source", "target"],
-        )
-        up = GaugeMetricFamily(
-            "mirrorwatch_cluster_up", "1 when the last sample reached the cluster", labels=["cluster"]
-        )
-        info = GaugeMetricFamily("mirrorwatch_flow_info", _FAMILIES["mirrorwatch_flow_info"], labels=_INFO_LABELS)
-        beat = GaugeMetricFamily(
-            "mirrorwatch_heartbeat_age_seconds",
-            _FAMILIES["mirrorwatch_heartbeat_age_seconds"],
-            labels=["flow", "source", "target"],
-        )
-        cov = GaugeMetricFamily(
-            "mirrorwatch_translation_coverage_ratio",
-            _FAMILIES["mirrorwatch_translation_coverage_ratio"],
-            labels=["flow", "source", "target"],
-        )
-        cp_age = GaugeMetricFamily(
-            "mirrorwatch_checkpoint_age_seconds", _FAMILIES["mirrorwatch_checkpoint_age_seconds"], labels=GROUP_LABELS
-        )
-        connect = {
-            name: GaugeMetricFamily(name, _FAMILIES[name], labels=list(CONNECT_LABELS[name])) for name in CONNECT_LABELS
-        }
-        now = self._clock()
-        ages: dict[tuple[str, str, str], float] = {}
-        for v in snap.views:
-            for name, labels, value in connect_series(v):
-                connect[name].add_metric([val for _, val in labels], value)
-            glabels = [v.flow, v.cluster, v.target, v.group]
-            g_status.add_metric(glabels, v.group_status)
-            if v.kind == "mirror":
-                info.add_metric([v.flow, v.cluster, v.target, v.engine], 1)
-                if v.heartbeat_age_s is not None:
-                    beat.add_metric([v.flow, v.cluster, v.target], v.heartbeat_age_s)
-                if v.coverage and v.coverage["ratio"] is not None:
-                    cov.add_metric([v.flow, v.cluster, v.target], v.coverage["ratio"])
-                for group, seconds in sorted(((v.coverage or {}).get("checkpoint_age_s") or {}).items()):
-                    cp_age.add_metric([v.flow, v.cluster, v.target, group], seconds)
-            key = (v.flow, v.cluster, v.target)
-            a = now - v.last_ok_ms / 1000.0 if v.last_ok_ms else math.inf
-            ages[key] = max(ages.get(key, 0.0), a)  # plain groups share ("", cluster, ""): the stalest speaks
-            status = v.status
-            if status is None:
-                continue
-            unknown = v.group_status == GroupStatus.UNKNOWN
-            if not unknown:
-                complete.add_metric(glabels, v.complete)
-            kinds = [("committed", v.committed_lag)]
-            if v.kind == "mirror":
-                kinds += [("read", v.read_lag), ("true", v.true_lag)]
-            for i, (topic, partition) in enumerate(zip(v.topics, v.partitions)):
-                plabels = glabels + [topic, str(partition)]
-                p_status.add_metric(plabels, PartitionStatus.UNKNOWN if unknown else int(status[i]))
-                if unknown:
-                    continue
-                for kind, arr in kinds:
-                    if arr is not None and arr[i] >= 0:
-                        lag.add_metric(plabels + [kind], int(arr[i]))
-                if v.time_lag_s is not None and not math.isnan(v.time_lag_s[i]):
-                    time_lag.add_metric(plabels, float(v.time_lag_s[i]))
-                    rpo.add_metric(plabels, float(v.time_lag_s[i]))
-                if v.records_lost is not None and v.records_lost[i] >= 0:
-                    lost.add_metric(plabels, int(v.records_lost[i]))
-            if not unknown and v.kind == "mirror":
-                worst = _flow_rpo(v)
-                if worst is not None:
-                    flow_rpo.add_metric(glabels, worst)
-            if not unknown:
-                for topic, seconds in v.topic_catch_up_s.items():
-                    if not math.isnan(seconds):
-                        catch_up.add_metric(glabels + [topic], seconds)
-        for (flow, source, target), a in ages.items():
-            age.add_metric([flow, source, target], a)
-        for cluster, is_up in sorted(snap.cluster_up.items()):
-            up.add_metric([cluster], 1 if is_up else 0)
-        return [
-            lag,
-            time_lag,
-            rpo,
-            flow_rpo,
-            lost,
-            catch_up,
-            p_status,
-            g_status,
-            complete,
-            age,
-            up,
-            info,
-            beat,
-            cov,
-            cp_age,
-            *connect.values(),
-        ]
 
 
 CONNECT_LABELS = {
@@ -188,13 +49,6 @@ def connect_series(v: GroupView) -> list[tuple[str, list[tuple[str, str]], int]]
     return out
 
 
-def _flow_rpo(v) -> float | None:
-    """The flow's RPO: its worst partition's (None when no partition's is known)."""
-    if v.time_lag_s is None or not len(v.time_lag_s) or np.isnan(v.time_lag_s).all():
-        return None
-    return float(np.nanmax(v.time_lag_s))
-
-
 def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -208,12 +62,12 @@ def _num(value) -> str:
 
 
 class TextRenderer:
-    """Renders the same families as :class:`SnapshotCollector` straight to the text format.
+    """Renders the exporter's families (:data:`_FAMILIES`) straight to the text format.
 
     prometheus-client's generate_latest formats every sample through generic code (≈0.5 s for the ~60k
     samples of 10k partitions); here the per-partition label strings are built once per partition layout and
     reused every cycle, so a render is a loop of string joins (tests parse the output with
-    prometheus-client's own parser). The Collector stays the reference and serves any other registry.
+    prometheus-client's own parser).
     """
 
     def __init__(self, clock: Callable[[], float] = time.time):
@@ -285,7 +139,7 @@ class TextRenderer:
                         out_time.append(f"mirrorwatch_time_lag_seconds{{{l}}} {_num(t)}")
                         out_rpo.append(f"mirrorwatch_rpo_seconds{{{l}}} {_num(t)}")
             if v.kind == "mirror":
-                worst = _flow_rpo(v)
+                worst = v.figures.rpo_seconds
                 if worst is not None:
                     families["mirrorwatch_flow_rpo_seconds"].append(
                         f"mirrorwatch_flow_rpo_seconds{{{g}}} {_num(worst)}"
@@ -346,8 +200,6 @@ class MetricsCache:
 
     def __init__(self, snapshot: Callable[[], Snapshot], max_age_s: float = 1.0):
         self._snapshot = snapshot
-        self.registry = CollectorRegistry(auto_describe=False)  # the Collector, for anyone embedding it
-        self.registry.register(SnapshotCollector(snapshot))
         self._renderer = TextRenderer()
         self._lock = threading.Lock()
         self._key: tuple | None = None

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from ..core.connect_rest import ConnectStates, connector_problems
-from ..core.lag import describe_forecast
+from ..core.lag import FlowFigures, describe_forecast, flow_figures
 from ..core.status import GROUP_STATUS, PARTITION_STATUS, PartitionStatus
 
 
@@ -59,6 +60,12 @@ class GroupView:
     def reasons(self) -> list[str]:
         """What explains the status besides the partitions: each MM2 connector or task that is not RUNNING."""
         return connector_problems(self.connect.connectors) if self.connect is not None else []
+
+    @cached_property
+    def figures(self) -> FlowFigures:
+        """The flow's own figures (RPO, summed lags, records lost), computed once per view, i.e. once per cycle,
+        by ``core.lag.flow_figures``; every surface reads them from here."""
+        return flow_figures(self.committed_lag, self.read_lag, self.true_lag, self.records_lost, self.time_lag_s)
 
     @property
     def source(self) -> str:

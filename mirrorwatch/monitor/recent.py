@@ -14,28 +14,10 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-import numpy as np
-
-from .model import GroupView, Snapshot
+from .model import Snapshot
 
 LAGS = ("committed_lag", "read_lag", "true_lag")
 MAX_CHANGES = 50  # status changes kept per flow, besides the time limit
-
-
-def rpo_seconds(view: GroupView) -> float | None:
-    """The flow's RPO now, in seconds: the age of the oldest source record not yet on the target, over all its
-    partitions (the max time lag). One place to switch when the evaluator publishes its own per-flow figure."""
-    if view.time_lag_s is None or not len(view.time_lag_s):
-        return None
-    known = view.time_lag_s[~np.isnan(view.time_lag_s)]
-    return float(known.max()) if len(known) else None
-
-
-def _total(arr) -> int | None:
-    if arr is None:
-        return None
-    known = arr[arr >= 0]
-    return int(known.sum()) if len(known) else None
 
 
 @dataclass(frozen=True)
@@ -61,9 +43,15 @@ class RecentStore:
         canary = canary or {}
         with self._lock:
             for view in snap.flow_views():
-                point = {"ts_ms": int(view.ts_ms), "status": view.status_name, "rpo_seconds": rpo_seconds(view)}
-                for name in LAGS:
-                    point[name] = _total(getattr(view, name))
+                own = view.figures
+                point = {
+                    "ts_ms": int(view.ts_ms),
+                    "status": view.status_name,
+                    "rpo_seconds": own.rpo_seconds,
+                    "committed_lag": own.committed_lag,
+                    "read_lag": own.read_lag,
+                    "true_lag": own.true_lag,
+                }
                 figures = canary.get(view.flow)
                 fresh = figures is not None and view.ts_ms - figures.ts_ms <= canary_fresh_ms
                 point["canary_round_trip_s"] = figures.round_trip_s if fresh else None
