@@ -81,11 +81,11 @@ def test_every_surface_reads_the_flows_figures_from_one_place():
     """The HTTP API's totals, monitor lag's TOTAL line, the exporter's flow series and the recent figures are one
     FlowFigures (core.lag.flow_figures), computed once per view. Before, each computed its own copy, and two
     disagreed: the API's records_lost said 0 where no partition's loss was known, the recent figures None."""
+    from dataclasses import replace
+
     from mirrorwatch.monitor.api import flow_body
     from mirrorwatch.monitor.commands import _totals_line
     from mirrorwatch.monitor.exporter import TextRenderer
-
-    from dataclasses import replace
 
     v = replace(view(1_767_571_200_000, true_lag=(7, 3), time_lag=(2.5, 0.75)), status=np.zeros(2, np.int8))
     assert v.figures is v.figures  # computed once
