@@ -52,7 +52,7 @@ def test_required_panels_present():
     panels = [p for p in dashboard()["panels"] if p["type"] != "row"]
     exprs = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in panels}
     all_exprs = " ".join(exprs.values())
-    assert "mirrorwatch_mirror_records_total" in all_exprs and "mirrorwatch_time_lag_seconds" in all_exprs
+    assert "mirrorwatch_mirror_records_total" in all_exprs and "mirrorwatch_rpo_seconds" in all_exprs
     assert "mirrorwatch_canary_heartbeat_age_seconds" in all_exprs
     # the three lags in one panel, so the committed saw-tooth is seen beside the true lag
     three = exprs["Committed, read and true lag per flow"]

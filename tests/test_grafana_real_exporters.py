@@ -45,7 +45,6 @@ JOBS = ("mirrorwatch-mirror", "mirrorwatch-canary", "mirrorwatch-monitor")
 # series. Listed by name, not derived, so a new alert is a conscious addition here.
 ALERT_RULES = {
     "MirrorwatchTrueLagHigh",
-    "MirrorwatchTimeLagHigh",
     "MirrorwatchEvaluatorError",
     "MirrorwatchCanaryCritical",
     "MirrorwatchCanaryUnknown",
