@@ -18,7 +18,7 @@ from ..core.mm2 import assigned_groups, decode_checkpoint, decode_connect_config
 from ..core.naming import checkpoints_topic, mirror_group
 from ..core.records import Checkpoint
 from ..core.translation import GroupDiscovery, translation_coverage
-from .syncs import OffsetSyncTracker
+from .followers import TopicFollower
 
 log = logging.getLogger("mirrorwatch.monitor.coverage")
 REFRESH_S = 30.0
@@ -50,12 +50,12 @@ class CoverageWatch:
     def __init__(self, config: Config, name: str, flow: FlowConfig):
         self.name, self.flow = name, flow
         topic = mm2_topics(flow).checkpoints if is_mm2(flow) else checkpoints_topic(flow.source)
-        self.tracker = OffsetSyncTracker(
+        self.tracker = TopicFollower(
             config.clusters[flow.target], topic, f"mirrorwatch-monitor-cps-{flow.source}", _decoder(flow)
         )
         # MM2's Connect config topic says which groups its checkpoint tasks have found (GroupDiscovery)
         self.configs = (
-            OffsetSyncTracker(
+            TopicFollower(
                 config.clusters[flow.target],
                 mm2_topics(flow).connect_configs,
                 f"mirrorwatch-monitor-cps-{flow.source}",
@@ -125,5 +125,5 @@ class CoverageWatch:
         return GroupDiscovery(frozenset(found), self.flow.mirror.refresh_groups_interval_s, dict(self.first_seen_ms))
 
     @property
-    def trackers(self) -> list[OffsetSyncTracker]:
+    def trackers(self) -> list[TopicFollower]:
         return [self.tracker] if self.configs is None else [self.tracker, self.configs]

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.clients import make_consumer
 from ..core.lag import catch_up_seconds, rate
-from .syncs import UNUSED_GROUP
+from .followers import UNUSED_GROUP
 from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from ..core.mm2 import (
     is_mm2,
     mm2_topics,
 )
+from .followers import TopicFollower
 from .positions import MirrorPositions
-from .syncs import OffsetSyncTracker
 
 
 def _sync(msg):
@@ -65,12 +65,12 @@ class Mm2Trackers:
         source_alias, _ = aliases(flow)
         target = config.clusters[flow.target]
         cid = f"mirrorwatch-monitor-mm2-{flow.source}"
-        self.syncs = OffsetSyncTracker(config.clusters[topics.offset_syncs_cluster], topics.offset_syncs, cid, _sync)
-        self.positions = OffsetSyncTracker(
+        self.syncs = TopicFollower(config.clusters[topics.offset_syncs_cluster], topics.offset_syncs, cid, _sync)
+        self.positions = TopicFollower(
             target, topics.connect_offsets, cid, _connect_offset(flow.mirror.connector, source_alias)
         )
-        self.own_beats = OffsetSyncTracker(target, topics.heartbeats, cid, _heartbeat)
-        self.mirrored_beats = OffsetSyncTracker(target, topics.mirrored_heartbeats, cid, _heartbeat)
+        self.own_beats = TopicFollower(target, topics.heartbeats, cid, _heartbeat)
+        self.mirrored_beats = TopicFollower(target, topics.mirrored_heartbeats, cid, _heartbeat)
         self.all = [self.syncs, self.positions, self.own_beats, self.mirrored_beats]
 
 

@@ -44,7 +44,7 @@ class MirrorPositions:
 
 
 def engine_positions(sampler, name: str, flow: FlowConfig, group: str, state, keys: list) -> MirrorPositions:
-    """Our engine: its group's committed offsets and its offset syncs (``monitor.syncs``)."""
+    """Our engine: its group's committed offsets and its offset syncs (``monitor.followers``)."""
     members, committed_map = sampler.readers[flow.source].group(group)
     committed_map = committed_map or {}
     syncs = sampler.trackers[(flow.source, flow.target)].latest()

@@ -32,11 +32,11 @@ from .connect_state import connect_watches
 from .coverage import CoverageWatch
 from .estimates import SamplerEstimates
 from .evaluator import WindowSet, summarize
+from .followers import TopicFollower
 from .kafka_io import ClusterReader, ClusterUnreachable
 from .mm2 import mm2_positions, mm2_trackers
 from .model import GroupView, Snapshot
 from .positions import engine_positions
-from .syncs import OffsetSyncTracker
 from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound
 
 log = logging.getLogger("mirrorwatch.monitor.sampler")
@@ -65,7 +65,7 @@ class Sampler(SamplerEstimates):
         settings = config.monitor
         self.timeout_s = timeout_s if timeout_s is not None else max(1.0, min(10.0, settings.interval_s))
         self.readers = {alias: ClusterReader(alias, c, self.timeout_s) for alias, c in config.clusters.items()}
-        self.trackers: dict[tuple[str, str], OffsetSyncTracker] = {}
+        self.trackers: dict[tuple[str, str], TopicFollower] = {}
         self.mm2 = mm2_trackers(config)
         self.connect = connect_watches(config)  # Connect REST state, polled on threads of its own
         self.coverage = {name: CoverageWatch(config, name, flow) for name, flow in config.flows.items()}
@@ -74,7 +74,7 @@ class Sampler(SamplerEstimates):
                 continue  # MirrorMaker 2 keeps its own records (monitor/mm2.py)
             key = (flow.source, flow.target)
             if key not in self.trackers:
-                self.trackers[key] = OffsetSyncTracker(
+                self.trackers[key] = TopicFollower(
                     config.clusters[flow.target],
                     offset_syncs_topic(flow.source),
                     f"mirrorwatch-monitor-syncs-{flow.source}",
@@ -87,7 +87,7 @@ class Sampler(SamplerEstimates):
         if start_trackers:
             self.start()
 
-    def followers(self) -> list[OffsetSyncTracker]:
+    def followers(self) -> list[TopicFollower]:
         """Every topic follower of the sampler: offset syncs, MM2's records, checkpoints and Connect configs."""
         out = list(self.trackers.values())
         for trackers in self.mm2.values():

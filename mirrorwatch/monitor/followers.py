@@ -1,6 +1,8 @@
-"""Keeps the newest OffsetSync per source partition, read continuously from the offset-syncs topic on the
-target cluster with an assign()-only consumer (no group, nothing committed: the monitor must not show up as a
-consumer group or move anybody's offsets).
+"""The monitor's topic followers: each keeps the newest record per key of one topic, read continuously with an
+assign()-only consumer (no group, nothing committed: the monitor must not show up as a consumer group or move
+anybody's offsets). They follow our offset syncs, MirrorMaker 2's syncs, Connect offsets, Connect configs and
+heartbeats, and both engines' checkpoints (for coverage): each with its own decoder. (It was named
+OffsetSyncTracker, after the first topic it followed.)
 
 A long-lived follower with its own loop, not core.offset_syncs.OffsetSyncReader (the one-shot readers' reader):
 built on that reader, the tracker of MirrorMaker 2's 25-partition Connect offsets topic never caught up in the
@@ -18,7 +20,7 @@ from ..core.clients import make_consumer
 from ..core.config import ClusterConfig
 from ..core.records import OffsetSync, RecordFormatError
 
-log = logging.getLogger("mirrorwatch.monitor.syncs")
+log = logging.getLogger("mirrorwatch.monitor.followers")
 
 # confluent-kafka 2.16 refuses a Consumer without group.id even for assign()-only use. The monitor's readers
 # assign(), never subscribe() and never commit, so this group is never joined and never has offsets.
@@ -30,10 +32,10 @@ def _our_sync(msg):
     return (sync.topic, sync.partition), sync
 
 
-class OffsetSyncTracker:
+class TopicFollower:
     """The newest record per key of a compacted topic. ``decode(msg)`` gives (key, value), None to skip a record,
     or raises RecordFormatError; by default the records are mirrorwatch's OffsetSyncs keyed by source partition
-    (MirrorMaker 2's syncs, Connect offsets and heartbeats use the same tracker with their own decoder)."""
+    (every other topic the monitor follows comes with its own decoder)."""
 
     def __init__(self, cluster: ClusterConfig, topic: str, client_id: str = "mirrorwatch-monitor-syncs", decode=None):
         self.topic = topic
@@ -48,7 +50,7 @@ class OffsetSyncTracker:
         self.caught_up = threading.Event()  # set once everything present at start-up has been read
         self.bad_records = 0
 
-    def start(self) -> OffsetSyncTracker:
+    def start(self) -> TopicFollower:
         self._thread = threading.Thread(target=self._run, name=f"syncs-{self.topic}", daemon=True)
         self._thread.start()
         return self
