@@ -54,7 +54,7 @@ def flow(status="OK", partitions=("OK",), **extra) -> dict:
         "flow": "ew",
         "status": status,
         "ts_ms": NOW,
-        "totals": {"true_lag": 0, "max_time_lag_s": 0.0},
+        "totals": {"true_lag": 0, "rpo_seconds": 0.0},
         "not_catching_up": [],
         "partitions": [{"status": s} for s in partitions],
     }
@@ -127,9 +127,9 @@ def test_canary_and_heartbeat_rules():
 
 def test_old_sample_and_slow_catch_up_are_amber_but_a_small_steady_lag_is_not():
     assert "last sample is 60 s old" in judge(flow(), now=NOW + 60_000).why()
-    steady = flow(not_catching_up=["orders"], totals={"true_lag": 40, "max_time_lag_s": 0.4})
+    steady = flow(not_catching_up=["orders"], totals={"true_lag": 40, "rpo_seconds": 0.4})
     assert judge(steady).light == GREEN
-    behind = flow(not_catching_up=["orders"], totals={"true_lag": 4000, "max_time_lag_s": 42.0})
+    behind = flow(not_catching_up=["orders"], totals={"true_lag": 4000, "rpo_seconds": 42.0})
     assert (
         judge(behind).light == AMBER and "not catching up on orders (oldest record waiting 42 s)" in judge(behind).why()
     )

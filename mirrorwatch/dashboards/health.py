@@ -83,7 +83,7 @@ def _judge_evaluator(flow: dict, verdict: Verdict) -> None:
 def _judge_lag(flow: dict, warn_time_lag_s: float, verdict: Verdict) -> None:
     # A mirror keeping pace under steady traffic holds a small constant lag, which the forecast calls "not
     # catching up"; that is only worth a colour once records wait longer than the canary's warning latency.
-    max_time_lag = (flow.get("totals") or {}).get("max_time_lag_s")
+    max_time_lag = (flow.get("totals") or {}).get("rpo_seconds")
     if (
         flow.get("not_catching_up")
         and flow.get("status") == GroupStatus.OK.name

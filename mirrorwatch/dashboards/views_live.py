@@ -39,6 +39,13 @@ def _number(value, unit: str = "") -> str:
     return f"{int(value):,}{unit}"
 
 
+def _rpo(seconds) -> str:
+    """As `monitor lag` shows it: a healthy mirror's RPO is milliseconds, and "0.0 s" would hide 0 from 40 ms."""
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1000:,.0f} ms" if seconds < 1 else f"{seconds:,.1f} s"
+
+
 def _seconds(value) -> str:
     if value is None:
         return "–"
@@ -90,18 +97,16 @@ def _flow_card(settings: PageSettings, flow: dict, poll: Poll) -> None:
     with st.container(border=True):
         st.markdown(f"#### {verdict.symbol} {name} &nbsp; `{flow.get('source')} → {flow.get('target')}`")
         st.markdown(f"{verdict.badge} {verdict.why()}")
-        rpo = totals.get("max_time_lag_s")
+        rpo = totals.get("rpo_seconds")
         round_trip = _newest(frame, "canary_round_trip_s")
+        label, why = "Canary round trip", "mean of the probes seen in the last seconds; – when none came back"
         if not len(frame) and canary is not None:  # a monitor without recent figures: the mean since the start
             round_trip = canary.mean_round_trip_s()
+            label, why = "Canary round trip (mean since start)", "the monitor keeps no recent figures for this flow"
         cols = st.columns(6)
-        cols[0].metric("RPO now", _number(rpo, " s"), help="age of the oldest source record not yet on the target")
+        cols[0].metric("RPO now", _rpo(rpo), help="age of the oldest source record not yet on the target")
         cols[1].metric("True lag", _number(totals.get("true_lag")), help="records not yet on the target")
-        cols[2].metric(
-            "Canary round trip",
-            _seconds(round_trip),
-            help="mean of the probes seen in the last seconds; – when none came back",
-        )
+        cols[2].metric(label, _seconds(round_trip), help=why)
         cols[3].metric("Heartbeat age", _number(canary.heartbeat_age_s, " s") if canary else "–")
         cols[4].metric("Evaluator", flow.get("status", "UNKNOWN"))
         cols[5].metric("Canary", (canary.status or "–") if canary else "–")
@@ -277,7 +282,7 @@ def _canary_section(settings: PageSettings, poll: Poll, frame, name: str) -> Non
     cols[3].metric("Duplicates", _number(reading.duplicates))
     cols[4].metric("Reordered", _number(reading.reordered))
     mean = reading.mean_round_trip_s()
-    cols[5].metric("Mean round trip", "–" if mean is None else f"{mean * 1000:,.0f} ms")
+    cols[5].metric("Mean round trip since start", "–" if mean is None else f"{mean * 1000:,.0f} ms")
     if len(frame) and frame[["canary_round_trip_s", "heartbeat_age_s"]].notna().any().any():
         st.altair_chart(canary_chart(frame), width="stretch")
         st.caption(
