@@ -37,6 +37,9 @@ def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config,
         f"{topic_name}[1]: committed at 500, but the target has no offset sync" in r for r in before[ready]["reasons"]
     )
     assert before[f"never-{topic_name}"]["reasons"][0] == "the group has no committed offsets on the source"
+    # coverage counts the groups with commits on mirrored partitions, as the monitor does: neither has one yet
+    # (nothing is mirrored), and a group that never committed is not "translated" (both counted, as 2/2, before)
+    assert (report["coverage"]["groups"], report["coverage"]["translated"]) == (0, 0), report["coverage"]
     with mirror:
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 1000, 60, what="mirroring", alive=mirror)
         code, report = wait_until(

@@ -251,7 +251,10 @@ def _check(config_path, flow, groups, as_json):
         if mm2 is not None
         else {k: s.upstream_offset for k, s in store.latest.items()}
     )
-    coverage = translation_coverage(commits_by_group, checkpoints, last_sync, int(now), max_age, redelivery, discovery)
+    # of the groups with commits on mirrored partitions, as the monitor counts them: a group that committed
+    # nothing there has nothing to translate (it counted as translated here: "2/2" for two groups without commits)
+    committed_groups = {g: c for g, c in commits_by_group.items() if c}
+    coverage = translation_coverage(committed_groups, checkpoints, last_sync, int(now), max_age, redelivery, discovery)
     report = {
         "flow": flow_name,
         "source": f.source,
@@ -306,7 +309,7 @@ def _check(config_path, flow, groups, as_json):
             "(retention, DeleteRecords or a recreated topic): they are on neither cluster"
         )
     group_table = Table(title="consumer groups")
-    for h in ("group", "verdict", "lost", "re-delivered", "checkpoints", "why"):
+    for h in ("group", "verdict", "true lag", "re-delivered", "checkpoints", "why"):
         group_table.add_column(h)
     for g in report["groups"]:
         group_table.add_row(
