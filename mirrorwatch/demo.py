@@ -25,7 +25,7 @@ from .core.cli import UserError, run_click
 from .core.clients import make_admin, make_producer
 from .core.config import ClusterConfig
 from .localkafka import LauncherError, LocalClusters, cache_dir
-from .localkafka.launcher import port_in_use
+from .localkafka.process import port_in_use
 
 SAMPLE_TOPICS = {"orders": 6, "payments": 3}
 BIN = Path(sys.executable).parent

@@ -14,7 +14,8 @@ defined (defined: east, west)``.
 
 This module is the models and their rules; the loading itself (file, interpolation, overrides, validation into
 :class:`Config`) is :mod:`.config_loading` (``load_config``, ``config_from_dict``), which imports the models from
-here and never the other way round, so that each of the two imports on its own.
+here and never the other way round, so that each of the two imports on its own. The MirrorMaker 2 settings of a
+flow (:class:`MirrorMaker2Settings`, :class:`ConnectRestSettings`) are in :mod:`.config_mm2`, imported here.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from .config_mm2 import ConnectRestSettings as ConnectRestSettings  # re-exported: the config models, all in one place
+from .config_mm2 import MirrorMaker2Settings as MirrorMaker2Settings
+from .config_section import Section
 from .redact import MASK, is_secret_key
 
 _SCALARS = (str, int, float, bool)
@@ -34,11 +38,7 @@ class ConfigError(Exception):
     """A config problem, already phrased as one line for the user."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ClusterConfig(_Section):
+class ClusterConfig(Section):
     """A cluster: librdkafka client properties, ``bootstrap.servers`` required.
 
     Any librdkafka property passes through (SASL, SSL, timeouts); secrets are masked in every repr.
@@ -78,91 +78,7 @@ class ClusterConfig(_Section):
         yield "properties", self.redacted()
 
 
-class ConnectRestSettings(_Section):
-    """A Kafka Connect cluster's REST API, read (GET only) for the MM2 connectors' and tasks' states.
-
-    Optional: without it every figure still comes from the topics alone. ``password`` is a secret: give it as
-    ``${ENV}``; it is masked in every repr and log like a cluster's ``sasl.password``.
-    """
-
-    url: str = Field(description="the Connect REST API's base URL, e.g. http://connect:8083")
-    username: str | None = Field(None, description="HTTP basic auth user (Connect's rest.extension basic auth)")
-    password: str | None = Field(None, description="HTTP basic auth password; give it as ${ENV}")
-    ssl_ca_location: str | None = Field(None, description="CA file for an https URL (default: the system's)")
-    timeout_s: float = Field(5.0, gt=0, description="per-request timeout")
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, url: str) -> str:
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise ValueError(f"expected an http:// or https:// URL, got {url!r}")
-        return url.rstrip("/")
-
-    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
-        for key, value in super().__repr_args__():
-            yield key, (MASK if key == "password" and value is not None else value)
-
-
-class MirrorMaker2Settings(_Section):
-    """The flow is mirrored by Apache MirrorMaker 2, not by mirrorwatch's engine: where MM2 keeps its records.
-
-    Every default is what MM2 4.x does when left unconfigured (checked against a real MM2 4.3.1, see
-    docs/mirrormaker2.md). Topic names left unset are derived from the MM2 aliases.
-    """
-
-    kind: Literal["mm2"] = Field(description="'mm2': Apache MirrorMaker 2 (dedicated mode or a Connect cluster)")
-    source_alias: str | None = Field(None, description="MM2's alias of the source cluster; default: the flow's source")
-    target_alias: str | None = Field(None, description="MM2's alias of the target cluster; default: the flow's target")
-    policy: Literal["default", "identity"] = Field(
-        "default",
-        description="replication.policy.class: DefaultReplicationPolicy (<source><separator>topic) or "
-        "IdentityReplicationPolicy",
-    )
-    separator: str = Field(".", min_length=1, description="replication.policy.separator")
-    offset_syncs_topic: str | None = Field(None, description="default mm2-offset-syncs.<target_alias>.internal")
-    offset_syncs_topic_location: Literal["source", "target"] = Field(
-        "source", description="offset-syncs.topic.location: the cluster that holds the offset syncs"
-    )
-    checkpoints_topic: str | None = Field(
-        None, description="on the target; default <source_alias>.checkpoints.internal"
-    )
-    heartbeats_topic: str = Field(
-        "heartbeats",
-        description="MM2's heartbeats topic name (its heartbeat connector "
-        "writes it on the target; the source's, mirrored, is <source_alias>.heartbeats)",
-    )
-    connector: str = Field("MirrorSourceConnector", description="the source connector's name in the Connect offsets")
-    connect_offsets_topic: str | None = Field(
-        None,
-        description="the source connector's Connect offsets topic, on the target; default (dedicated mode) "
-        "mm2-offsets.<source_alias>.internal",
-    )
-    connect_configs_topic: str | None = Field(
-        None,
-        description="the Connect cluster's config.storage.topic, on the target (it says which groups MM2's checkpoint "
-        "connector has found); default (dedicated mode) mm2-configs.<source_alias>.internal",
-    )
-    offset_flush_interval_s: float = Field(
-        60.0, gt=0, description="offset.flush.interval.ms / 1000: how often MM2 commits its source positions"
-    )
-    emit_checkpoints_interval_s: float = Field(60.0, gt=0, description="emit.checkpoints.interval.seconds")
-    refresh_groups_interval_s: float = Field(
-        600.0,
-        gt=0,
-        description="refresh.groups.interval.seconds: how often MM2's checkpoint connector looks for new groups",
-    )
-    checkpoint_connector: str = Field(
-        "MirrorCheckpointConnector", description="the checkpoint connector's name (Connect REST state)"
-    )
-    heartbeat_connector: str = Field(
-        "MirrorHeartbeatConnector", description="the heartbeat connector's name (Connect REST state)"
-    )
-    connect: ConnectRestSettings | None = Field(
-        None, description="the Connect cluster's REST API, for connector and task state (Connect mode only)"
-    )
-
-
-class FlowConfig(_Section):
+class FlowConfig(Section):
     """One replication direction: source alias → target alias, which topics, how they are named."""
 
     source: str
@@ -194,7 +110,7 @@ class FlowConfig(_Section):
         return patterns
 
 
-class MirrorSettings(_Section):
+class MirrorSettings(Section):
     commit_interval_s: float = Field(5.0, gt=0)
     refresh_interval_s: float = Field(30.0, gt=0, description="how often new matching topics are looked for")
     config_sync_interval_s: float = Field(60.0, gt=0, description="topic config / partition count sync period")
@@ -240,7 +156,7 @@ class MirrorSettings(_Section):
     consumer: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
-class CanarySettings(_Section):
+class CanarySettings(Section):
     topic: str = "mw.canary"
     partitions: int = Field(3, ge=1)
     interval_s: float = Field(60.0, ge=1)
@@ -267,12 +183,12 @@ class CanarySettings(_Section):
         return self
 
 
-class WatchedGroup(_Section):
+class WatchedGroup(Section):
     cluster: str
     group: str
 
 
-class AnalyticsSchedule(_Section):
+class AnalyticsSchedule(Section):
     """``monitor.analytics``: the monitor runs ``monitor analyze`` over its own history on a timer."""
 
     every_s: float | None = Field(None, ge=10, description="run the Spark job this often (seconds); unset = never")
@@ -285,7 +201,7 @@ class AnalyticsSchedule(_Section):
     first_delay_s: float | None = Field(None, ge=0, description="first run this long after start; default every_s")
 
 
-class MonitorSettings(_Section):
+class MonitorSettings(Section):
     interval_s: float = Field(5.0, gt=0)
     window: int = Field(10, ge=2)
     min_distance_s: float = Field(0.0, ge=0)
@@ -309,7 +225,7 @@ class MonitorSettings(_Section):
     analytics: AnalyticsSchedule = Field(default_factory=AnalyticsSchedule, description="scheduled Spark analytics")
 
 
-class DashboardSettings(_Section):
+class DashboardSettings(Section):
     """The Streamlit status page (``monitor dashboard``); unset URLs are derived from the monitor/canary sections."""
 
     host: str = "127.0.0.1"
@@ -322,7 +238,7 @@ class DashboardSettings(_Section):
     timeout_s: float = Field(3.0, gt=0, description="HTTP timeout towards the monitor and the canary")
 
 
-class Config(_Section):
+class Config(Section):
     clusters: dict[str, ClusterConfig]
     flows: dict[str, FlowConfig] = Field(default_factory=dict)
     mirror: MirrorSettings = Field(default_factory=MirrorSettings)

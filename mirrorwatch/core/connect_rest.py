@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from .config import ConnectRestSettings
+from .config_mm2 import ConnectRestSettings
 from .redact import MASK, redact_text
 
 # Connect's states (connect-runtime 4.x AbstractStatus.State), then mirrorwatch's "the API did not say"

@@ -3,7 +3,7 @@
     scripts/build-grafana            # rewrite the checked-in files (python -m mirrorwatch.grafana_build)
     scripts/build-grafana --check    # exit 1 when a checked-in file differs from what would be generated
 
-The dashboard is built with Grafana's SDK (``dashboard.py``, grafana-foundation-sdk). The alert rules are
+The dashboard is built with Grafana's SDK (``dashboard.py`` and its rows, grafana-foundation-sdk). The alert rules are
 translated from grafana/prometheus/mirrorwatch-rules.yml (the single source of the alerts), so the two alert
 sets cannot drift apart unnoticed (tests/test_grafana_rules.py checks). They stay hand-built dicts: the SDK
 models the alerting HTTP API's rule (with its folderUID, ruleGroup and orgID on every rule, which the

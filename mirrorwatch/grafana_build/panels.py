@@ -1,7 +1,8 @@
-"""The dashboard's building blocks, shared by :mod:`.dashboard` and :mod:`.dashboard_mirrors` (each of which
-builds rows of panels from them): the Prometheus data source and the ``$flow`` filters, value mappings from a
-status enum, the :class:`Layout` that places panels on Grafana's 24-column grid, and the panel kinds with this
-dashboard's defaults (stat, time series, state timeline) and its query variables.
+"""The dashboard's building blocks, shared by :mod:`.dashboard` and its row modules (``dashboard_*``, each of which
+builds rows of panels from them): the Prometheus data source and the ``$flow`` filters, each status's colour and
+the value mappings from a status enum, the histogram quantile query, the :class:`Layout` that places panels on
+Grafana's 24-column grid, and the panel kinds with this dashboard's defaults (stat, time series, state timeline)
+and its query variables.
 """
 
 from __future__ import annotations
@@ -17,11 +18,44 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
+from ..core.status import CanaryStatus, GroupStatus, PartitionStatus
+
 Status = TypeVar("Status", bound=IntEnum)
 
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 F = 'flow=~"$flow"'
 FT = 'flow=~"$flow",topic=~"$topic"'
+
+# Value mappings: the status enums give code and text, these give each status its colour.
+GROUP_COLORS = {
+    GroupStatus.OK: "green",
+    GroupStatus.WARN: "yellow",
+    GroupStatus.ERR: "red",
+    GroupStatus.STOP: "red",
+    GroupStatus.STALL: "red",
+    GroupStatus.REWIND: "orange",
+    GroupStatus.NOTFOUND: "purple",
+    GroupStatus.UNKNOWN: "text",
+}
+CANARY_COLORS = {
+    CanaryStatus.OK: "green",
+    CanaryStatus.WARNING: "yellow",
+    CanaryStatus.CRITICAL: "red",
+    CanaryStatus.UNKNOWN: "text",
+}
+PARTITION_COLORS = {
+    PartitionStatus.OK: "green",
+    PartitionStatus.WARN: "yellow",
+    PartitionStatus.STOP: "red",
+    PartitionStatus.STALL: "red",
+    PartitionStatus.REWIND: "orange",
+    PartitionStatus.UNKNOWN: "text",
+    PartitionStatus.LOST: "dark-red",
+}
+
+
+def quantile(q: str, metric: str, rng: str = "$__rate_interval", by: str = "flow") -> str:
+    return f"histogram_quantile({q}, sum by ({by}, le) (rate({metric}_bucket{{{F}}}[{rng}])))"
 
 
 def mappings(colors: Mapping[Status, str]) -> list[dm.ValueMapping]:

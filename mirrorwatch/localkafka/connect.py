@@ -18,8 +18,9 @@ from typing import Any
 
 import requests
 
+from . import process
 from .jars import LauncherError, ensure_jars, require_tool
-from .launcher import _LOG4J2, _die_with_parent, free_port, terminate
+from .process import LOG4J2, free_port, terminate
 
 SOURCE_CLASS = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
 CHECKPOINT_CLASS = "org.apache.kafka.connect.mirror.MirrorCheckpointConnector"
@@ -141,7 +142,7 @@ class LocalConnectWorker:
         cmd = [
             java,
             *self.heap.split(),
-            f"-Dlog4j2.configurationFile={_LOG4J2}",
+            f"-Dlog4j2.configurationFile={LOG4J2}",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",
             "-cp",
             f"{jars}/*",
@@ -154,7 +155,7 @@ class LocalConnectWorker:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent if die_with_parent else None,
+                preexec_fn=process.die_with_parent if die_with_parent else None,
             )
         return self
 

@@ -9,58 +9,19 @@ from __future__ import annotations
 
 import atexit
 import base64
-import ctypes
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
 from .jars import KAFKA_VERSION, LauncherError, ensure_jars, require_tool
+from .process import LOG4J2, die_with_parent, free_port, port_in_use, terminate
 from .tls import write_tls_files
 
 HEAP = os.environ.get("MIRRORWATCH_BROKER_HEAP", "-Xms256m -Xmx768m")
 STARTUP_TIMEOUT_S = float(os.environ.get("MIRRORWATCH_BROKER_STARTUP_TIMEOUT", "90"))
-_LOG4J2 = Path(__file__).with_name("log4j2.xml")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_in_use(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
-
-
-def terminate(proc: subprocess.Popen, timeout_s: float) -> None:
-    """SIGTERM, then SIGKILL if the process has not exited within ``timeout_s`` (brokers and MirrorMaker 2)."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def _die_with_parent() -> None:
-    # If the Python process that started a broker dies (even by SIGKILL), the broker gets SIGTERM and shuts
-    # down cleanly instead of lingering on its ports. PR_SET_PDEATHSIG = 1.
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-    except OSError:
-        pass
-    os.setsid()  # own process group: a terminal's Ctrl-C reaches us, and we stop brokers in order
 
 
 SECURITY = ("plaintext", "sasl_ssl")
@@ -252,7 +213,7 @@ class LocalCluster:
                     java,
                     "-cp",
                     classpath,
-                    f"-Dlog4j2.configurationFile={_LOG4J2}",
+                    f"-Dlog4j2.configurationFile={LOG4J2}",
                     f"-Dkafka.logs.dir={self.dir / 'logs'}",
                     "kafka.tools.StorageTool",
                     "format",
@@ -274,7 +235,7 @@ class LocalCluster:
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
             "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={_LOG4J2}",
+            f"-Dlog4j2.configurationFile={LOG4J2}",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",
             "-cp",
             classpath,
@@ -284,7 +245,7 @@ class LocalCluster:
         self._spawned_at = time.monotonic()
         out = open(self.out_path, "ab")
         self.proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent
         )
         out.close()
         _REGISTRY.add(self)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from . import process
 from .jars import ensure_jars, require_tool
-from .launcher import _LOG4J2, _die_with_parent, terminate
+from .process import LOG4J2, terminate
 
 _RF_KEYS = (
     "replication.factor",
@@ -62,7 +63,7 @@ class LocalMirrorMaker2:
         cmd = [
             java,
             *self.heap.split(),
-            f"-Dlog4j2.configurationFile={_LOG4J2}",
+            f"-Dlog4j2.configurationFile={LOG4J2}",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",
             "-cp",
             f"{jars}/*",
@@ -75,7 +76,7 @@ class LocalMirrorMaker2:
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if die_with_parent else None,
+            preexec_fn=process.die_with_parent if die_with_parent else None,
         )
         out.close()
         return self
