@@ -20,7 +20,7 @@ from mirrorwatch.monitor.sampler import Sampler
 
 from .support.helpers import admin, create_topic, end_offsets, produce_numbered
 from .support.mirror_harness import wait_until
-from .support.mm2_checks import check_steady_traffic, connect_offsets
+from .support.mm2_checks import check_steady_traffic, connect_offsets, write_config_and_lag
 from .test_canary_check import run_check
 from .test_mirror_failover import consume_and_commit, run_cli
 
@@ -400,27 +400,8 @@ def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
 def test_monitor_lag_with_a_config_written_from_mm2_properties(mm2_env, tmp_path):
     """`mirrorwatch config from-mm2` on this MM2's own mm2.properties writes a config that watches it with no hand
     edits: `monitor lag` has MM2's committed position, true lag and RPO on every partition."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    bin_dir = Path(sys.executable).parent
-    env, out = mm2_env, tmp_path / "from-mm2.yaml"
-    written = subprocess.run(
-        [str(bin_dir / "mirrorwatch"), "config", "from-mm2", str(env.mm2.dir / "mm2.properties"), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert written.returncode == 0, written.stderr
-    lag = subprocess.run(
-        [str(bin_dir / "monitor"), "lag", "--config", str(out), "--json", "--timeout", "30"],
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert lag.returncode == 0, lag.stderr
-    (body,) = json.loads(lag.stdout)["flows"]
+    env = mm2_env
+    body = write_config_and_lag("from-mm2", env.mm2.dir / "mm2.properties", tmp_path / "from-mm2.yaml")
     assert body["mirror"] == "mm2" and (body["source"], body["target"]) == ("east", "west")
     rows = [r for r in body["partitions"] if r["topic"] in (LAG_TOPIC, FO_TOPIC)]
     assert {(r["topic"], r["partition"]) for r in rows} >= {(FO_TOPIC, 0), (FO_TOPIC, 1)}

@@ -9,7 +9,6 @@ only a Connect cluster has: its own connector names and topics, and MM2's group 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from mirrorwatch.monitor.sampler import Sampler
 from .support.connect_mm2 import CHECKPOINT_CONNECTOR, CONNECT_GROUP, REFRESH_GROUPS_S, SOURCE_ALIAS, SOURCE_CONNECTOR
 from .support.helpers import admin, end_offsets, produce_numbered
 from .support.mirror_harness import wait_until
-from .support.mm2_checks import check_steady_traffic, connect_offsets
+from .support.mm2_checks import check_steady_traffic, connect_offsets, write_config_and_lag
 from .test_canary_check import run_check
 from .test_mirror_failover import consume_and_commit, run_cli
 
@@ -185,29 +184,15 @@ def test_monitor_lag_with_a_config_written_from_the_strimzi_resource(mm2_connect
     resource = tmp_path / "kmm2.yaml"
     resource.write_text(_strimzi_resource(env))
     out = tmp_path / "from-strimzi.yaml"
-    written = subprocess.run(
-        [str(BIN / "mirrorwatch"), "config", "from-strimzi", str(resource), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert written.returncode == 0, written.stderr
-    flow = yaml.safe_load(out.read_text())["flows"]["src-dst"]
-    assert flow["mirror"]["connector"] == SOURCE_CONNECTOR
-    assert flow["mirror"]["connect_offsets_topic"] == f"{CONNECT_GROUP}-offsets"
     produce_numbered(env.source.bootstrap, env.lag_topic, 30, partitions=3)
     ends = end_offsets(env.source.bootstrap, env.lag_topic)
     wait_until(
         lambda: all(_positions(env).get((env.lag_topic, p)) == e for p, e in ends.items()), 60, 0.5, "MM2 committed"
     )
-    lag = subprocess.run(
-        [str(BIN / "monitor"), "lag", "--config", str(out), "--json", "--timeout", "30"],
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert lag.returncode == 0, lag.stderr
-    (body,) = json.loads(lag.stdout)["flows"]
+    body = write_config_and_lag("from-strimzi", resource, out)
+    flow = yaml.safe_load(out.read_text())["flows"]["src-dst"]
+    assert flow["mirror"]["connector"] == SOURCE_CONNECTOR
+    assert flow["mirror"]["connect_offsets_topic"] == f"{CONNECT_GROUP}-offsets"
     assert body["mirror"] == "mm2" and body["source"] == "src" and body["target"] == "dst"
     rows = [r for r in body["partitions"] if r["topic"] == env.lag_topic]
     assert len(rows) == 3

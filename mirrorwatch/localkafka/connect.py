@@ -11,16 +11,14 @@ the monitor reads connector state through ``core.connect_rest``.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from . import process
-from .jars import LauncherError, ensure_jars, require_tool
-from .process import LOG4J2, free_port, terminate
+from .jars import LauncherError
+from .process import ConnectRuntimeProcess, free_port
 
 SOURCE_CLASS = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
 CHECKPOINT_CLASS = "org.apache.kafka.connect.mirror.MirrorCheckpointConnector"
@@ -90,15 +88,12 @@ def mirror_connector_configs(
     }
 
 
-class LocalConnectWorker:
+class LocalConnectWorker(ConnectRuntimeProcess):
     """One distributed Connect worker process; ``url`` is its REST API on a free loopback port."""
 
-    def __init__(self, workdir: str | Path, properties: dict[str, str], heap: str = "-Xms256m -Xmx768m"):
-        self.dir = Path(workdir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.properties = dict(properties)
-        self.heap = heap
-        self.proc: subprocess.Popen | None = None
+    main_class = "org.apache.kafka.connect.cli.ConnectDistributed"
+    properties_file = "connect-distributed.properties"
+    out_file = "connect.out"
 
     @classmethod
     def on(cls, workdir: str | Path, bootstrap: str, group: str, topic_prefix: str, **extra: str) -> LocalConnectWorker:
@@ -116,48 +111,12 @@ class LocalConnectWorker:
         return cls(workdir, props)
 
     @property
-    def workdir(self) -> Path:
-        return self.dir
-
-    @property
     def url(self) -> str:
         return self.properties["listeners"]
 
     @property
     def offsets_topic(self) -> str:
         return self.properties["offset.storage.topic"]
-
-    @property
-    def out_path(self) -> Path:
-        return self.dir / "connect.out"
-
-    def start(self, die_with_parent: bool = True) -> LocalConnectWorker:
-        if self.is_running():
-            return self
-        path = self.dir / "connect-distributed.properties"
-        path.write_text("".join(f"{k} = {v}\n" for k, v in self.properties.items()))
-        jars = ensure_jars("mm2")  # connect-runtime and connect-mirror come in the same set
-        java = require_tool("java", "install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)")
-        (self.dir / "logs").mkdir(exist_ok=True)
-        cmd = [
-            java,
-            *self.heap.split(),
-            f"-Dlog4j2.configurationFile={LOG4J2}",
-            f"-Dkafka.logs.dir={self.dir / 'logs'}",
-            "-cp",
-            f"{jars}/*",
-            "org.apache.kafka.connect.cli.ConnectDistributed",
-            str(path),
-        ]
-        with open(self.out_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=process.die_with_parent if die_with_parent else None,
-            )
-        return self
 
     def wait_ready(self, timeout_s: float = 180) -> LocalConnectWorker:
         """Until the REST API answers and the worker has joined its group (``GET /connectors`` answers 200)."""
@@ -207,26 +166,3 @@ class LocalConnectWorker:
 
     def status(self, name: str) -> dict[str, Any]:
         return self._call("GET", f"/connectors/{requests.utils.quote(name, safe='')}/status")
-
-    # ------------------------------------------------------------ process
-    def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    running = is_running  # the test harness's wait_until(alive=...) asks running(), proc and log_text()
-
-    def kill(self) -> None:
-        if self.is_running():
-            assert self.proc is not None
-            self.proc.kill()
-            self.proc.wait()
-
-    def stop(self, timeout_s: float = 60) -> None:
-        if self.is_running():
-            assert self.proc is not None
-            terminate(self.proc, timeout_s)
-
-    def log_text(self) -> str:
-        return self.out_path.read_text(errors="replace") if self.out_path.exists() else ""
-
-    def log_tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log_text().strip().splitlines()[-lines:])

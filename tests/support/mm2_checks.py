@@ -120,3 +120,22 @@ def check_steady_traffic(sampler, flow: str, source: str, target: str, lag_topic
     ]
     assert view.heartbeat_age_s is not None and view.heartbeat_age_s < 5
     return max(errors), max(rpo_errors, default=0.0)
+
+
+def write_config_and_lag(command: str, source_file, out) -> dict:
+    """`mirrorwatch config <command> SOURCE --out OUT`, then `monitor lag --config OUT --json` as a user would run
+    them, each expected to succeed; the one flow's body of the lag report."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bin_dir = Path(sys.executable).parent
+    runs = (
+        [str(bin_dir / "mirrorwatch"), "config", command, str(source_file), "--out", str(out)],
+        [str(bin_dir / "monitor"), "lag", "--config", str(out), "--json", "--timeout", "30"],
+    )
+    for argv in runs:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=90)
+        assert done.returncode == 0, (argv[:3], done.stderr)
+    (body,) = json.loads(done.stdout)["flows"]
+    return body
