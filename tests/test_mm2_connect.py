@@ -9,9 +9,7 @@ only a Connect cluster has: its own connector names and topics, and MM2's group 
 from __future__ import annotations
 
 import json
-import sys
 import time
-from pathlib import Path
 
 import yaml
 
@@ -24,8 +22,6 @@ from .support.mirror_harness import wait_until
 from .support.mm2_checks import check_steady_traffic, connect_offsets, write_config_and_lag
 from .test_canary_check import run_check
 from .test_mirror_failover import consume_and_commit, run_cli
-
-BIN = Path(sys.executable).parent
 
 
 def _positions(env):
