@@ -85,7 +85,8 @@ def single_file(table, flow_series: int, rows: int):
     writes; ``repartition(1)`` aggregates in parallel and then shuffles to one writer, which costs one Spark job
     more per table. The cached samples are hash-partitioned by flow series (``prepare.read_samples``' window), so
     with one flow series they sit in one partition and the aggregation has one task either way; with several
-    flows and a large history the shuffle is worth its job."""
+    flows and a large history the shuffle is worth its job (the two tables derived from a table read back, one
+    partition already, then pay a needless one too: two small jobs in a long run)."""
     if flow_series <= 1 or rows <= SINGLE_TASK_MAX_ROWS:
         return table.coalesce(1)
     return table.repartition(1)
@@ -111,7 +112,9 @@ def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
     schemas = {}  # of the tables written so far: reading them back needs no schema inference (a Spark job each)
 
     def read(name):
-        return spark.read.schema(schemas[name]).parquet(f"{out}/{name}")
+        # A table read back is one file, i.e. one partition; coalesce(1) tells Spark so (without a shuffle), and the
+        # per-topic windows over it then need no exchange (a Spark job each).
+        return spark.read.schema(schemas[name]).parquet(f"{out}/{name}").coalesce(1)
 
     with progress.stage(f"reading {len(files.good)} files"):
         samples = read_samples(spark, files.good, settings.start, settings.end)
@@ -180,10 +183,30 @@ def spark_max(values):
     return max(known) if known else None
 
 
+def read_back(read, wanted: dict[str, list[str]]) -> dict[str, list[dict]]:
+    """The ``wanted`` columns of several tables just written, in one Spark job: a union of their scans is one
+    stage with a task per file, where a collect per table cost a job each. Each table's columns are renamed apart
+    first, so that the union never meets two types under one name (it would widen them). Rows in file order."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    frames = [
+        read(name).select(F.lit(name).alias("table"), *[F.col(c).alias(f"{name}__{c}") for c in columns])
+        for name, columns in wanted.items()
+    ]
+    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+    rows: dict[str, list[dict]] = {name: [] for name in wanted}
+    for r in union.collect():
+        name = r["table"]
+        rows[name].append({c: r[f"{name}__{c}"] for c in wanted[name]})
+    return rows
+
+
 def build_summary(read, settings: AnalysisSettings, files, rows: int, by_flow: list[dict], table_names) -> dict:
     """Small figures for dashboards and humans, from the tables just written: the per-flow rows are in hand, the
-    rest are read back (no recomputation) with one collect each, and totals are added up here rather than by a
-    Spark aggregate (two jobs each)."""
+    rest are read back (no recomputation) in one Spark job, and totals are added up here rather than by a Spark
+    aggregate (two jobs each)."""
     out = settings.out_uri.rstrip("/")
     slo_cols = [
         "compliance",
@@ -196,11 +219,6 @@ def build_summary(read, settings: AnalysisSettings, files, rows: int, by_flow: l
         "last_sample",
     ]
 
-    def collect(name: str, columns: list[str]) -> list[dict]:
-        return [r.asDict() for r in read(name).select(*columns).collect()]
-
-    incidents = collect("incidents", ["open", "duration_s", "peak_true_lag"])
-    gaps = collect("sampling_gaps", ["gap_s"])
     committed_cols = [
         "samples",
         "committed_minus_true_p50",
@@ -217,6 +235,18 @@ def build_summary(read, settings: AnalysisSettings, files, rows: int, by_flow: l
         "true_lag_p99_change",
         "true_lag_p99_slope_per_day",
     ]
+    back = read_back(
+        read,
+        {
+            "slo_by_topic": TOPIC_KEYS + slo_cols,
+            "incidents": ["open", "duration_s", "peak_true_lag"],
+            "incidents_by_topic": ["open"],
+            "sampling_gaps": ["gap_s"],
+            "committed_view": TOPIC_KEYS + committed_cols,
+            "trend": TOPIC_KEYS + trend_cols,
+        },
+    )
+    incidents, gaps = back["incidents"], back["sampling_gaps"]
     return {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "history": settings.history_uri,
@@ -225,21 +255,17 @@ def build_summary(read, settings: AnalysisSettings, files, rows: int, by_flow: l
         "rows": rows,
         "files": {"read": len(files.good), "skipped": [{"uri": u, "reason": r} for u, r in files.skipped]},
         "compliance_by_flow": ordered(by_flow, FLOW_KEYS + slo_cols, FLOW_KEYS),
-        "compliance_by_topic": ordered(
-            collect("slo_by_topic", TOPIC_KEYS + slo_cols), TOPIC_KEYS + slo_cols, TOPIC_KEYS
-        ),
+        "compliance_by_topic": ordered(back["slo_by_topic"], TOPIC_KEYS + slo_cols, TOPIC_KEYS),
         "incidents": {
             "count": len(incidents),
             "open": spark_sum(int(r["open"]) if r["open"] is not None else None for r in incidents),
             "total_duration_s": spark_sum(r["duration_s"] for r in incidents),
             "max_peak_true_lag": spark_max(r["peak_true_lag"] for r in incidents),
-            "by_topic_windows": len(collect("incidents_by_topic", ["open"])),
+            "by_topic_windows": len(back["incidents_by_topic"]),
         },
         "sampling_gaps": {"count": len(gaps), "total_gap_s": spark_sum(r["gap_s"] for r in gaps)},
-        "committed_view": ordered(
-            collect("committed_view", TOPIC_KEYS + committed_cols), TOPIC_KEYS + committed_cols, TOPIC_KEYS
-        ),
-        "trend": ordered(collect("trend", TOPIC_KEYS + trend_cols), TOPIC_KEYS + trend_cols, TOPIC_KEYS),
+        "committed_view": ordered(back["committed_view"], TOPIC_KEYS + committed_cols, TOPIC_KEYS),
+        "trend": ordered(back["trend"], TOPIC_KEYS + trend_cols, TOPIC_KEYS),
         "tables": {name: f"{out}/{name}" for name in table_names},
     }
 
