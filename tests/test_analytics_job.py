@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pyarrow.parquet as pq
@@ -11,6 +12,11 @@ import pytest
 from mirrorwatch.monitor.cli import main
 
 pytestmark = pytest.mark.spark
+
+# One run on this module's small history (11,000 rows) issued 53 Spark jobs before the trim in BENCHMARKS.md and
+# 14 after. A job costs ~0.3 s on a warm local session and ~1 s on a standalone cluster whatever the data size, so
+# the suite's Spark time follows this count; a change that adds jobs fails here rather than slowing the suite.
+MAX_SPARK_JOBS = 14
 
 
 def run_cli(argv: list[str]) -> int:
@@ -23,8 +29,29 @@ def ms(value) -> int | None:
     return None if value is None else int(value.replace(tzinfo=value.tzinfo or UTC).timestamp() * 1000)
 
 
+@contextmanager
+def counting_spark_jobs(spark, group: str):
+    """Yields a list that holds, after the block, the ids of the Spark jobs this thread started in it (a job group:
+    the jobs adaptive execution starts on its own threads inherit it). The shared session is left without one."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, "counted by tests/test_analytics_job.py")
+    ids: list[int] = []
+    try:
+        yield ids
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            sc.setLocalProperty(key, None)
+    ids.extend(sc.statusTracker().getJobIdsForGroup(group))
+
+
 @pytest.fixture(scope="module")
-def analysed(tmp_path_factory, spark):
+def analysed_jobs() -> list[int]:
+    """The ids of the Spark jobs of the ``analysed`` run (filled by that fixture)."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory, spark, analysed_jobs):
     history = tmp_path_factory.mktemp("history")
     out = tmp_path_factory.mktemp("analytics")
     assert (
@@ -46,7 +73,9 @@ def analysed(tmp_path_factory, spark):
         )
         == 0
     )
-    assert run_cli(["analyze", "--history", str(history), "--out", str(out), "--quiet"]) == 0
+    with counting_spark_jobs(spark, "test_analytics_job") as jobs:
+        assert run_cli(["analyze", "--history", str(history), "--out", str(out), "--quiet"]) == 0
+    analysed_jobs.extend(jobs)
     truth = json.loads((history / "ground_truth.json").read_text())
 
     def table(name):
@@ -126,3 +155,8 @@ def test_topic_windows_trend_and_summary(analysed):
     assert summary["rows"] == truth["rows"]
     assert summary["incidents"]["count"] == len(truth["incidents"])
     assert summary["files"]["skipped"] == []
+
+
+def test_one_run_issues_few_spark_jobs(analysed, analysed_jobs):
+    # a count, not a time: tests never assert on wall-clock speed
+    assert 0 < len(analysed_jobs) <= MAX_SPARK_JOBS, f"{len(analysed_jobs)} Spark jobs; see BENCHMARKS.md"

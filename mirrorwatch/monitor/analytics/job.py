@@ -71,6 +71,27 @@ def build_tables(enriched, settings: AnalysisSettings) -> dict:
     }
 
 
+# Beyond this many samples a second core's share of an aggregation outweighs the Spark job a shuffle costs
+# (~0.3 s on a warm local session, ~1 s on a cluster); see ``single_file``. Coarse on purpose: the bench's 1M
+# samples took ~3 s per table on one core.
+SINGLE_TASK_MAX_ROWS = 1_000_000
+
+
+def single_file(table, flow_series: int, rows: int):
+    """``table`` as one partition, so it is written as one file (the tables are small: per partition × hour at
+    most, and readers such as the status page take a table as one file).
+
+    ``coalesce(1)`` runs the whole last stage — the aggregation over the cached samples — in the one task that
+    writes; ``repartition(1)`` aggregates in parallel and then shuffles to one writer, which costs one Spark job
+    more per table. The cached samples are hash-partitioned by flow series (``prepare.read_samples``' window), so
+    with one flow series they sit in one partition and the aggregation has one task either way; with several
+    flows and a large history the shuffle is worth its job (the two tables derived from a table read back, one
+    partition already, then pay a needless one too: two small jobs in a long run)."""
+    if flow_series <= 1 or rows <= SINGLE_TASK_MAX_ROWS:
+        return table.coalesce(1)
+    return table.repartition(1)
+
+
 def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
     from pyspark import StorageLevel
 
@@ -87,29 +108,37 @@ def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
             + (" in the requested period" if settings.start or settings.end else "")
         )
 
+    out = settings.out_uri.rstrip("/")
+    schemas = {}  # of the tables written so far: reading them back needs no schema inference (a Spark job each)
+
+    def read(name):
+        # A table read back is one file, i.e. one partition; coalesce(1) tells Spark so (without a shuffle), and the
+        # per-topic windows over it then need no exchange (a Spark job each).
+        return spark.read.schema(schemas[name]).parquet(f"{out}/{name}").coalesce(1)
+
     with progress.stage(f"reading {len(files.good)} files"):
         samples = read_samples(spark, files.good, settings.start, settings.end)
         enriched = enrich(samples, settings.slo_lag, settings.slo_time_s, settings.gap_factor)
         enriched = enriched.persist(StorageLevel.MEMORY_AND_DISK)
-        rows = enriched.count()
+        tables = build_tables(enriched, settings)
+        # One small collect fills the cache, says whether there is anything (its samples add up to the row count:
+        # no count(), which cost two jobs more) and gives the summary its per-flow compliance.
+        by_flow = [r.asDict() for r in tables["slo_by_flow"](read).collect()]
+        rows = sum(r["samples"] for r in by_flow)
     try:
         if rows == 0:
             raise HistoryUnavailable(
                 f"the lag history under {settings.history_uri} is empty"
                 + (" in the requested period" if settings.start or settings.end else "")
             )
-        out = settings.out_uri.rstrip("/")
-
-        def read(name):
-            return spark.read.parquet(f"{out}/{name}")
-
-        tables = build_tables(enriched, settings)
+        flow_series = len({(r["flow"], r["source"], r["target"]) for r in by_flow})
         for name, table in tables.items():
             with progress.stage(f"writing {name}"):
-                # One file per table: they are small (per partition × hour at most).
-                table(read).repartition(1).write.mode("overwrite").parquet(f"{out}/{name}")
+                df = table(read)
+                schemas[name] = df.schema
+                single_file(df, flow_series, rows).write.mode("overwrite").parquet(f"{out}/{name}")
         with progress.stage("writing summary.json"):
-            summary = json_safe(build_summary(spark, settings, files, rows, list(tables)))
+            summary = json_safe(build_summary(read, settings, files, rows, by_flow, list(tables)))
             HadoopFS(spark).write_text(f"{out}/summary.json", json.dumps(summary, indent=1, allow_nan=False))
         return summary
     finally:
@@ -132,15 +161,52 @@ def json_safe(value):
     return value
 
 
-def _rows(spark, uri: str, columns: list[str], order: list[str] | None = None) -> list[dict]:
-    df = spark.read.parquet(uri).select(*columns)
-    return [r.asDict() for r in (df.orderBy(*order) if order else df).collect()]
+def ordered(rows: list[dict], columns: list[str], keys: list[str]) -> list[dict]:
+    """``columns`` of ``rows`` in the order Spark's ``orderBy(*keys)`` gives: ascending, nulls first (strings compare
+    by code point in both). The keys are each table's grouping keys, so there are no ties to break."""
+    rows = sorted(rows, key=lambda r: tuple((r[k] is not None, r[k]) for k in keys))
+    return [{c: r[c] for c in columns} for r in rows]
 
 
-def build_summary(spark, settings: AnalysisSettings, files, rows: int, table_names: list[str]) -> dict:
-    """Small figures for dashboards and humans, read back from the tables just written (no recomputation)."""
+def spark_sum(values):
+    """Spark's ``sum`` over one partition, in row order: null if no value is known, else 0 + each known value in
+    turn (so doubles round exactly as Spark's aggregate of a one-file table does)."""
+    total = None
+    for v in values:
+        if v is not None:
+            total = (0 if total is None else total) + v
+    return total
+
+
+def spark_max(values):
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def read_back(read, wanted: dict[str, list[str]]) -> dict[str, list[dict]]:
+    """The ``wanted`` columns of several tables just written, in one Spark job: a union of their scans is one
+    stage with a task per file, where a collect per table cost a job each. Each table's columns are renamed apart
+    first, so that the union never meets two types under one name (it would widen them). Rows in file order."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
+    frames = [
+        read(name).select(F.lit(name).alias("table"), *[F.col(c).alias(f"{name}__{c}") for c in columns])
+        for name, columns in wanted.items()
+    ]
+    union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+    rows: dict[str, list[dict]] = {name: [] for name in wanted}
+    for r in union.collect():
+        name = r["table"]
+        rows[name].append({c: r[f"{name}__{c}"] for c in wanted[name]})
+    return rows
+
+
+def build_summary(read, settings: AnalysisSettings, files, rows: int, by_flow: list[dict], table_names) -> dict:
+    """Small figures for dashboards and humans, from the tables just written: the per-flow rows are in hand, the
+    rest are read back (no recomputation) in one Spark job, and totals are added up here rather than by a Spark
+    aggregate (two jobs each)."""
     out = settings.out_uri.rstrip("/")
     slo_cols = [
         "compliance",
@@ -152,22 +218,35 @@ def build_summary(spark, settings: AnalysisSettings, files, rows: int, table_nam
         "first_sample",
         "last_sample",
     ]
-    incidents = spark.read.parquet(f"{out}/incidents")
-    inc = (
-        incidents.agg(
-            F.count(F.lit(1)).alias("count"),
-            F.sum(F.col("open").cast("int")).alias("open"),
-            F.sum("duration_s").alias("total_duration_s"),
-            F.max("peak_true_lag").alias("max_peak_true_lag"),
-        )
-        .first()
-        .asDict()
+
+    committed_cols = [
+        "samples",
+        "committed_minus_true_p50",
+        "committed_minus_true_p99",
+        "false_pages",
+        "false_page_share",
+        "missed_breaches",
+    ]
+    trend_cols = [
+        "first_day",
+        "last_day",
+        "first_true_lag_p99",
+        "last_true_lag_p99",
+        "true_lag_p99_change",
+        "true_lag_p99_slope_per_day",
+    ]
+    back = read_back(
+        read,
+        {
+            "slo_by_topic": TOPIC_KEYS + slo_cols,
+            "incidents": ["open", "duration_s", "peak_true_lag"],
+            "incidents_by_topic": ["open"],
+            "sampling_gaps": ["gap_s"],
+            "committed_view": TOPIC_KEYS + committed_cols,
+            "trend": TOPIC_KEYS + trend_cols,
+        },
     )
-    gaps = (
-        spark.read.parquet(f"{out}/sampling_gaps")
-        .agg(F.count(F.lit(1)).alias("count"), F.sum("gap_s").alias("total_gap_s"))
-        .first()
-    )
+    incidents, gaps = back["incidents"], back["sampling_gaps"]
     return {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "history": settings.history_uri,
@@ -175,38 +254,18 @@ def build_summary(spark, settings: AnalysisSettings, files, rows: int, table_nam
         "slo": {"true_lag": settings.slo_lag, "time_lag_s": settings.slo_time_s, "gap_factor": settings.gap_factor},
         "rows": rows,
         "files": {"read": len(files.good), "skipped": [{"uri": u, "reason": r} for u, r in files.skipped]},
-        "compliance_by_flow": _rows(spark, f"{out}/slo_by_flow", FLOW_KEYS + slo_cols, FLOW_KEYS),
-        "compliance_by_topic": _rows(spark, f"{out}/slo_by_topic", TOPIC_KEYS + slo_cols, TOPIC_KEYS),
-        "incidents": {**inc, "by_topic_windows": spark.read.parquet(f"{out}/incidents_by_topic").count()},
-        "sampling_gaps": gaps.asDict(),
-        "committed_view": _rows(
-            spark,
-            f"{out}/committed_view",
-            TOPIC_KEYS
-            + [
-                "samples",
-                "committed_minus_true_p50",
-                "committed_minus_true_p99",
-                "false_pages",
-                "false_page_share",
-                "missed_breaches",
-            ],
-            TOPIC_KEYS,
-        ),
-        "trend": _rows(
-            spark,
-            f"{out}/trend",
-            TOPIC_KEYS
-            + [
-                "first_day",
-                "last_day",
-                "first_true_lag_p99",
-                "last_true_lag_p99",
-                "true_lag_p99_change",
-                "true_lag_p99_slope_per_day",
-            ],
-            TOPIC_KEYS,
-        ),
+        "compliance_by_flow": ordered(by_flow, FLOW_KEYS + slo_cols, FLOW_KEYS),
+        "compliance_by_topic": ordered(back["slo_by_topic"], TOPIC_KEYS + slo_cols, TOPIC_KEYS),
+        "incidents": {
+            "count": len(incidents),
+            "open": spark_sum(int(r["open"]) if r["open"] is not None else None for r in incidents),
+            "total_duration_s": spark_sum(r["duration_s"] for r in incidents),
+            "max_peak_true_lag": spark_max(r["peak_true_lag"] for r in incidents),
+            "by_topic_windows": len(back["incidents_by_topic"]),
+        },
+        "sampling_gaps": {"count": len(gaps), "total_gap_s": spark_sum(r["gap_s"] for r in gaps)},
+        "committed_view": ordered(back["committed_view"], TOPIC_KEYS + committed_cols, TOPIC_KEYS),
+        "trend": ordered(back["trend"], TOPIC_KEYS + trend_cols, TOPIC_KEYS),
         "tables": {name: f"{out}/{name}" for name in table_names},
     }
 
