@@ -71,9 +71,9 @@ def build_tables(enriched, settings: AnalysisSettings) -> dict:
     }
 
 
-# Beyond this many samples a second core's share of an aggregation outweighs the Spark job a shuffle costs
-# (~0.3 s on a warm local session, ~1 s on a cluster); see ``single_file``. Coarse on purpose: the bench's 1M
-# samples took ~3 s per table on one core.
+# Beyond this many samples a second core's share of an aggregation outweighs the fixed cost of the Spark job a
+# shuffle adds (scheduling; largest on a cluster); see ``single_file``. Coarse on purpose: the bench's 1M samples
+# took ~3 s per table on one core.
 SINGLE_TASK_MAX_ROWS = 1_000_000
 
 
