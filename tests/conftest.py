@@ -251,7 +251,22 @@ def mm2_connect(source, target, tmp_path_factory):
 
     env = start_connect_mm2(source, target, tmp_path_factory.mktemp("connect"))
     _LOG_PATHS.append(env.worker.out_path)
+    _SESSION_PROCESSES["mm2_connect"] = env.worker
     try:
         yield env
     finally:
         env.worker.kill()
+
+
+# A session fixture's process that only one scheduling group uses is stopped when that group's last test is done
+# (the group runs whole on one worker): left running, the Connect worker's MM2 kept refreshing, checkpointing
+# and beating against clusters that later tests stop and freeze, for the rest of the session.
+_SESSION_PROCESSES: dict[str, object] = {}
+
+
+def pytest_runtest_teardown(item, nextitem):
+    for fixture, proc in list(_SESSION_PROCESSES.items()):
+        used_next = nextitem is not None and fixture in getattr(nextitem, "fixturenames", ())
+        if fixture in getattr(item, "fixturenames", ()) and not used_next:
+            proc.kill()
+            del _SESSION_PROCESSES[fixture]

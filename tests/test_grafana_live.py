@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from mirrorwatch.core.connect_rest import STATES as CONNECT_STATES
 from mirrorwatch.grafana_build import promql
 
 from .support.prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
@@ -29,6 +30,10 @@ LABEL_VALUES = {
     "retriable": "false",
     "role": "source",
     "mirror": "mirrorwatch",
+    # MM2 connector state (docs/metrics.md): one RUNNING series, so that no connector alert holds
+    "connector": "src->dst.MirrorSourceConnector",
+    "task": "0",
+    "state": "RUNNING",
 }
 # Values chosen so that exactly one metric-driven alert holds: true lag 20000 > 10000.
 GAUGE_VALUES = {
@@ -55,12 +60,14 @@ def stand_in_registry() -> tuple[CollectorRegistry, dict]:
             labels.append(label)
             if values:  # kind=`read`/`acked`/`committed`: one series per value
                 kinds = re.findall(r"`(\w+)`", values)
+        if "state" in labels:  # one series per possible state, 1 for the current (RUNNING), as the exporter does
+            kinds = list(CONNECT_STATES)
         cls = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}[kind]
         metric = cls(name.removesuffix("_total"), name, labels, registry=registry)
         for k in kinds:
-            values = {**LABEL_VALUES, **({"kind": k} if k else {})}
+            values = {**LABEL_VALUES, **({"state": k} if "state" in labels else {"kind": k} if k else {})}
             child = series[name, k] = metric.labels(**{label: values[label] for label in labels})
-            value = GAUGE_VALUES.get(name, 1)
+            value = GAUGE_VALUES.get(name, 1) if "state" not in labels else int(k == "RUNNING")
             {
                 "counter": lambda: child.inc(COUNTER_VALUES.get(name, 10)),
                 "histogram": lambda: [child.observe(0.05) for _ in range(3)],

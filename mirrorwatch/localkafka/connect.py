@@ -134,13 +134,15 @@ class LocalConnectWorker(ConnectRuntimeProcess):
 
     # ------------------------------------------------------------ REST (the operator's side)
     def _call(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201, 202, 204)) -> Any:
-        # a rebalance in progress answers 409; the worker retries it, and so do we for a while
+        # a rebalance in progress answers 409, or 500 "a rebalance is expected" (RebalanceNeededException): the
+        # worker retries such requests itself, and so do we for a while
         deadline = time.monotonic() + 60
         while True:
             resp = requests.request(method, f"{self.url}{path}", json=body, timeout=30)
             if resp.status_code in ok:
                 return resp.json() if resp.content else None
-            if resp.status_code != 409 or time.monotonic() > deadline:
+            rebalancing = resp.status_code == 409 or (resp.status_code == 500 and "rebalance" in resp.text)
+            if not rebalancing or time.monotonic() > deadline:
                 raise LauncherError(f"Connect {method} {path}: HTTP {resp.status_code} {resp.text[:300]}")
             time.sleep(1)
 

@@ -26,8 +26,9 @@ CONNECT_GROUP = "mirrormaker2-cluster"
 SOURCE_CONNECTOR = f"{SOURCE_ALIAS}->{TARGET_ALIAS}.MirrorSourceConnector"
 CHECKPOINT_CONNECTOR = f"{SOURCE_ALIAS}->{TARGET_ALIAS}.MirrorCheckpointConnector"
 HEARTBEAT_CONNECTOR = f"{SOURCE_ALIAS}->{TARGET_ALIAS}.MirrorHeartbeatConnector"
-# short enough for a test to see a new group discovered, long enough to see it "not yet discovered" first
-REFRESH_GROUPS_S = 20
+# short enough for a test to see a new group discovered, long enough to see it "not yet discovered" first (the
+# checks in between take ~10 s on a loaded 2-core machine)
+REFRESH_GROUPS_S = 30
 
 
 @dataclass
@@ -117,6 +118,13 @@ def start_connect_mm2(source, target, workdir: Path) -> ConnectMm2:
         )
         for kind, name in env.connectors.items():
             worker.put_connector(name, configs[kind])
+        # the reverse pair's heartbeat connector writes heartbeats into the source's `heartbeats` topic, which the
+        # source connector mirrors to `src.heartbeats`: end-to-end liveness, as dedicated mode has by default (the
+        # suite's source cluster also holds older heartbeats of other tests there)
+        reverse = mirror_connector_configs(
+            TARGET_ALIAS, SOURCE_ALIAS, target.bootstrap, source.bootstrap, f"cm-{run}-.*"
+        )["heartbeat"]
+        worker.put_connector(f"{TARGET_ALIAS}->{SOURCE_ALIAS}.MirrorHeartbeatConnector", reverse)
         # MM2 is up when it has mirrored a first record of each topic
         produce_numbered(source.bootstrap, fo_topic, 2, partitions=2)
         wait_until(
