@@ -242,20 +242,45 @@ def spark_cluster(tmp_path_factory):
         cluster.stop()
 
 
+class _ConnectStack:
+    """The Connect-mode tests' own cluster pair and Connect worker, stopped together."""
+
+    def __init__(self, clusters, env):
+        self.clusters, self.env, self.stopped = clusters, env, False
+
+    def kill(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self.env.worker.kill()
+            self.clusters.stop()
+
+
 @pytest.fixture(scope="session")
-def mm2_connect(source, target, tmp_path_factory):
+def mm2_connect(tmp_path_factory):
     """MirrorMaker 2's three connectors in one real Kafka Connect distributed worker on the target, named as Strimzi
     names them, shared by the Connect-mode tests (start-up costs ~30-60 s on 2 cores); see tests/support/connect_mm2.py.
-    """
+
+    On a cluster pair of its own: on the worker's shared pair, other modules' mirrors and MM2s had left heartbeats in
+    the source's `heartbeats` topic, which this MM2 mirrors as `src.heartbeats` (the heartbeats that crossed the
+    mirror): the canary and the failover check read them 4 minutes old, and said CRITICAL and DEGRADED."""
     from .support.connect_mm2 import start_connect_mm2
 
-    env = start_connect_mm2(source, target, tmp_path_factory.mktemp("connect"))
+    base = tmp_path_factory.mktemp("kafka-connect")
+    clusters = LocalClusters(["source", "target"], base)
+    _LOG_PATHS.extend(c.log_path for c in clusters.clusters.values())
+    clusters.start()
+    source, target = (TestCluster(n, c.bootstrap, c) for n, c in clusters.clusters.items())
+    try:
+        env = start_connect_mm2(source, target, tmp_path_factory.mktemp("connect"))
+    except BaseException:
+        clusters.stop()
+        raise
     _LOG_PATHS.append(env.worker.out_path)
-    _SESSION_PROCESSES["mm2_connect"] = env.worker
+    stack = _SESSION_PROCESSES["mm2_connect"] = _ConnectStack(clusters, env)
     try:
         yield env
     finally:
-        env.worker.kill()
+        stack.kill()
 
 
 # A session fixture's process that only one scheduling group uses is stopped when that group's last test is done
