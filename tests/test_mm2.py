@@ -109,17 +109,24 @@ def _connect_offsets(bootstrap) -> dict[tuple[str, int], int]:
 
 
 def test_mm2_creates_its_topics_where_the_defaults_say(mm2_env):
-    east = set(admin(mm2_env.source.bootstrap).list_topics(timeout=10).topics)
-    west = set(admin(mm2_env.target.bootstrap).list_topics(timeout=10).topics)
-    assert {"mm2-offset-syncs.west.internal", "heartbeats"} <= east  # offset syncs on the SOURCE by default
-    assert {
+    on_east = {"mm2-offset-syncs.west.internal", "heartbeats"}  # offset syncs on the SOURCE by default
+    on_west = {
         "east.checkpoints.internal",
         "mm2-offsets.east.internal",
         "mm2-configs.east.internal",  # where MM2's group discovery is read (core.mm2.default_connect_configs_topic)
         "heartbeats",
-        "east.heartbeats",
+        "east.heartbeats",  # once the reverse pair's first heartbeat on east is there and a topic refresh found it
         f"east.{FO_TOPIC}",
-    } <= west
+    }
+
+    def missing():
+        east = set(admin(mm2_env.source.bootstrap).list_topics(timeout=10).topics)
+        west = set(admin(mm2_env.target.bootstrap).list_topics(timeout=10).topics)
+        return (on_east - east) | (on_west - west)
+
+    # on a fresh pair the first test can run before MM2 has made the topics its heartbeat connectors start
+    wait_until(lambda: not missing(), 60, 1, "MM2's topics")
+    assert not missing()
 
 
 def test_true_lag_rpo_and_committed_lag_under_steady_traffic(mm2_env):
