@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from .model import Snapshot
 
-LAGS = ("committed_lag", "read_lag", "true_lag")
 MAX_CHANGES = 50  # status changes kept per flow, besides the time limit
 
 
