@@ -140,3 +140,19 @@ def test_two_members_one_leader_and_a_quick_handover_on_stop(source):
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_session_timeout_the_brokers_refuse_is_one_line(source):
+    config = config_from_dict(
+        {
+            "clusters": {"east": source.config()},
+            "leader": {"enabled": True, "session_timeout_s": 1, "topic": f"mw-leader-{uuid.uuid4().hex[:6]}"},
+        }
+    )
+    election = Election(config, f"test-{uuid.uuid4().hex[:6]}").start()
+    try:
+        fatal = _wait(lambda: election.fatal, 60, "the refusal")
+        assert "leader.session_timeout_s=1 s" in fatal and "group.min.session.timeout.ms" in fatal
+        assert not election.is_leader()
+    finally:
+        election.stop()

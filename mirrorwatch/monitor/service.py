@@ -153,8 +153,8 @@ class MonitorService:
                 log.exception("webhooks: cannot queue notifications")
             return snap
 
-    def _run_analytics(self) -> None:
-        if not self.election.is_leader():
+    def _run_analytics(self, scheduled: bool = True) -> None:
+        if scheduled and not self.election.is_leader():
             log.debug("analytics: the scheduled run is the leader's")
             return
         status = self.analytics.run()
@@ -162,8 +162,12 @@ class MonitorService:
             # no closed history file yet: look again within a minute rather than a whole interval later
             retry = min(self.config.monitor.analytics.every_s, 60.0)
             self.scheduler.add_job(
-                self.analytics.run, "date", run_date=_now_dt(retry), id="analytics-retry", replace_existing=True
+                self._retry_analytics, "date", run_date=_now_dt(retry), id="analytics-retry", replace_existing=True
             )
+
+    def _retry_analytics(self) -> None:
+        if self.election.is_leader():
+            self.analytics.run()
 
     def run_analytics_now(self) -> None:
         """The scheduled Spark job at once (``monitor run`` on SIGUSR1); a run already going is not doubled."""
@@ -173,7 +177,12 @@ class MonitorService:
         log.info("analytics: asked to run now")
         try:
             self.scheduler.add_job(
-                self._run_analytics, "date", run_date=_now_dt(), id="analytics-now", replace_existing=True
+                self._run_analytics,
+                "date",
+                run_date=_now_dt(),
+                id="analytics-now",
+                replace_existing=True,
+                kwargs={"scheduled": False},  # asked of this replica: it runs, leader or not
             )
         except Exception as exc:  # e.g. the scheduler is shutting down: a signal must never print a traceback
             log.warning("analytics: cannot run now: %s", exc)
