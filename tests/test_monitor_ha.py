@@ -1,7 +1,8 @@
 """Two `monitor run` replicas on one config with ``leader.enabled`` (docs/ha.md), as real processes on the real
 local cluster, with a real HTTP webhook receiver: one leader, one POST per status change, a SIGKILLed leader
 replaced and the change made during the handover delivered, a leader frozen past the session timeout replaced and,
-thawed, silent and a follower. One test, so the processes are shared across the steps."""
+thawed, silent and a follower. One test, so the processes are shared across the steps; and the scheduled Spark
+run on the leader only."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pyarrow.parquet as pq
 import yaml
+
+from mirrorwatch.core.config_loading import config_from_dict
+from mirrorwatch.core.records import lag_sample_arrow_schema
+from mirrorwatch.monitor.service import MonitorService
 
 from .support.helpers import admin, create_topic, produce_numbered
 from .support.services import Service
@@ -160,3 +166,46 @@ def test_two_monitors_one_leader_webhooks_once_through_kill_and_freeze(source, t
                 replica.service.stop()
         receiver.close()
     assert all("Traceback" not in r.log() for r in (a, b, c)), [r.log()[-3000:] for r in (a, b, c)]
+
+
+def test_only_the_leader_runs_the_scheduled_spark_job(source, topic_name, tmp_path):
+    """Two monitors in this process, each with its own real election: the scheduled run (a stand-in command in
+    place of the Spark job) happens on the leader only; a run asked of the follower (SIGUSR1's path) runs there."""
+    earlier = tmp_path / "history" / "lag" / "date=2026-01-05"
+    earlier.mkdir(parents=True)
+    pq.write_table(lag_sample_arrow_schema().empty_table(), earlier / "part-000000000000-1.parquet")
+    config = config_from_dict(
+        {
+            "clusters": {"east": source.config()},
+            "canary": {"metrics_port": None},
+            "monitor": {
+                "interval_s": 1,
+                "http_port": None,
+                "metrics_port": None,
+                "history": False,
+                "history_dir": str(tmp_path / "history"),
+                "groups": [{"cluster": "east", "group": f"g-{topic_name}"}],
+                "analytics": {"every_s": 10, "first_delay_s": 0, "out": str(tmp_path / "a")},
+            },
+            "leader": {"enabled": True, "session_timeout_s": SESSION_S, "topic": f"mw-leader-{uuid.uuid4().hex[:6]}"},
+        }
+    )
+    services = [MonitorService(config), MonitorService(config)]
+    for service in services:
+        service.analytics.command = lambda settings, history, out, now: [
+            sys.executable,
+            "-c",
+            f"import os; os.makedirs({out!r})",
+        ]
+        service.start()
+    try:
+        leader = wait_for(lambda: [s for s in services if s.election.is_leader()], 60)[0]
+        follower = services[1] if leader is services[0] else services[0]
+        wait_for(lambda: leader.analytics.status().state == "ok", 60)
+        assert follower.analytics.status().runs == 0 and not follower.election.is_leader()
+        follower.run_analytics_now()
+        wait_for(lambda: follower.analytics.status().state == "ok", 60)
+        assert follower.analytics.status().runs == 1
+    finally:
+        for service in services:
+            service.stop()
