@@ -49,9 +49,9 @@ _FATAL = {
     KafkaError.INVALID_SESSION_TIMEOUT: "the brokers refuse leader.session_timeout_s={s:g} s: set it within their "
     "group.min.session.timeout.ms and group.max.session.timeout.ms (6 to 1800 s unless changed)",
     KafkaError.GROUP_AUTHORIZATION_FAILED: "not authorized for the election group {group} on cluster '{alias}': "
-    "grant Read on that group (docs/security.md)",
+    "grant Read on that group (docs/ha.md, Permissions)",
     KafkaError.TOPIC_AUTHORIZATION_FAILED: "not authorized for the election topic {topic} on cluster '{alias}': "
-    "grant Read, Write and Describe on it (docs/security.md)",
+    "grant Read, Write and Describe on it (docs/ha.md, Permissions)",
 }
 
 
@@ -258,12 +258,12 @@ class Election:
             elif err.code() in _EXPELLED:
                 self.lease.refuted()
         if err is not None:
-            log.debug("leader: lease not renewed: %s", err)
+            log.debug("leader: lease not renewed: %s", redact_text(str(err)))
 
     def _on_error(self, err: KafkaError) -> None:
         problem = _FATAL.get(err.code())
         if problem is None:
-            log.debug("leader: %s", err)
+            log.debug("leader: %s", redact_text(str(err)))
             return
         if self.fatal is None:  # the service stops with this line (exit code 2; the canary's 3)
             self.fatal = problem.format(s=self.session_s, group=self.group, topic=self.topic, alias=self.alias)
