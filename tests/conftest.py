@@ -71,6 +71,7 @@ LONGEST_FIRST = [
     "test_canary_check",
     "test_lag_accuracy",
     "test_monitor_service",
+    "test_monitor_ha",
     "test_mirror_behaviour",
     "test_mirror_failover",
     "test_mirror_faults",

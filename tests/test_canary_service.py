@@ -50,7 +50,10 @@ class CanaryProcess:
         out = {}
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name.startswith("mirrorwatch_canary_") and "le" not in sample.labels:
+                if (
+                    sample.name.startswith(("mirrorwatch_canary_", "mirrorwatch_is_leader"))
+                    and "le" not in sample.labels
+                ):
                     out[sample.name] = sample.value
         return out
 
@@ -168,6 +171,8 @@ def test_service_survives_source_outage_and_recovers(kafka_pair, target, mirror_
 
 
 def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_config, topic_name, tmp_path):
+    """...and, with ``leader.enabled``, a second canary on the same config (docs/ha.md): one of the two is the
+    leader, both probe, and each judges only its own run's events (the injected ones are the first's)."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     from mirrorwatch.canary.events import is_canary
@@ -176,14 +181,24 @@ def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_co
     from .support.helpers import end_offsets
 
     cfg = canary_config(mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S)
+    cfg["leader"] = {"enabled": True, "session_timeout_s": 6, "topic": f"mw.leader.{topic_name}"}
     path = write(cfg, tmp_path / "canary.yaml")
     tgt_topic = f"east.{cfg['canary']['topic']}"
     with MirrorProcess(cfg, tmp_path / "mirror.yaml") as mirror:
         check_until(path, 0, 60, alive=mirror)
         starts = end_offsets(target.bootstrap, tgt_topic)
         canary = CanaryProcess(path, tmp_path / "canary.log")
+        other = CanaryProcess(path, tmp_path / "canary-2.log")
         try:
             wait_status(canary, 0, 30)
+            wait_status(other, 0, 30)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                leaders = [c.metrics().get("mirrorwatch_is_leader") for c in (canary, other)]
+                if leaders in ([0, 1], [1, 0]):
+                    break
+                time.sleep(0.2)
+            assert leaders in ([0, 1], [1, 0])
             reader = Consumer(
                 {"bootstrap.servers": target.bootstrap, "group.id": "never-committed", "enable.auto.commit": False}
             )
@@ -216,5 +231,9 @@ def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_co
             assert figures["mirrorwatch_canary_lost_total"] == 0
             assert "OK → WARNING" in canary.log_text()  # the anomaly shows (for about one probe) ...
             wait_status(canary, 0, 10)  # ... and clears with the next clean probe
+            others = other.metrics()
+            assert others["mirrorwatch_canary_duplicates_total"] == others["mirrorwatch_canary_reordered_total"] == 0
+            assert others["mirrorwatch_canary_probes_total"] > 0 and other.status() == 0
         finally:
+            assert other.stop() == 0
             assert canary.stop() == 0

@@ -18,11 +18,12 @@ from datetime import UTC
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from ..core.cli import UserError, listen_error
 from ..core.clients import make_consumer, make_producer
 from ..core.config import Config
+from ..core.leader import GAUGE, GAUGE_HELP, election_for
 from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
 from .events import MARKER_VALUE, arrival_of, new_run_id, now_ms
 from .heartbeats import HeartbeatWatch, lookback_offset
@@ -323,6 +324,10 @@ class CanaryService:
         self.registry = CollectorRegistry()
         self.metrics = CanaryMetrics(self.registry)
         self.flows = [FlowCanary(config, name, self.metrics) for name in flow_names]
+        # leader.enabled: both replicas probe (each judges its own run's events); the canary has no singleton
+        # work, so the election only says which one is the leader (docs/ha.md)
+        self.election = election_for(config, "canary")
+        Gauge(GAUGE, GAUGE_HELP, registry=self.registry).set_function(lambda: int(self.election.is_leader()))
         self._stop = threading.Event()
 
     def run_forever(self) -> None:
@@ -354,6 +359,7 @@ class CanaryService:
         signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
         signal.signal(signal.SIGINT, lambda *_: self._stop.set())
         scheduler.start()
+        self.election.start()
         log.info(
             "canary running: %d flow(s), a probe every %g s, critical after %g s",
             len(self.flows),
@@ -362,8 +368,10 @@ class CanaryService:
         )
         try:
             while not self._stop.wait(1.0):
-                pass
+                if self.election.fatal:
+                    raise UserError(f"leader: {self.election.fatal}", 3)
         finally:
+            self.election.stop()
             scheduler.shutdown(wait=False)
             for flow in self.flows:
                 flow.stop()

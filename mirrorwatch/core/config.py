@@ -238,6 +238,21 @@ class DashboardSettings(Section):
     timeout_s: float = Field(3.0, gt=0, description="HTTP timeout towards the monitor and the canary")
 
 
+class LeaderSettings(Section):
+    """``leader``: two or more monitors (or canaries) on one config elect one leader through a Kafka consumer group
+    (docs/ha.md); only the leader does the singleton work (the monitor's webhooks and scheduled Spark run)."""
+
+    enabled: bool = Field(False, description="elect a leader; off = this process is always the leader")
+    cluster: str | None = Field(None, description="the cluster that hosts the election group; default the first one")
+    topic: str = Field("mirrorwatch.leader", min_length=1, description="election topic (1 partition, compacted)")
+    session_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="a leader silent this long is replaced (the election group's session.timeout.ms; the brokers "
+        "allow 6 to 1800 s by default)",
+    )
+
+
 class Config(Section):
     clusters: dict[str, ClusterConfig]
     flows: dict[str, FlowConfig] = Field(default_factory=dict)
@@ -245,6 +260,7 @@ class Config(Section):
     canary: CanarySettings = Field(default_factory=CanarySettings)
     monitor: MonitorSettings = Field(default_factory=MonitorSettings)
     dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
+    leader: LeaderSettings = Field(default_factory=LeaderSettings)
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Config:
@@ -263,6 +279,10 @@ class Config(Section):
                     "header to stop active-active loops; remove the setting or set it to true",
                 )
         self._no_contradictions()
+        if self.leader.enabled and not self.clusters:
+            raise _KeyedError("leader.enabled", "the election needs a cluster; define one under 'clusters:'")
+        if self.leader.cluster is not None and self.leader.cluster not in self.clusters:
+            raise _KeyedError("leader.cluster", f"cluster '{self.leader.cluster}' is not defined (defined: {defined})")
         for i, watched in enumerate(self.monitor.groups):
             if watched.cluster not in self.clusters:
                 raise _KeyedError(
@@ -300,6 +320,11 @@ class Config(Section):
             if (host, port) in ports:
                 raise _KeyedError(key, f"port {port} on {host} is also {ports[(host, port)]}; give each its own port")
             ports[(host, port)] = key
+
+    def leader_cluster(self) -> tuple[str, ClusterConfig]:
+        """The alias and settings of the cluster that hosts the election group (``leader.cluster``, else the first)."""
+        alias = self.leader.cluster or next(iter(self.clusters))
+        return alias, self.clusters[alias]
 
     def flow(self, name: str | None) -> tuple[str, FlowConfig]:
         """The named flow, or the only one; a clear error otherwise."""

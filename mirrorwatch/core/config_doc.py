@@ -17,6 +17,7 @@ SECTIONS = [
     ("canary", c.CanarySettings),
     ("monitor", c.MonitorSettings),
     ("monitor.analytics", c.AnalyticsSchedule),
+    ("leader (docs/ha.md)", c.LeaderSettings),
 ]
 
 

@@ -16,6 +16,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from ..core.cli import UserError, listen_error
 from ..core.config import Config
+from ..core.leader import election_for, gauge_text
 from .analytics_runs import AnalyticsRunner
 from .api import make_router
 from .canary_scrape import CanaryScraper
@@ -36,7 +37,10 @@ class MonitorService:
         s = config.monitor
         self.sampler = Sampler(config, start_trackers=False)
         self.history = HistoryWriter(s.history_dir, s.history_roll_s) if s.history else None
-        self.notifier = Notifier(s.webhooks, s.webhook_timeout_s, s.webhook_retries)
+        # leader.enabled: only the leader sends webhooks and runs the scheduled Spark job (docs/ha.md)
+        self.election = election_for(config, "monitor")
+        election = self.election if self.election.enabled else None
+        self.notifier = Notifier(s.webhooks, s.webhook_timeout_s, s.webhook_retries, election=election)
         self.metrics = MetricsCache(self.snapshot)
         self.recent = RecentStore(s.recent_minutes)
         self.canary = _canary_scraper(config)
@@ -75,6 +79,7 @@ class MonitorService:
             if self.metrics_server:
                 self.metrics_server.close()
             raise UserError(listen_error(exc, s.host, port, setting), 2) from None
+        self.election.start()
         self.sampler.start()
         self.sampler.wait_caught_up(min(5.0, s.interval_s))
         self.scheduler.add_job(
@@ -148,14 +153,21 @@ class MonitorService:
                 log.exception("webhooks: cannot queue notifications")
             return snap
 
-    def _run_analytics(self) -> None:
+    def _run_analytics(self, scheduled: bool = True) -> None:
+        if scheduled and not self.election.is_leader():
+            log.debug("analytics: the scheduled run is the leader's")
+            return
         status = self.analytics.run()
         if status.state == "waiting":
             # no closed history file yet: look again within a minute rather than a whole interval later
             retry = min(self.config.monitor.analytics.every_s, 60.0)
             self.scheduler.add_job(
-                self.analytics.run, "date", run_date=_now_dt(retry), id="analytics-retry", replace_existing=True
+                self._retry_analytics, "date", run_date=_now_dt(retry), id="analytics-retry", replace_existing=True
             )
+
+    def _retry_analytics(self) -> None:
+        if self.election.is_leader():
+            self.analytics.run()
 
     def run_analytics_now(self) -> None:
         """The scheduled Spark job at once (``monitor run`` on SIGUSR1); a run already going is not doubled."""
@@ -165,17 +177,24 @@ class MonitorService:
         log.info("analytics: asked to run now")
         try:
             self.scheduler.add_job(
-                self._run_analytics, "date", run_date=_now_dt(), id="analytics-now", replace_existing=True
+                self._run_analytics,
+                "date",
+                run_date=_now_dt(),
+                id="analytics-now",
+                replace_existing=True,
+                kwargs={"scheduled": False},  # asked of this replica: it runs, leader or not
             )
         except Exception as exc:  # e.g. the scheduler is shutting down: a signal must never print a traceback
             log.warning("analytics: cannot run now: %s", exc)
 
     def _metrics_route(self, path: str):
         if path.split("?", 1)[0] in ("/metrics", "/"):
-            return 200, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render()
+            body = self.metrics.render() + gauge_text(self.election.is_leader())
+            return 200, "text/plain; version=0.0.4; charset=utf-8", body
         return 404, "text/plain", b"not found\n"
 
     def stop(self) -> None:
+        self.election.stop()  # first: the other replica takes over while this one shuts down
         if self.analytics is not None:
             self.analytics.stop()  # a Spark run in progress must not hold the shutdown
         try:
@@ -216,6 +235,7 @@ def run_until_signalled(service: MonitorService, stop: threading.Event) -> None:
     service.start()
     try:
         while not stop.wait(1.0):
-            pass
+            if service.election.fatal:
+                raise UserError(f"leader: {service.election.fatal}", 2)
     finally:
         service.stop()
