@@ -59,7 +59,14 @@ WEDGED = Verdict({"loop x": Check(False, "wedged")})
         # answered once, unreachable now: still ready (the metrics say why)
         (True, {"east": (True, False), "west": (True, False)}, {"first cycle": True}, ALIVE, True, []),
         (True, {"east": (True, True)}, {"first cycle": True}, WEDGED, False, ["loop x"]),
-        (True, {"east": (True, True)}, {"first probe a": True, "first probe b": False}, ALIVE, False, ["first probe b"]),
+        (
+            True,
+            {"east": (True, True)},
+            {"first probe a": True, "first probe b": False},
+            ALIVE,
+            False,
+            ["first probe b"],
+        ),
     ],
 )
 def test_readiness(config, clusters, cycles, alive, ok, failing):
