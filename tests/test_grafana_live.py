@@ -30,6 +30,7 @@ LABEL_VALUES = {
     "retriable": "false",
     "role": "source",
     "mirror": "mirrorwatch",
+    "service": "monitor",
     # MM2 connector state (docs/metrics.md): one RUNNING series, so that no connector alert holds
     "connector": "src->dst.MirrorSourceConnector",
     "task": "0",

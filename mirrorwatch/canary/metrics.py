@@ -43,6 +43,12 @@ class CanaryMetrics:
         self.status = Gauge(
             "mirrorwatch_canary_status", f"Last status: {codes_help(CanaryStatus)}", LABELS, registry=registry
         )
+        self.cluster_up = Gauge(
+            "mirrorwatch_canary_cluster_up",
+            "1 when the cluster answered the last probe's metadata request, 0 when it did not",
+            LABELS + ("cluster", "role"),
+            registry=registry,
+        )
         self.heartbeat_age = Gauge(
             "mirrorwatch_canary_heartbeat_age_seconds",
             "Age of the newest mirrored heartbeat",

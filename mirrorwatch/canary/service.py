@@ -13,22 +13,25 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from prometheus_client import CollectorRegistry, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Gauge
 
-from ..core.cli import UserError, listen_error
+from ..core.cli import UserError
 from ..core.clients import make_consumer, make_producer
 from ..core.config import Config
+from ..core.httpserver import Server, probe_registry, serve_metrics
 from ..core.leader import GAUGE, GAUGE_HELP, election_for
 from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
 from .events import MARKER_VALUE, arrival_of, new_run_id, now_ms
 from .heartbeats import HeartbeatWatch, lookback_offset
 from .metrics import CanaryMetrics
 from .reader_guard import CHECK_EVERY_S, reader_stuck
+from .service_probes import canary_probes, probe_job, watch_loops
 from .status import CRITICAL, EXIT_CODES, UNKNOWN, WARNING, worst
 from .topics import FlowTopics, ProbeUnknown, warm_up
 from .tracker import Tracker
@@ -71,6 +74,7 @@ class FlowCanary:
         self.status = UNKNOWN
         self._published: dict[str, float] = {}
         self._stop = threading.Event()
+        self.on_read_turn: Callable[[], None] = lambda: None  # a reader tick for /healthz (service_probes.py)
         self._thread = threading.Thread(target=self._read_loop, name=f"canary-reader-{flow_name}", daemon=True)
 
     def _new_reader(self):
@@ -233,6 +237,7 @@ class FlowCanary:
     # ------------------------------------------------------------------ reader (own thread)
     def _read_loop(self) -> None:
         while not self._stop.is_set():
+            self.on_read_turn()
             try:
                 self._read_once()
             except Exception as exc:  # keep reading: the clusters come back, the service must still be here
@@ -328,18 +333,24 @@ class CanaryService:
         # work, so the election only says which one is the leader (docs/ha.md)
         self.election = election_for(config, "canary")
         Gauge(GAUGE, GAUGE_HELP, registry=self.registry).set_function(lambda: int(self.election.is_leader()))
+        self.probes = canary_probes(self.flows, self.metrics)  # /healthz, /readyz (service_probes.py)
+        probe_registry(self.probes, "canary", self.registry)
+        self.metrics_server: Server | None = None
         self._stop = threading.Event()
 
     def run_forever(self) -> None:
         settings = self.config.canary
-        if settings.metrics_port is not None:
-            try:
-                server, _ = start_http_server(settings.metrics_port, settings.metrics_host, registry=self.registry)
-            except OSError as exc:
-                raise UserError(
-                    listen_error(exc, settings.metrics_host, settings.metrics_port, "canary.metrics_port"), 3
-                ) from None
-            log.info("metrics on http://%s:%d/metrics", settings.metrics_host, server.server_address[1])
+        self.metrics_server = serve_metrics(
+            settings.metrics_host,
+            settings.metrics_port,
+            self.registry,
+            self.probes,
+            "metrics",
+            "canary.metrics_port",
+            3,
+        )
+        if self.metrics_server is not None:
+            log.info("metrics on http://%s:%d/metrics", settings.metrics_host, self.metrics_server.port)
         # a probe held up by a slow cluster makes the next ones skip (max_instances=1); that is expected, not news
         logging.getLogger("apscheduler.executors.default").setLevel(logging.ERROR)
         logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
@@ -347,17 +358,19 @@ class CanaryService:
             executors={"default": ThreadPoolExecutor(len(self.flows) + 1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(settings.interval_s))},
         )
+        watch_loops(self.probes, self.flows, settings.interval_s)
         for flow in self.flows:
             flow.start()
             scheduler.add_job(
-                flow.probe,
+                probe_job(self.probes, flow),
                 "interval",
                 seconds=settings.interval_s,
                 next_run_time=_now(),
                 id=f"probe-{flow.topics.flow_name}",
             )
-        signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
-        signal.signal(signal.SIGINT, lambda *_: self._stop.set())
+        if threading.current_thread() is threading.main_thread():  # tests run the service on a thread of theirs
+            signal.signal(signal.SIGTERM, lambda *_: self._stop.set())
+            signal.signal(signal.SIGINT, lambda *_: self._stop.set())
         scheduler.start()
         self.election.start()
         log.info(
@@ -375,6 +388,8 @@ class CanaryService:
             scheduler.shutdown(wait=False)
             for flow in self.flows:
                 flow.stop()
+            if self.metrics_server is not None:
+                self.metrics_server.close()
             log.info("canary stopped")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
@@ -58,6 +59,7 @@ class FlowTopics:
         self._client_id = client_id
         self._admins = {"source": self._new_admin("source"), "target": self._new_admin("target")}
         self._stale: set[str] = set()
+        self.on_answer: Callable[[str, str, bool], None] = lambda role, alias, answered: None  # service_probes.py
 
     def _new_admin(self, role: str):
         return make_admin(self.source_cluster if role == "source" else self.target_cluster, self._client_id)
@@ -87,7 +89,9 @@ class FlowTopics:
         except KafkaException as exc:
             serve_callbacks(admin)
             self._stale.add(role)
+            self.on_answer(role, self._where(role)[0], False)
             raise ClusterUnreachable(role, *self._where(role), _reason(exc)) from None
+        self.on_answer(role, self._where(role)[0], bool(md.brokers))
         if not md.brokers:
             self._stale.add(role)
             raise ClusterUnreachable(role, *self._where(role), "no brokers in the metadata answer")

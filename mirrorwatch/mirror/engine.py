@@ -317,6 +317,7 @@ class MirrorEngine(
             if not self.start_background():
                 self._stop.set()  # stopped, or gave up on a cluster that stayed away, before the start-up steps
             while not self._stop.is_set():
+                self.probes.tick("data path")  # /healthz (lifecycle.py)
                 if self.outside_group_since is not None:
                     self._guard_consumer()
                 self._apply_subscription()

@@ -3,20 +3,31 @@ MirrorEngine, kept apart so engine.py stays about the data path)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 
 from ..core.access import Denied, wait_for_connection
 from ..core.clients import make_admin
+from ..core.probes import LIVENESS_FLOOR_S, ProbeState
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .outage import ClusterWatch, start_when_reachable
 from .own_topics import ensure_own_topics, matched_topics, other_consumers, report_shared, warn_if_legacy_group
 
 log = logging.getLogger("mirrorwatch.mirror")
 
+# /healthz: the start-up steps chain bounded admin calls (30 s each) and back off up to 15 s while a cluster is
+# away, so they are called wedged only after this long without progress; the data loop turns many times a second.
+START_UP_STALE_S = 180.0
+DATA_PATH_STALE_S = LIVENESS_FLOOR_S
+
 
 class EngineLifecycle:
     def _init_lifecycle(self) -> None:
+        # /healthz, /readyz: a cluster has answered once the watch's metadata probe succeeded (outage.py)
+        self.probes = ProbeState([self.flow.source, self.flow.target])
+        self.probes.config_loaded()
+        self.probes.watch("start-up", START_UP_STALE_S)
         self.heartbeats = None  # a HeartbeatProducer once started
         self.checkpoints = None
         self.matched_topics: int | None = None  # the flow's own topics on the source (None: not listed yet)
@@ -26,6 +37,7 @@ class EngineLifecycle:
             [("source", self.flow.source, self.source_cluster), ("target", self.flow.target, self.target_cluster)],
             self.settings.max_unreachable_s,
             self._give_up,
+            on_probe=self.probes.answered,
         )
 
     def _topics_listed(self, ready: list[str], with_configs: bool) -> None:
@@ -72,8 +84,9 @@ class EngineLifecycle:
 
     def start_background(self) -> bool:
         self.watch.start()
+        tick = functools.partial(self.probes.tick, "start-up")
         if not start_when_reachable(
-            self._prepare, self.watch, self._stop, self._check_credentials, self._renew_admin_clients
+            self._prepare, self.watch, self._stop, self._check_credentials, self._renew_admin_clients, tick
         ):
             return False
         if self.settings.heartbeats:
@@ -95,6 +108,9 @@ class EngineLifecycle:
                 self.config, self.flow_name, owned=lambda: self.owned, all_up=self.watch.all_up, on_denied=self.deny
             )
             self.checkpoints.start()
+        self.probes.unwatch("start-up")  # from here the data loop ticks (engine.run)
+        self.probes.watch("data path", DATA_PATH_STALE_S)
+        self.probes.cycle_done()
         return True
 
     def _heartbeat_sent(self) -> None:

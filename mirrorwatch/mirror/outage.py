@@ -103,10 +103,12 @@ class ClusterWatch:
         on_give_up: Callable[[str], None] | None = None,
         interval_s: float = PROBE_INTERVAL_S,
         timeout_s: float = PROBE_TIMEOUT_S,
+        on_probe: Callable[[str, bool], None] | None = None,
     ):
         self.clusters = clusters
         self.max_unreachable_s = max_unreachable_s
         self.on_give_up = on_give_up or (lambda message: None)
+        self.on_probe = on_probe or (lambda alias, answered: None)  # (alias, answered): the /readyz state
         self.interval_s, self.timeout_s = interval_s, timeout_s
         self.up: dict[str, bool] = {role: True for role, _, _ in clusters}  # assumed up until a probe says otherwise
         self.down_since: dict[str, float] = {}
@@ -151,6 +153,7 @@ class ClusterWatch:
         else:
             self.last_error[role] = error
         self.mark(role, ok, reason)
+        self.on_probe(self._where(role)[0], ok)
         return ok
 
     def _second_opinion(self, role: str) -> bool:
@@ -253,6 +256,7 @@ def start_when_reachable(
     stopping: threading.Event,
     credentials: Callable[[], None] | None = None,
     renew_clients: Callable[[], None] | None = None,
+    tick: Callable[[], None] = lambda: None,
 ) -> bool:
     """Run the engine's start-up steps (idempotent) once both clusters answer, retrying with backoff.
 
@@ -263,12 +267,15 @@ def start_when_reachable(
     When the steps fail transiently although the watch's own clients just had answers from both clusters, the
     steps' clients are replaced (``renew_clients``) before the next attempt: a client created while a broker was
     frozen was once seen failing every request with "transport failure" for minutes after the broker was back.
+    ``tick`` is called between the steps: waiting out a cluster is progress, not a wedge (/healthz).
     """
     attempt = 0
     while not stopping.is_set():
+        tick()
         if credentials is not None:
             credentials()  # a failed SASL/TLS handshake looks like an outage: said at once instead (AccessProblem)
         answered = [watch.probe(role) for role, _, _ in watch.clusters]  # probe both, every time
+        tick()
         for error in list(watch.last_error.values()):
             if not is_transient(error):  # e.g. authentication or TLS: waiting will not heal it
                 raise error

@@ -7,7 +7,8 @@
 - ``/v1/flows``, ``/v1/flows/{flow}``: per partition committed/read/true lag, time lag, status and forecast;
 - ``/v1/flows/{flow}/recent[?since_ms=T]``: the last ``monitor.recent_minutes`` of per-flow figures (three lags,
   RPO seconds, canary round trip and heartbeat age when known, status) and status changes (``recent``);
-- ``/v1/analytics``: the scheduled Spark job's last run (state, reason when it failed, times; ``analytics_runs``).
+- ``/v1/analytics``: the scheduled Spark job's last run (state, reason when it failed, times; ``analytics_runs``);
+- ``/healthz``, ``/readyz``: the service's probes, as on the metrics port (``core/probes.py``).
 
 A name the monitor does not watch → 404 ``{"error": true, "message": ...}``. A watched group with no
 committed offsets answers 200 with status NOTFOUND; an unreachable cluster answers 200 with status UNKNOWN
@@ -20,10 +21,11 @@ import math
 from collections.abc import Callable
 from urllib.parse import parse_qs, unquote
 
+from ..core.httpserver import Response, json_response, probe_response
+from ..core.probes import ProbeState
 from ..core.redact import redact_text
 from ..core.status import PARTITION_STATUS, PartitionStatus
 from .analytics_runs import RunStatus
-from .httpserver import Response, json_response
 from .model import GroupView, Snapshot
 from .recent import RecentStore
 
@@ -143,8 +145,12 @@ def make_router(
     clusters: list[str],
     recent: RecentStore | None = None,
     analytics: Callable[[], RunStatus] | None = None,
+    probes: ProbeState | None = None,
 ) -> Callable[[str], Response]:
     def route(path: str) -> Response:
+        probe = probe_response(path, probes) if probes is not None else None
+        if probe is not None:  # /healthz, /readyz: the same answers as on the metrics port
+            return probe
         path, _, query = path.partition("?")
         parts = [unquote(p) for p in path.strip("/").split("/") if p]
         snap = snapshot()
@@ -203,8 +209,6 @@ def make_router(
                     },
                 )
             return _ok(path, "analytics status returned", analytics=analytics().body())
-        if parts == ["healthz"]:
-            return _ok(path, "ok", seq=snap.seq, ts_ms=snap.ts_ms)
         return _not_found(path, f"no such path: {path}")
 
     return route

@@ -13,16 +13,18 @@ import threading
 from datetime import UTC
 
 from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import generate_latest
 
 from ..core.cli import UserError, listen_error
 from ..core.config import Config
+from ..core.httpserver import Server, metrics_route, probe_registry
 from ..core.leader import election_for, gauge_text
+from ..core.probes import ProbeState, stale_after_s
 from .analytics_runs import AnalyticsRunner
 from .api import make_router
 from .canary_scrape import CanaryScraper
 from .exporter import MetricsCache
 from .history import HistoryWriter, snapshot_table
-from .httpserver import Server
 from .model import EMPTY, Snapshot
 from .recent import RecentStore
 from .sampler import Sampler
@@ -53,6 +55,10 @@ class MonitorService:
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.api_server = self.metrics_server = None
         self.cycles = 0
+        # /healthz, /readyz: the sampling cycle is the loop; a cluster has answered once a sample reached it
+        self.probes = ProbeState(config.clusters)
+        self.probes.config_loaded()
+        self._probe_metrics = probe_registry(self.probes, "monitor")
 
     def snapshot(self) -> Snapshot:
         return self._snapshot
@@ -61,13 +67,15 @@ class MonitorService:
         s = self.config.monitor
         try:
             if s.metrics_port is not None:
-                self.metrics_server = Server(s.host, s.metrics_port, self._metrics_route, "metrics").start()
+                route = metrics_route(self._metrics_text, self.probes)
+                self.metrics_server = Server(s.host, s.metrics_port, route, "metrics").start()
             if s.http_port is not None:
                 router = make_router(
                     self.snapshot,
                     list(self.config.clusters),
                     recent=self.recent,
                     analytics=self.analytics.status if self.analytics else None,
+                    probes=self.probes,
                 )
                 self.api_server = Server(s.host, s.http_port, router, "status-api").start()
         except OSError as exc:  # name the port and the setting that chose it
@@ -80,6 +88,7 @@ class MonitorService:
                 self.metrics_server.close()
             raise UserError(listen_error(exc, s.host, port, setting), 2) from None
         self.election.start()
+        self.probes.watch("sampling", stale_after_s(s.interval_s))
         self.sampler.start()
         self.sampler.wait_caught_up(min(5.0, s.interval_s))
         self.scheduler.add_job(
@@ -130,13 +139,19 @@ class MonitorService:
 
     def cycle(self) -> Snapshot | None:
         with self._cycle_lock:
+            self.probes.tick("sampling")  # at the start and the end: only a cycle that never ends goes stale
             try:
                 snap = self.sampler.sample()
             except Exception:
                 log.exception("sampling cycle failed; trying again next interval")
                 return None
+            finally:
+                self.probes.tick("sampling")
             self._snapshot = snap
             self.cycles += 1
+            for alias, up in snap.cluster_up.items():
+                self.probes.answered(alias, up)
+            self.probes.cycle_done()
             try:
                 canary = self.canary.latest if self.canary is not None else None
                 self.recent.record(snap, canary, canary_fresh_ms=int(3000 * self.config.monitor.interval_s) + 2000)
@@ -187,11 +202,8 @@ class MonitorService:
         except Exception as exc:  # e.g. the scheduler is shutting down: a signal must never print a traceback
             log.warning("analytics: cannot run now: %s", exc)
 
-    def _metrics_route(self, path: str):
-        if path.split("?", 1)[0] in ("/metrics", "/"):
-            body = self.metrics.render() + gauge_text(self.election.is_leader())
-            return 200, "text/plain; version=0.0.4; charset=utf-8", body
-        return 404, "text/plain", b"not found\n"
+    def _metrics_text(self) -> bytes:
+        return self.metrics.render() + gauge_text(self.election.is_leader()) + generate_latest(self._probe_metrics)
 
     def stop(self) -> None:
         self.election.stop()  # first: the other replica takes over while this one shuts down
