@@ -37,7 +37,7 @@ class MonitorService:
         self.sampler = Sampler(config, start_trackers=False)
         self.history = HistoryWriter(s.history_dir, s.history_roll_s) if s.history else None
         self.notifier = Notifier(s.webhooks, s.webhook_timeout_s, s.webhook_retries)
-        self.metrics = MetricsCache(self.snapshot)
+        self.metrics = MetricsCache(self.snapshot, series=s.series)
         self.recent = RecentStore(s.recent_minutes)
         self.canary = _canary_scraper(config)
         self.analytics = None
