@@ -94,12 +94,18 @@ def create_topics(bootstrap: str, first: int, count: int) -> list[str]:
     names = [f"bench.scrape.{i:04d}" for i in range(first, first + count)]
     for future in admin.create_topics([NewTopic(n, PARTITIONS_PER_TOPIC, 1) for n in names]).values():
         future.result(120)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    # every partition must hold its record, or it exports no RPO and the sizes are not alike: a broker that has
+    # just created thousands of partitions can take minutes to take them all (delivery timeout 10 min)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "delivery.timeout.ms": 600_000})
+    failed: list[str] = []
+    report = lambda err, _msg: err and failed.append(str(err))  # noqa: E731
     for name in names:
         for p in range(PARTITIONS_PER_TOPIC):
-            producer.produce(name, b"x", None, p)
+            producer.produce(name, b"x", None, p, report)
         producer.poll(0)
-    producer.flush(120)
+    left = producer.flush(660)
+    if left or failed:
+        raise RuntimeError(f"{left} records not delivered, {len(failed)} failed ({failed[:1]})")
     return names
 
 
