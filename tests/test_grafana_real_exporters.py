@@ -53,6 +53,7 @@ ALERT_RULES = {
     "MirrorwatchMonitorSampleStale",
     "MirrorwatchClusterUnreachable",
     "MirrorwatchExporterDown",
+    "MirrorwatchExporterReplicaDown",
     "MirrorwatchRpoHigh",
     "MirrorwatchRecordsLost",
     "MirrorwatchMirrorRecordsLost",

@@ -223,6 +223,13 @@ class MonitorSettings(Section):
     webhook_retries: int = Field(3, ge=0, description="retries after a failed webhook POST")
     recent_minutes: float = Field(60.0, gt=0, le=1440, description="per-flow figures kept in memory for /recent")
     analytics: AnalyticsSchedule = Field(default_factory=AnalyticsSchedule, description="scheduled Spark analytics")
+    # added for issue 26: a Prometheus that can afford the scrape
+    series: Literal["partition", "topic", "flow"] = Field(
+        "partition",
+        description="level of the exported per-partition series (lags, RPO, records lost, partition status): "
+        "partition, topic (summed / worst per topic) or flow (per flow and group); the HTTP API and the page "
+        "keep every partition (docs/metrics.md)",
+    )
 
 
 class DashboardSettings(Section):

@@ -233,3 +233,10 @@ def flow_figures(
     return FlowFigures(
         _known_sum(committed_lag), _known_sum(read_lag), _known_sum(true_lag), _known_sum(records_lost), rpo
     )
+
+
+def slowest_catch_up(topic_catch_up_s: dict[str, float]) -> float | None:
+    """The flow's catch-up forecast: its slowest topic's (+inf when one is not catching up); None when no topic's
+    forecast is known. ``monitor lag``'s TOTAL line and the exporter's flow-level series read it."""
+    known = [s for s in topic_catch_up_s.values() if not math.isnan(s)]
+    return max(known) if known else None

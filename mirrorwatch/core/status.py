@@ -59,6 +59,20 @@ _ERROR_CODES = {int(c) for c in PARTITION_ERRORS}
 # Group statuses the MirrorGroupNotOK alert fires on (ERR through REWIND; not NOTFOUND, not UNKNOWN).
 GROUP_ALERTING = (GroupStatus.ERR, GroupStatus.STOP, GroupStatus.STALL, GroupStatus.REWIND)
 
+# Partition statuses from least to most severe, for folding several partitions into one exported series
+# (monitor.series: topic or flow; mirrorwatch.monitor.series). A known error outranks UNKNOWN there, so that a
+# topic's STOP is not hidden behind one unknown partition; the group rule below (UNKNOWN wins) answers another
+# question: whether the whole group is known.
+PARTITION_SEVERITY = (
+    PartitionStatus.OK,
+    PartitionStatus.WARN,
+    PartitionStatus.UNKNOWN,
+    PartitionStatus.STOP,
+    PartitionStatus.STALL,
+    PartitionStatus.REWIND,
+    PartitionStatus.LOST,
+)
+
 # Names indexed by code, for code that turns numpy arrays of codes into words.
 PARTITION_STATUS = tuple(s.name for s in PartitionStatus)
 GROUP_STATUS = tuple(s.name for s in GroupStatus)

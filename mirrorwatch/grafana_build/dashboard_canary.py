@@ -119,7 +119,8 @@ def slo_row(L: Layout) -> None:
             "Exporters and clusters up",
             [
                 target('up{job=~"mirrorwatch-mirror|mirrorwatch-canary|mirrorwatch-monitor"}', "{{job}} {{instance}}"),
-                target("mirrorwatch_cluster_up", "cluster {{cluster}}", "B"),
+                # one line per cluster with two monitors: up while any replica reaches it (as the alert)
+                target("max by (cluster) (mirrorwatch_cluster_up)", "cluster {{cluster}}", "B"),
             ],
             [
                 dm.ValueMap(

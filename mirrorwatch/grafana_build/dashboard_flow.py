@@ -9,18 +9,25 @@ from .panels import (
     CANARY_COLORS,
     FT,
     GROUP_COLORS,
+    PARTITION_LABELS,
     F,
     Layout,
     mappings,
+    one_replica,
     quantile,
     stat_panel,
     target,
     timeseries_panel,
 )
 
+TRUE_LAG = f'mirrorwatch_lag_records{{kind="true",{F}}}'
+ALL_LAGS = f"mirrorwatch_lag_records{{{FT}}}"
+LAG_LABELS = f"{PARTITION_LABELS}, kind"
+
 
 def lag_by_kind(kind: str) -> str:
-    return f'sum by (flow, topic) (mirrorwatch_lag_records{{kind="{kind}",{FT}}})'
+    lags = one_replica(f'mirrorwatch_lag_records{{kind="{kind}",{FT}}}')
+    return f"sum by (flow, topic) ({lags})"
 
 
 def overview_row(L: Layout) -> None:
@@ -48,7 +55,7 @@ def overview_row(L: Layout) -> None:
         5,
         stat_panel(
             "True lag",
-            [target(f'sum by (flow) (mirrorwatch_lag_records{{kind="true",{F}}})', "{{flow}}")],
+            [target(f"sum by (flow) ({one_replica(TRUE_LAG)})", "{{flow}}")],
             steps=((None, "green"), (10000, "red")),
             description="Alert threshold: 10000 records for 5m.",
         ),
@@ -84,7 +91,7 @@ def lag_row(L: Layout) -> None:
         9,
         timeseries_panel(
             "Committed, read and true lag per flow",
-            [target(f"sum by (flow, kind) (mirrorwatch_lag_records{{{FT}}})", "{{flow}} {{kind}}")],
+            [target(f"sum by (flow, kind) ({one_replica(ALL_LAGS, LAG_LABELS)})", "{{flow}} {{kind}}")],
             description="Committed lag saw-tooths with the mirror's commit interval and is not alerted on; "
             "true lag (from offset syncs) is what the target is really missing. Read lag under-reports.",
             threshold=10000,

@@ -10,6 +10,7 @@ from .panels import (
     F,
     Layout,
     mappings,
+    one_replica,
     quantile,
     state_timeline_panel,
     target,
@@ -63,7 +64,8 @@ def rpo_status_row(L: Layout) -> None:
             "Records lost before they were mirrored or consumed",
             [
                 target(
-                    f"sum by (flow, group, topic) (mirrorwatch_records_lost{{{F}}})", "{{group}} {{topic}} (monitor)"
+                    f"sum by (flow, group, topic) ({one_replica(f'mirrorwatch_records_lost{{{F}}}')})",
+                    "{{group}} {{topic}} (monitor)",
                 ),
                 target(
                     f"sum by (flow, topic) (mirrorwatch_mirror_records_lost_total{{{F}}})",

@@ -26,6 +26,18 @@ DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 F = 'flow=~"$flow"'
 FT = 'flow=~"$flow",topic=~"$topic"'
 
+# The labels of the monitor's per-partition families (at monitor.series topic/flow some are absent: they group as
+# empty). Two monitor replicas (same job, other instance/pod) export every series twice; panels that sum take the
+# max per these labels first (one_replica), so two replicas draw one line of the same height as one replica.
+PARTITION_LABELS = "flow, source, target, group, topic, partition"
+
+
+def one_replica(selector: str, labels: str = PARTITION_LABELS) -> str:
+    """``selector`` with monitor replicas collapsed: the larger reading per series (the rule file says why ``by``
+    and not ``without (instance, pod)``)."""
+    return f"max by ({labels}) ({selector})"
+
+
 # Value mappings: the status enums give code and text, these give each status its colour.
 GROUP_COLORS = {
     GroupStatus.OK: "green",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import signal
 import sys
 import threading
@@ -15,7 +14,7 @@ import click
 from ..core.cli import UserError, setup_logging
 from ..core.config import Config
 from ..core.config_loading import load_config
-from ..core.lag import describe_forecast, format_duration
+from ..core.lag import describe_forecast, format_duration, slowest_catch_up
 from ..core.oneshot import probe_timeout, require_clusters, timeout_option, within
 from ..core.status import CanaryStatus, GroupStatus
 from .api import flow_body, group_status_body
@@ -225,12 +224,11 @@ def _totals_line(v: GroupView, rows: list[dict]) -> str:
     f = v.figures
     parts = [f"TOTAL {len(rows)} partitions", f"committed-lag {_n(f.committed_lag)}"]
     if v.kind == "mirror":
-        finite = [s for s in v.topic_catch_up_s.values() if not math.isnan(s)]
         parts += [
             f"read-lag {_n(f.read_lag)}",
             f"true-lag {_n(f.true_lag)}",
             f"RPO {_rpo(f.rpo_seconds)}",
-            f"forecast {describe_forecast(max(finite) if finite else None)}",
+            f"forecast {describe_forecast(slowest_catch_up(v.topic_catch_up_s))}",
         ]
     lost = f.records_lost
     if lost:

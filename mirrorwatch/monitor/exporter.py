@@ -7,6 +7,10 @@ prometheus-client Collector rendered the same families a second way (it was ~10x
 read it); the tests parse this text with prometheus-client's own parser. Unknown values are left out rather
 than exported as 0 — a 0 lag would say "healthy" about a partition the monitor cannot see; its status says
 UNKNOWN (5) instead.
+
+``monitor.series`` chooses the level of the per-partition families (lags, RPO, records lost, partition status):
+per partition, per topic or per flow, same names with fewer labels; how values fold is
+:mod:`mirrorwatch.monitor.series`, which labels each level has is docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ import time
 from collections.abc import Callable
 
 from ..core.connect_rest import STATES
+from ..core.lag import slowest_catch_up
 from ..core.status import GroupStatus, PartitionStatus, codes_help
 from .model import GroupView, Snapshot
+from .series import Rollup, SeriesLevel, rollup_of, series_values
 
 PARTITION_LABELS = ["flow", "source", "target", "group", "topic", "partition"]
 GROUP_LABELS = ["flow", "source", "target", "group"]
@@ -70,18 +76,27 @@ class TextRenderer:
     prometheus-client's own parser).
     """
 
-    def __init__(self, clock: Callable[[], float] = time.time):
+    def __init__(self, clock: Callable[[], float] = time.time, series: SeriesLevel = "partition"):
         self._clock = clock
-        self._labels: dict[tuple, tuple[list, list, list[str]]] = {}
+        self._level: SeriesLevel = series
+        self._labels: dict[tuple, tuple[list, list, list[str], Rollup | None]] = {}
 
-    def _partition_labels(self, v) -> list[str]:
+    def _series(self, v) -> tuple[list[str], Rollup | None]:
+        """The label strings of the view's per-partition families at the exported level (``monitor.series``)
+        and how its partitions fold into them; built once per partition layout."""
         key = (v.flow, v.cluster, v.target, v.group)
         cached = self._labels.get(key)
         if cached is None or cached[0] != v.topics or cached[1] != v.partitions:
             base = f'flow="{_esc(v.flow)}",source="{_esc(v.cluster)}",target="{_esc(v.target)}",group="{_esc(v.group)}"'
-            strings = [f'{base},topic="{_esc(t)}",partition="{p}"' for t, p in zip(v.topics, v.partitions)]
-            cached = self._labels[key] = (list(v.topics), list(v.partitions), strings)
-        return cached[2]
+            rollup = rollup_of(v.topics, self._level)
+            if rollup is None:
+                strings = [f'{base},topic="{_esc(t)}",partition="{p}"' for t, p in zip(v.topics, v.partitions)]
+            elif self._level == "topic":
+                strings = [f'{base},topic="{_esc(t)}"' for t in rollup.keys]
+            else:
+                strings = [base]
+            cached = self._labels[key] = (list(v.topics), list(v.partitions), strings, rollup)
+        return cached[2], cached[3]
 
     def render(self, snap: Snapshot) -> bytes:
         families = {name: [] for name in _FAMILIES}
@@ -113,7 +128,7 @@ class TextRenderer:
             ages[key] = max(ages.get(key, 0.0), a)
             if v.status is None:
                 continue
-            labels = self._partition_labels(v)
+            labels, rollup = self._series(v)
             unknown = v.group_status == GroupStatus.UNKNOWN
             out_status = families["mirrorwatch_partition_status"]
             if unknown:
@@ -122,19 +137,20 @@ class TextRenderer:
             families["mirrorwatch_window_complete_ratio"].append(
                 f"mirrorwatch_window_complete_ratio{{{g}}} {_num(float(v.complete))}"
             )
-            out_status.extend(f"mirrorwatch_partition_status{{{l}}} {s}" for l, s in zip(labels, v.status.tolist()))
-            kinds = [("committed", v.committed_lag)]
-            if v.kind == "mirror":
-                kinds += [("read", v.read_lag), ("true", v.true_lag)]
+            values = series_values(v, rollup, self._level)
+            if values.status is not None:
+                out_status.extend(
+                    f"mirrorwatch_partition_status{{{l}}} {s}" for l, s in zip(labels, values.status.tolist())
+                )
             out_lag = families["mirrorwatch_lag_records"]
-            arrays = [(kind, arr.tolist()) for kind, arr in kinds if arr is not None]
+            arrays = [(kind, arr.tolist()) for kind, arr in values.lags]
             for i, l in enumerate(labels):
-                for kind, values in arrays:
-                    if values[i] >= 0:
-                        out_lag.append(f'mirrorwatch_lag_records{{{l},kind="{kind}"}} {values[i]}')
-            if v.time_lag_s is not None:
+                for kind, lags in arrays:
+                    if lags[i] >= 0:
+                        out_lag.append(f'mirrorwatch_lag_records{{{l},kind="{kind}"}} {lags[i]}')
+            if values.time_lag_s is not None:
                 out_time, out_rpo = families["mirrorwatch_time_lag_seconds"], families["mirrorwatch_rpo_seconds"]
-                for l, t in zip(labels, v.time_lag_s.tolist()):
+                for l, t in zip(labels, values.time_lag_s.tolist()):
                     if not math.isnan(t):
                         out_time.append(f"mirrorwatch_time_lag_seconds{{{l}}} {_num(t)}")
                         out_rpo.append(f"mirrorwatch_rpo_seconds{{{l}}} {_num(t)}")
@@ -144,14 +160,22 @@ class TextRenderer:
                     families["mirrorwatch_flow_rpo_seconds"].append(
                         f"mirrorwatch_flow_rpo_seconds{{{g}}} {_num(worst)}"
                     )
-            if v.records_lost is not None:
+            if values.records_lost is not None:
                 out_lost = families["mirrorwatch_records_lost"]
                 out_lost.extend(
-                    f"mirrorwatch_records_lost{{{l}}} {n}" for l, n in zip(labels, v.records_lost.tolist()) if n >= 0
+                    f"mirrorwatch_records_lost{{{l}}} {n}"
+                    for l, n in zip(labels, values.records_lost.tolist())
+                    if n >= 0
                 )
+            out_catch_up = families["mirrorwatch_catch_up_seconds"]
+            if self._level == "flow":
+                slowest = slowest_catch_up(v.topic_catch_up_s)
+                if slowest is not None:
+                    out_catch_up.append(f"mirrorwatch_catch_up_seconds{{{g}}} {_num(float(slowest))}")
+                continue
             for topic, seconds in v.topic_catch_up_s.items():
                 if not math.isnan(seconds):
-                    families["mirrorwatch_catch_up_seconds"].append(
+                    out_catch_up.append(
                         f'mirrorwatch_catch_up_seconds{{{g},topic="{_esc(topic)}"}} {_num(float(seconds))}'
                     )
         for (flow, source, target), a in ages.items():
@@ -198,9 +222,9 @@ class MetricsCache:
     """Renders the exposition once per snapshot and serves it to every scrape until the next cycle (sample age
     is the only value that changes between cycles; it is at most ``max_age_s`` stale in the cached text)."""
 
-    def __init__(self, snapshot: Callable[[], Snapshot], max_age_s: float = 1.0):
+    def __init__(self, snapshot: Callable[[], Snapshot], max_age_s: float = 1.0, series: SeriesLevel = "partition"):
         self._snapshot = snapshot
-        self._renderer = TextRenderer()
+        self._renderer = TextRenderer(series=series)
         self._lock = threading.Lock()
         self._key: tuple | None = None
         self._body = b""

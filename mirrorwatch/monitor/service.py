@@ -43,7 +43,7 @@ class MonitorService:
         self.election = election_for(config, "monitor")
         election = self.election if self.election.enabled else None
         self.notifier = Notifier(s.webhooks, s.webhook_timeout_s, s.webhook_retries, election=election)
-        self.metrics = MetricsCache(self.snapshot)
+        self.metrics = MetricsCache(self.snapshot, series=s.series)
         self.recent = RecentStore(s.recent_minutes)
         self.canary = _canary_scraper(config)
         self.analytics = None
