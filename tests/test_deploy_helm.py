@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "mirrorwatch"
 VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 # Upstream supports the three newest minors (about 14 months each); on 2026-11-25 those are 1.35 to 1.37,
-# the newest that kubernetes-validate 1.37 carries. 1.25 is the oldest the chart's kubeVersion admits (and the
+# the newest that kubernetes-validate 1.37 carries. 1.25 is the oldest the chart supports (Chart.yaml; and the
 # oldest schema kubernetes-validate carries). docs/deploy.md says the same.
 KUBERNETES = ("1.25.0", "1.35.0", "1.36.0", "1.37.0")
 PROMETHEUS_OPERATOR = {"ServiceMonitor", "PrometheusRule"}  # CRDs: no schema offline, checked by shape below
