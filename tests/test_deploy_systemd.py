@@ -101,13 +101,17 @@ def exposure(copy: Path) -> tuple[float, str]:
 
 def test_security_exposure_is_ok_and_documented(unit_copies):
     doc = (ROOT / "docs" / "deploy.md").read_text()
-    recorded = {
-        m[0]: (float(m[1]), m[2])
-        for m in re.findall(r"^\| `(mirrorwatch-[\w@-]+\.service)` \| ([\d.]+) \| (\w+) \|", doc, re.M)
-    }
+    table = re.findall(r"^\| `(mirrorwatch-[\w@-]+\.service)` \| ([\d.]+) \| (\w+) \|", doc, re.M)
+    recorded = {unit: (float(score), verdict) for unit, score, verdict in table}
     measured = {}
     for copy in unit_copies:
         unit = copy.name.replace("@east-west.service", "@.service")
         measured[unit] = exposure(copy)
         assert measured[unit][0] <= EXPOSURE_OK, (unit, measured[unit])
-    assert recorded == measured, "docs/deploy.md's systemd-analyze security table differs from the units'"
+    # The scores are systemd's own weighting, which changes between its versions: the table is that of the
+    # version docs/deploy.md names, and compared only where that version runs.
+    documented = re.search(r"`systemd-analyze security --offline=true` \(systemd (\d+)\)", doc)
+    assert documented and set(recorded) == set(measured)
+    version = subprocess.run(["systemd-analyze", "--version"], capture_output=True, text=True).stdout.split()[1]
+    if version == documented[1]:
+        assert recorded == measured, "docs/deploy.md's systemd-analyze security table differs from the units'"
