@@ -81,10 +81,13 @@ def test_helm_lint_each_values_file():
         assert "0 chart(s) failed" in out, out
 
 
-def test_no_config_is_one_clear_line():
+def test_no_config_and_a_mistyped_value_are_refused_with_what_to_fix():
     proc = helm("template", "mw", str(CHART), check=False)
     assert proc.returncode != 0
     assert "config: set config.clusters and config.flows" in proc.stderr, proc.stderr
+    minimal = str(CHART / "ci" / "minimal-values.yaml")
+    proc = helm("template", "mw", str(CHART), "-f", minimal, "--set", "monitor.replica=3", check=False)
+    assert proc.returncode != 0 and "'replica' not allowed" in proc.stderr, proc.stderr  # values.schema.json
 
 
 def test_manifests_valid_for_every_supported_kubernetes(rendered):
