@@ -57,6 +57,8 @@ def stand_in_registry() -> tuple[CollectorRegistry, dict]:
     for name, kind, labels_cell in rows:
         labels, kinds = [], [None]
         for part in (p.strip() for p in labels_cell.split(",")):
+            if part == "(none)":  # e.g. mirrorwatch_is_leader: the scrape's own labels tell replicas apart
+                continue
             label, _, values = part.partition("=")
             labels.append(label)
             if values:  # kind=`read`/`acked`/`committed`: one series per value

@@ -1,4 +1,5 @@
-"""Generate mirrorwatch's Grafana files from code: the dashboard JSON and the Grafana-managed alert rules.
+"""Generate mirrorwatch's Grafana files from code: the dashboard JSON and the Grafana-managed alert rules (and
+the Helm chart's verbatim copy of the Prometheus rule file, deploy/helm/mirrorwatch/files/).
 
     scripts/build-grafana            # rewrite the checked-in files (python -m mirrorwatch.grafana_build)
     scripts/build-grafana --check    # exit 1 when a checked-in file differs from what would be generated
@@ -23,6 +24,8 @@ from . import promql
 from .dashboard import flows_dashboard
 
 HERE = promql.HERE  # the repository's grafana/ folder: plain files, this package writes two of them
+# Helm's .Files reads only inside the chart, so the chart's PrometheusRule renders from a copy of the rule file.
+HELM_RULES = HERE.parent / "deploy" / "helm" / "mirrorwatch" / "files" / "mirrorwatch-rules.yml"
 DATASOURCE_UID = "mirrorwatch-prometheus"  # the uid grafana/provisioning/datasources/prometheus.yml gives
 GRAFANA_FOLDER = "mirrorwatch"
 GRAFANA_INTERVAL = "1m"  # Grafana rule-group evaluation interval (Prometheus uses its global interval)
@@ -114,6 +117,7 @@ def outputs() -> dict[Path, str]:
         + "\n",
         promql.GRAFANA_ALERTS: HEADER
         + yaml.safe_dump(grafana_alerts(), sort_keys=False, width=200, allow_unicode=True),
+        HELM_RULES: promql.RULES.read_text(),
     }
 
 
