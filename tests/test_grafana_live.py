@@ -55,6 +55,8 @@ def stand_in_registry() -> tuple[CollectorRegistry, dict]:
     rows = re.findall(r"^\| `(mirrorwatch_\w+)` \| (\w+) \| ([^|]+) \|", METRICS_MD.read_text(), re.M)
     assert rows, "no metric table in docs/metrics.md"
     for name, kind, labels_cell in rows:
+        if any(seen == name for seen, _ in series):  # documented once per service (e.g. mirrorwatch_is_leader)
+            continue
         labels, kinds = [], [None]
         for part in (p.strip() for p in labels_cell.split(",")):
             if part == "(none)":  # e.g. mirrorwatch_is_leader: the scrape's own labels tell replicas apart
@@ -69,7 +71,7 @@ def stand_in_registry() -> tuple[CollectorRegistry, dict]:
         metric = cls(name.removesuffix("_total"), name, labels, registry=registry)
         for k in kinds:
             values = {**LABEL_VALUES, **({"state": k} if "state" in labels else {"kind": k} if k else {})}
-            child = series[name, k] = metric.labels(**{label: values[label] for label in labels})
+            child = series[name, k] = metric.labels(**{label: values[label] for label in labels}) if labels else metric
             value = GAUGE_VALUES.get(name, 1) if "state" not in labels else int(k == "RUNNING")
             {
                 "counter": lambda: child.inc(COUNTER_VALUES.get(name, 10)),
