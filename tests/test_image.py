@@ -3,9 +3,9 @@
 The image is built once per machine and cached under .cache/image/ (a cold build takes minutes; with nothing
 changed, seconds). Inside it, as uid 10001 with the config mounted read-only, the cluster addresses from the
 environment (``${VAR}`` in the config) and only /var/lib/mirrorwatch and /tmp mounted writable: ``mirror run``
-keeps a flow healthy, ``canary check`` answers OK on it, ``monitor run`` serves its metrics and health, and both
-services stop with exit 0 on SIGTERM. Nothing is written anywhere else (the root file system could be
-read-only). See tests/support/image.py for how a container runs here (buildah, chroot isolation).
+keeps a flow healthy, ``canary check`` answers OK on it, ``monitor run`` serves its metrics and health,
+``monitor analyze`` runs Spark over the history it wrote, the status page answers, and the services stop with exit 0 on SIGTERM.
+Nothing is written anywhere else (the root file system could be read-only). See tests/support/image.py for how a container runs here (buildah, chroot isolation).
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def box(image, source, target, tmp_path_factory):
     cfg["flows"]["east-west"]["topics"] = [topic]  # a topic with records, so that the monitor has history to write
     create_topic(source.bootstrap, topic, partitions=2)
     produce_numbered(source.bootstrap, topic, 20, 2)
-    api, metrics = _free_port(), _free_port()
+    api, metrics, page = _free_port(), _free_port(), _free_port()
     cfg["monitor"] = {"interval_s": 1, "http_port": api, "metrics_port": metrics}
+    cfg["dashboard"] = {"port": page}
     config = base / "config.yml"
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     config.chmod(0o644)
@@ -92,7 +93,9 @@ def box(image, source, target, tmp_path_factory):
         while "mirroring flow" not in mirror.log_text():
             assert mirror.proc.poll() is None and time.monotonic() < deadline, mirror.log_text()[-3000:]
             time.sleep(0.3)
-        yield SimpleNamespace(container=container, mirror=mirror, state=state, api=api, metrics=metrics, topic=topic)
+        yield SimpleNamespace(
+            container=container, mirror=mirror, state=state, api=api, metrics=metrics, page=page, topic=topic
+        )
     finally:
         mirror.kill()
         container.remove()
@@ -168,6 +171,34 @@ def test_monitor_run_in_the_image_serves_metrics_and_health_and_stops_on_sigterm
     out = monitor.log_text()
     assert rc == 0 and "Traceback" not in out, out[-3000:]
     assert list((state / ".cache" / "history").rglob("*.parquet")), "the monitor's history is under the state volume"
+
+
+def test_the_status_page_in_the_image_answers_its_health_check_and_stops_on_sigterm(box, tmp_path):
+    page = box.container.start("monitor", "dashboard", "--config", CONFIG, log=tmp_path / "page.log")
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{box.page}/_stcore/health", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert page.proc.poll() is None and time.monotonic() < deadline, page.log_text()[-3000:]
+            time.sleep(0.5)
+        rc = page.stop()
+    finally:
+        page.kill()
+    assert rc == 0 and "Traceback" not in page.log_text(), page.log_text()[-3000:]
+
+
+def test_monitor_analyze_in_the_image_runs_spark_over_the_history(box):
+    """The Java runtime is in the image for Spark: the one-shot job runs over the history `monitor run` wrote."""
+    run = box.container.run(
+        "monitor", "analyze", "--history", ".cache/history", "--out", ".cache/analytics", "--quiet", timeout=600
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    summary = json.loads((box.state / ".cache" / "analytics" / "summary.json").read_text())
+    assert summary["rows"] > 0 and summary["files"]["skipped"] == [], summary
 
 
 def test_the_mirror_stops_on_sigterm_and_nothing_was_written_outside_the_state_and_tmp(box):

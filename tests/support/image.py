@@ -69,10 +69,12 @@ class Container:
     def __init__(self, image: str, mounts: dict[str, str], env: dict[str, str] | None = None):
         self.name = f"mirrorwatch-test-{uuid.uuid4().hex[:8]}"
         self.mounts, self.env = mounts, env or {}
-        buildah("from", "--name", self.name, image)
+        # a runtime names the container's host in its /etc/hosts; buildah's chroot does not (Spark's driver, which
+        # looks its own name up, would not start), so the name is given and mapped here
+        buildah("from", "--name", self.name, "--add-host", f"{self.name}:127.0.0.1", image)
 
     def _argv(self, command: list[str]) -> list[str]:
-        argv = [str(SCRIPT), "buildah", "run", "--isolation", "chroot", "--network", "host"]
+        argv = [str(SCRIPT), "buildah", "run", "--isolation", "chroot", "--network", "host", "--hostname", self.name]
         for host, inside in self.mounts.items():
             argv += ["--volume", f"{host}:{inside}"]
         for key, value in self.env.items():
