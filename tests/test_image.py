@@ -1,0 +1,212 @@
+"""The container image (Containerfile, built by scripts/image) against the real local Kafka clusters.
+
+The image is built once per machine and cached under .cache/image/ (a cold build takes minutes; with nothing
+changed, seconds). Inside it, as uid 10001 with the config mounted read-only, the cluster addresses from the
+environment (``${VAR}`` in the config) and only /var/lib/mirrorwatch and /tmp mounted writable: ``mirror run``
+keeps a flow healthy, ``canary check`` answers OK on it, ``monitor run`` serves its metrics and health,
+``monitor analyze`` runs Spark over the history it wrote, the status page answers, and the services stop with exit 0 on SIGTERM.
+Nothing is written anywhere else (the root file system could be read-only). See tests/support/image.py for how a container runs here (buildah, chroot isolation).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+from pathlib import PurePosixPath
+from types import SimpleNamespace
+
+import pytest
+import requests
+import yaml
+
+from .support.helpers import create_topic, produce_numbered
+from .support.image import BUILD_TIMEOUT_S, ROOT, Container, build_image, buildah
+from .test_canary_check import canary_config
+
+# the first test waits for the image build; the clusters' start-up and the services come on top
+pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
+
+CONFIG = "/etc/mirrorwatch/config.yml"
+STATE = "/var/lib/mirrorwatch"
+MAX_IMAGE_BYTES = 1_500_000_000  # 1.36 GB when written (pyspark alone is ~490 MB): a guard against bloat
+
+
+def test_the_base_has_every_package_the_containerfile_installs():
+    """scripts/image makes its Debian base with the Containerfile's packages, so that the Containerfile's apt steps
+    (needed on debian:bookworm-slim) find them installed and do nothing here."""
+    script = (ROOT / "scripts" / "image").read_text()
+    base = set(re.search(r'^BASE_PACKAGES="([^"]+)"', script, re.M).group(1).split())
+    containerfile = (ROOT / "Containerfile").read_text()
+    installed = {p for names in re.findall(r'pkgs="([^"]+)"', containerfile) for p in names.split()}
+    assert installed == base, (installed, base)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    return build_image()
+
+
+@pytest.fixture(scope="module")
+def box(image, source, target, tmp_path_factory):
+    """A container of the image with a config for the east→west pair (canary, mirror and monitor settings), its
+    state and /tmp mounted from the host, and `mirror run` running in it."""
+    base = tmp_path_factory.mktemp("image")
+    state, tmp = base / "state", base / "tmp"
+    for d in (state, tmp):
+        d.mkdir()
+        d.chmod(0o777)  # written by uid 10001, as a volume owned by the pod's fsGroup would be
+    topic = f"t-image-{int(time.time())}"
+    cfg = {
+        "clusters": {
+            "east": {"bootstrap.servers": "${EAST_BOOTSTRAP}"},
+            "west": {"bootstrap.servers": "${WEST_BOOTSTRAP}"},
+        },
+        "flows": {"east-west": {"source": "east", "target": "west"}},
+    }
+    cfg = canary_config(cfg, topic)
+    cfg["flows"]["east-west"]["topics"] = [topic]  # a topic with records, so that the monitor has history to write
+    create_topic(source.bootstrap, topic, partitions=2)
+    produce_numbered(source.bootstrap, topic, 20, 2)
+    api, metrics, page = _free_port(), _free_port(), _free_port()
+    cfg["monitor"] = {"interval_s": 1, "http_port": api, "metrics_port": metrics}
+    cfg["dashboard"] = {"port": page}
+    config = base / "config.yml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    config.chmod(0o644)
+    container = Container(
+        image,
+        mounts={str(config): f"{CONFIG}:ro", str(state): STATE, str(tmp): "/tmp"},
+        env={"EAST_BOOTSTRAP": source.bootstrap, "WEST_BOOTSTRAP": target.bootstrap},
+    )
+    mirror = container.start("mirror", "run", "--config", CONFIG, log=base / "mirror.log")
+    try:
+        deadline = time.monotonic() + 120
+        while "mirroring flow" not in mirror.log_text():
+            assert mirror.proc.poll() is None and time.monotonic() < deadline, mirror.log_text()[-3000:]
+            time.sleep(0.3)
+        yield SimpleNamespace(
+            container=container, mirror=mirror, state=state, api=api, metrics=metrics, page=page, topic=topic
+        )
+    finally:
+        mirror.kill()
+        container.remove()
+
+
+def test_image_runs_as_10001_with_the_commands_and_holds_no_compilers_caches_tests_or_secrets(image, box):
+    container = box.container
+    info = json.loads(buildah("inspect", "--type", "image", image))
+    config = info["OCIv1"]["config"]
+    assert config["User"] == "10001:10001" and config["WorkingDir"] == STATE
+    assert "Entrypoint" not in config or not config["Entrypoint"]
+    size = sum(layer["size"] for layer in json.loads(info["Manifest"])["layers"])  # uncompressed layers
+    probe = container.run(
+        "sh",
+        "-c",
+        "id -u; for c in mirror canary monitor mirrorwatch java; do command -v $c; done; "
+        "python3 -c 'import pyspark, streamlit, confluent_kafka, mirrorwatch'; "
+        "for c in gcc cc g++ make pip pytest ruff mypy playwright; do command -v $c; done; "
+        "ls /opt/mirrorwatch/lib/python3.11/site-packages | grep -iE '^(pytest|playwright|ruff|mypy|pip|tests)' ; "
+        "find /var/lib/apt/lists /var/cache/apt /root/.cache -type f ! -name lock 2>/dev/null; "
+        "find / -xdev \\( -name '.env' -o -name '*.jks' -o -name '*.p12' -o -name '*.pem' -o -name 'config.y*ml' \\) "
+        "! -path '/etc/ssl/*' ! -path '/usr/lib/ssl/*' ! -path '/usr/share/ca-certificates/*' ! -path '/etc/mirrorwatch/*' "
+        "! -path '*/certifi/*' ! -path '/proc/*' 2>/dev/null; "
+        "du -sm /opt/mirrorwatch | cut -f1",
+    )
+    lines = probe.stdout.split()
+    assert probe.returncode == 0 and probe.stderr == "", probe.stderr
+    assert lines[0] == "10001"
+    assert [line.rsplit("/", 1)[-1] for line in lines[1:6]] == ["mirror", "canary", "monitor", "mirrorwatch", "java"]
+    # nothing else: no compiler, no pip, no test tools, no apt lists or pip cache, no key store or config
+    assert lines[6:-1] == [], lines[6:-1]
+    print(f"image {image}: {size / 1e6:.0f} MB, of which the virtualenv {lines[-1]} MB")
+    assert size < MAX_IMAGE_BYTES
+
+
+def test_canary_check_in_the_image_answers_ok_on_a_healthy_flow(box):
+    container, mirror = box.container, box.mirror
+    deadline = time.monotonic() + 120  # the mirror needs a moment to find the new canary topic
+    while True:
+        run = container.run("canary", "check", "--config", CONFIG, "--json")
+        if run.returncode == 0:
+            break
+        assert mirror.proc.poll() is None, mirror.log_text()[-3000:]
+        assert time.monotonic() < deadline, f"no OK within 120 s; last: {run.returncode} {run.stdout} {run.stderr}"
+        time.sleep(1)
+    body = json.loads(run.stdout)
+    assert body["status"] == "OK" and body["partitions_seen"] == body["partitions_total"] == 3, body
+    assert body["message"].startswith("OK east→west round trip "), body
+
+
+def test_monitor_run_in_the_image_serves_metrics_and_probes_and_stops_on_sigterm(box, tmp_path):
+    container, state, api, metrics = box.container, box.state, box.api, box.metrics
+    monitor = container.start("monitor", "run", "--config", CONFIG, log=tmp_path / "monitor.log")
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                text = requests.get(f"http://127.0.0.1:{metrics}/metrics", timeout=5).text
+                health = requests.get(f"http://127.0.0.1:{metrics}/readyz", timeout=5)
+                sampled = re.search(rf'^mirrorwatch_lag_records\{{[^}}]*topic="{box.topic}"', text, re.M)
+                if sampled and health.status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert monitor.proc.poll() is None, monitor.log_text()[-3000:]
+            assert time.monotonic() < deadline, monitor.log_text()[-3000:]
+            time.sleep(0.5)
+        assert requests.get(f"http://127.0.0.1:{metrics}/healthz", timeout=5).status_code == 200
+        assert requests.get(f"http://127.0.0.1:{api}/readyz", timeout=5).json()["status"] == "ok"
+        rc = monitor.stop()
+    finally:
+        monitor.kill()
+    out = monitor.log_text()
+    assert rc == 0 and "Traceback" not in out, out[-3000:]
+    assert list((state / ".cache" / "history").rglob("*.parquet")), "the monitor's history is under the state volume"
+
+
+def test_the_status_page_in_the_image_answers_its_health_check_and_stops_on_sigterm(box, tmp_path):
+    page = box.container.start("monitor", "dashboard", "--config", CONFIG, log=tmp_path / "page.log")
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{box.page}/_stcore/health", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert page.proc.poll() is None and time.monotonic() < deadline, page.log_text()[-3000:]
+            time.sleep(0.5)
+        rc = page.stop()
+    finally:
+        page.kill()
+    assert rc == 0 and "Traceback" not in page.log_text(), page.log_text()[-3000:]
+
+
+def test_monitor_analyze_in_the_image_runs_spark_over_the_history(box):
+    """The Java runtime is in the image for Spark: the one-shot job runs over the history `monitor run` wrote."""
+    run = box.container.run(
+        "monitor", "analyze", "--history", ".cache/history", "--out", ".cache/analytics", "--quiet", timeout=600
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    summary = json.loads((box.state / ".cache" / "analytics" / "summary.json").read_text())
+    assert summary["rows"] > 0 and summary["files"]["skipped"] == [], summary
+
+
+def test_the_mirror_stops_on_sigterm_and_nothing_was_written_outside_the_state_and_tmp(box):
+    container, mirror = box.container, box.mirror
+    rc = mirror.stop()
+    out = mirror.log_text()
+    assert rc == 0 and "Traceback" not in out, out[-3000:]
+    # only the mount points buildah made for the volumes (and its own /run entries) are in the writable layer
+    targets = [PurePosixPath(inside.split(":")[0]) for inside in container.mounts.values()]
+    mount_points = {str(p.relative_to("/")) for t in targets for p in (t, *t.parents) if p != PurePosixPath("/")}
+    written = [p for p in container.written() if p not in mount_points and p != "run" and not p.startswith("run/")]
+    assert written == [], written
