@@ -6,13 +6,10 @@ run on the leader only."""
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pyarrow.parquet as pq
 import yaml
@@ -23,39 +20,11 @@ from mirrorwatch.monitor.service import MonitorService
 
 from .support.helpers import admin, create_topic, produce_numbered
 from .support.services import Service
+from .support.webhooks import WebhookReceiver
 from .test_monitor_kafka import commit
 from .test_monitor_service import _free_port, metrics, wait_for
 
 SESSION_S = 6
-
-
-class Receiver:
-    """A webhook endpoint: every POST body, in arrival order."""
-
-    def __init__(self):
-        self.bodies: list[dict] = []
-        bodies = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's name)
-                bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def changes(self) -> list[tuple[str, str]]:
-        return [(b["previous_status"], b["status"]) for b in self.bodies]
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class Replica:
@@ -90,7 +59,7 @@ class Replica:
         return self.service.log_text() if self.service else ""
 
 
-def settle(receiver: Receiver, replicas: list[Replica], seconds: float = 3.0) -> None:
+def settle(receiver: WebhookReceiver, replicas: list[Replica], seconds: float = 3.0) -> None:
     """Give every replica a few sampling cycles (1 s) to send what it wrongly would; nothing to wait on but time."""
     time.sleep(seconds)
     assert all(r.service and r.service.alive() for r in replicas), [r.log()[-2000:] for r in replicas]
@@ -100,7 +69,7 @@ def test_two_monitors_one_leader_webhooks_once_through_kill_and_freeze(source, t
     create_topic(source.bootstrap, topic_name, 1)
     produce_numbered(source.bootstrap, topic_name, 5, 1)
     group = f"g-{topic_name}"
-    receiver = Receiver()
+    receiver = WebhookReceiver()
     config = {
         "clusters": {"east": source.config()},
         "canary": {"metrics_port": None},

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,8 @@ from mirrorwatch.monitor.exporter import MetricsCache
 from mirrorwatch.monitor.history import HistoryWriter, history_files, read_history, snapshot_table
 from mirrorwatch.monitor.model import GroupView, Snapshot
 from mirrorwatch.monitor.webhooks import Notifier
+
+from .support.webhooks import WebhookReceiver
 
 A = lambda *v: np.array(v, np.int64)  # noqa: E731
 
@@ -264,37 +264,8 @@ def test_history_reader_skips_corrupt_file_naming_it(tmp_path, caplog):
 # -------------------------------------------------------------------------- webhooks
 
 
-class _Receiver:
-    def __init__(self, fail_first: int = 0):
-        self.bodies, self.fail_first, self.calls = [], fail_first, 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                receiver.calls += 1
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if receiver.calls <= receiver.fail_first:
-                    self.send_response(503)
-                else:
-                    receiver.bodies.append(body)
-                    self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/secret-token"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_webhook_one_post_per_change_with_retries():
-    receiver = _Receiver(fail_first=1)
+    receiver = WebhookReceiver(fail_first=1, path="/hook/secret-token")
     notifier = Notifier([receiver.url], timeout_s=2, retries=2, backoff_s=0.01)
     try:
         for status in (
