@@ -3,8 +3,9 @@
 The image is built once per machine and cached under .cache/image/ (a cold build takes minutes; with nothing
 changed, seconds). Inside it, as uid 10001 with the config mounted read-only, the cluster addresses from the
 environment (``${VAR}`` in the config) and only /var/lib/mirrorwatch and /tmp mounted writable: ``mirror run``
-keeps a flow healthy, ``canary check`` answers OK on it, ``monitor run`` serves its metrics and health,
-``monitor analyze`` runs Spark over the history it wrote, the status page answers, and the services stop with exit 0 on SIGTERM.
+keeps a flow healthy, ``canary check`` answers OK on it, ``monitor run`` serves its metrics and probes, the Java
+runtime for Spark is there (a whole ``monitor analyze`` run over the history is opt-in: MIRRORWATCH_IMAGE_SPARK=1),
+the status page answers, and the services stop with exit 0 on SIGTERM.
 Nothing is written anywhere else (the root file system could be read-only). See tests/support/image.py for how a container runs here (buildah, chroot isolation).
 """
 
