@@ -8,9 +8,10 @@ import time
 import uuid
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from mirrorwatch.core.config_loading import config_from_dict
-from mirrorwatch.core.leader import AlwaysLeader, Election, Lease, election_for, gauge_text
+from mirrorwatch.core.leader import AlwaysLeader, Election, Lease, election_for, export_leader_gauge
 from mirrorwatch.core.status import GroupStatus as G
 from mirrorwatch.monitor.notified import PREFIX, parse_records, record_key, record_value, takeover_changes
 
@@ -93,7 +94,9 @@ def test_disabled_is_always_the_leader():
     config = config_from_dict({"clusters": {"east": {"bootstrap.servers": "127.0.0.1:1"}}})
     election = election_for(config, "monitor")
     assert isinstance(election, AlwaysLeader) and election.state() == (True, 1)
-    assert gauge_text(True).endswith(b"\nmirrorwatch_is_leader 1\n")
+    registry = CollectorRegistry()
+    export_leader_gauge(election, registry)
+    assert generate_latest(registry).endswith(b"\nmirrorwatch_is_leader 1.0\n")
 
 
 def _wait(check, timeout_s: float, what: str):

@@ -19,13 +19,13 @@ from datetime import UTC
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
 from ..core.cli import UserError
 from ..core.clients import make_consumer, make_producer
 from ..core.config import Config
 from ..core.httpserver import Server, probe_registry, serve_metrics
-from ..core.leader import GAUGE, GAUGE_HELP, election_for
+from ..core.leader import election_for, export_leader_gauge
 from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
 from .events import MARKER_VALUE, arrival_of, new_run_id, now_ms
 from .heartbeats import HeartbeatWatch, lookback_offset
@@ -332,7 +332,7 @@ class CanaryService:
         # leader.enabled: both replicas probe (each judges its own run's events); the canary has no singleton
         # work, so the election only says which one is the leader (docs/ha.md)
         self.election = election_for(config, "canary")
-        Gauge(GAUGE, GAUGE_HELP, registry=self.registry).set_function(lambda: int(self.election.is_leader()))
+        export_leader_gauge(self.election, self.registry)
         self.probes = canary_probes(self.flows, self.metrics)  # /healthz, /readyz (service_probes.py)
         probe_registry(self.probes, "canary", self.registry)
         self.metrics_server: Server | None = None

@@ -33,6 +33,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+from prometheus_client import CollectorRegistry, Gauge
 
 from .clients import make_admin, make_consumer, make_producer
 from .config import Config
@@ -55,9 +56,9 @@ _FATAL = {
 }
 
 
-def gauge_text(is_leader: bool) -> bytes:
-    """The ``mirrorwatch_is_leader`` family in the Prometheus text format (the monitor renders its own text)."""
-    return f"# HELP {GAUGE} {GAUGE_HELP}\n# TYPE {GAUGE} gauge\n{GAUGE} {int(is_leader)}\n".encode()
+def export_leader_gauge(election: Election | AlwaysLeader, registry: CollectorRegistry) -> None:
+    """``mirrorwatch_is_leader`` on ``registry``, asked of the election at every scrape (monitor and canary)."""
+    Gauge(GAUGE, GAUGE_HELP, registry=registry).set_function(lambda: int(election.is_leader()))
 
 
 @dataclass

@@ -18,7 +18,7 @@ from prometheus_client import generate_latest
 from ..core.cli import UserError, listen_error
 from ..core.config import Config
 from ..core.httpserver import Server, metrics_route, probe_registry
-from ..core.leader import election_for, gauge_text
+from ..core.leader import election_for, export_leader_gauge
 from ..core.probes import ProbeState, stale_after_s
 from .analytics_runs import AnalyticsRunner
 from .api import make_router
@@ -58,7 +58,9 @@ class MonitorService:
         # /healthz, /readyz: the sampling cycle is the loop; a cluster has answered once a sample reached it
         self.probes = ProbeState(config.clusters)
         self.probes.config_loaded()
-        self._probe_metrics = probe_registry(self.probes, "monitor")
+        # the service's own gauges beside the snapshot's families: alive, ready, is_leader (read at scrape time)
+        self._service_metrics = probe_registry(self.probes, "monitor")
+        export_leader_gauge(self.election, self._service_metrics)
 
     def snapshot(self) -> Snapshot:
         return self._snapshot
@@ -203,7 +205,7 @@ class MonitorService:
             log.warning("analytics: cannot run now: %s", exc)
 
     def _metrics_text(self) -> bytes:
-        return self.metrics.render() + gauge_text(self.election.is_leader()) + generate_latest(self._probe_metrics)
+        return self.metrics.render() + generate_latest(self._service_metrics)
 
     def stop(self) -> None:
         self.election.stop()  # first: the other replica takes over while this one shuts down
