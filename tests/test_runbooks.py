@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 import pytest
+import yaml
 
 from mirrorwatch.grafana_build import promql
 
@@ -104,6 +105,88 @@ def test_flow_in_trouble_has_a_section_per_cause():
         # The cause codes the rule's annotations tell apart (`eq $value N`): each has its section.
         told = set(re.findall(r"eq \$value (\d+)", str(rule.get("annotations", {}))))
         assert told <= set(causes), f"cause codes without a section: {sorted(told - set(causes))}"
+
+
+# --- what silences what: the pages' two lines against the shipped Alertmanager configuration ---
+
+ALERTMANAGER = ROOT / "grafana" / "alertmanager" / "alertmanager.yml"
+
+
+def matches_name(matchers: list[str], name: str) -> bool:
+    """Whether an alert named ``name`` can match these matchers: only the ``alertname`` ones are judged (the others,
+    e.g. ``job="mirrorwatch-mirror"``, narrow which of its instances, and the page says so in words)."""
+    for matcher in matchers:
+        m = re.fullmatch(r'alertname(=~|!~|!=|=)"(.*)"', matcher.strip())
+        if m is None:
+            continue
+        op, value = m.groups()
+        hit = re.fullmatch(value, name) is not None if "~" in op else value == name
+        if hit != (op in ("=", "=~")):
+            return False
+    return True
+
+
+def page_labels(text: str) -> set[str]:
+    header = text.split("\n## ")[0]
+    labels = re.search(r"\*\*labels:\*\*(.*?)(?:·|\n\n)", header, re.S)
+    assert labels, "the header names the alert's labels"
+    return set(re.findall(r"`(\w+)`", labels.group(1)))
+
+
+def silencers() -> dict[str, set[str]]:
+    """alert -> the alerts whose inhibition rules can silence it. A rule with ``equal`` labels only silences an
+    alert that has them (Alertmanager compares the values; a label the target lacks never equals the source's)."""
+    doc = yaml.safe_load(ALERTMANAGER.read_text())
+    names, texts = sorted(alerts_in_rules()), pages()
+    out: dict[str, set[str]] = {n: set() for n in names}
+    for rule in doc["inhibit_rules"]:
+        sources = {n for n in names if matches_name(rule["source_matchers"], n)}
+        for target in names:
+            if matches_name(rule["target_matchers"], target) and set(rule.get("equal", [])) <= page_labels(
+                texts[target]
+            ):
+                out[target] |= sources - {target}
+    return out
+
+
+def item(text: str, key: str) -> str | None:
+    """The text of the page's ``- **<key>:** ...`` list item (it may wrap)."""
+    m = re.search(rf"^- \*\*{key}:\*\* (.*?)(?=^\S|^- |\Z)", text, re.M | re.S)
+    return None if m is None else " ".join(m.group(1).split())
+
+
+def linked(text: str) -> set[str]:
+    return set(re.findall(r"\]\((Mirrorwatch\w+)\.md\)", text))
+
+
+def test_matches_name():
+    assert matches_name(['alertname="A"'], "A") and not matches_name(['alertname="A"'], "B")
+    assert matches_name(['alertname!~"A|B"', 'job="x"'], "C") and not matches_name(['alertname!~"A|B"'], "B")
+    assert matches_name(['alertname=~"A|B"'], "A") and not matches_name(['alertname=~"A"'], "AB")
+
+
+def test_each_page_says_what_silences_it_and_what_it_silences():
+    """``Silenced by`` links exactly the alerts that can silence this one. ``Silences`` is ``nothing`` when it
+    silences nothing; else every alert it links is one it silences, except those in an ``except (...)``."""
+    by = silencers()
+    silences: dict[str, set[str]] = {n: set() for n in by}
+    for target, sources in by.items():
+        for source in sources:
+            silences[source].add(target)
+    wrong = []
+    for name, text in pages().items():
+        said_by, said = item(text, "Silenced by"), item(text, "Silences")
+        if said_by is None or said is None:
+            wrong.append(f"{name}: a '- **Silences:**' and a '- **Silenced by:**' line")
+            continue
+        if linked(said_by) != by[name]:
+            wrong.append(f"{name}: silenced by {sorted(linked(said_by))}, alertmanager.yml: {sorted(by[name])}")
+        excepted = linked(" ".join(re.findall(r"except[^(]*\((.*?)\)(?=[;.]|$)", said)))
+        if (said == "nothing.") != (not silences[name]) or linked(said) - excepted - silences[name]:
+            wrong.append(f"{name}: silences {said!r}, alertmanager.yml: {sorted(silences[name])}")
+        if excepted & silences[name]:
+            wrong.append(f"{name}: says it does not silence {sorted(excepted & silences[name])}, but it does")
+    assert not wrong, "\n".join(wrong)
 
 
 # --- the commands ---
