@@ -135,7 +135,12 @@ def test_incidents_chart_names_the_flow_on_each_row_only_when_several():
 )
 def test_compliance_chart_one_row_per_topic_and_a_readable_x_domain(compliance, lower, x_from):
     frame = pd.DataFrame(
-        {"flow": "east-west", "topic": ["orders", "payments"], "compliance": compliance, "compliance_lower_bound": lower}
+        {
+            "flow": "east-west",
+            "topic": ["orders", "payments"],
+            "compliance": compliance,
+            "compliance_lower_bound": lower,
+        }
     )
     s = spec(compliance_chart(frame))
     y_step_free(s)
@@ -201,9 +206,7 @@ def test_duration_words(seconds, words):
 def test_story_says_when_what_how_bad_and_which_statuses():
     freeze = episodes(FREEZE).iloc[2]
     lines = story(freeze)
-    assert lines[0] == (
-        "**Started** 2026-11-24 18:13:05 UTC; **recovered 2026-11-24 18:17:06 UTC** after 4 min 01 s."
-    )
+    assert lines[0] == ("**Started** 2026-11-24 18:13:05 UTC; **recovered 2026-11-24 18:17:06 UTC** after 4 min 01 s.")
     assert lines[1] == "**Hit** flow `east-west`: 2 topics, 3 partitions: orders[0,1], payments[2]."
     assert lines[2] == "**Worst** 390 records behind (true lag) and 238.4 s behind (time lag)."
     assert lines[3] == "**Evaluator statuses** during the breach: **STOP, STALL**."

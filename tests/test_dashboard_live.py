@@ -462,16 +462,21 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     body = wait_for_text(
         page,
         stack,
-        ["Started", "Evaluator statuses", "SLO compliance per topic", "Daily p99 trend", "Scheduled analytics every 3600 s"],
+        [
+            "Started",
+            "Evaluator statuses",
+            "SLO compliance per topic",
+            "Daily p99 trend",
+            "Scheduled analytics every 3600 s",
+        ],
         60,
     )
     assert "Traceback" not in body
     wait_for_charts(page, stack, 4, "incident timeline, compliance and trend charts")
     check_history_charts(page, stack, frozen_at, body)
-    page.evaluate("document.querySelector('.vega-embed').scrollIntoView({block: 'center'})")
-    page.evaluate("document.querySelector('[data-testid=\"stMain\"]')?.scrollTo(0, 0)")
+    page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")  # the charts' wait scrolled
     screenshot(page, "history.png")  # the story of the freeze and its timeline
-    page.get_by_text("SLO compliance per topic", exact=True).scroll_into_view_if_needed()
+    page.get_by_text("SLO compliance per topic", exact=True).evaluate("e => e.scrollIntoView({block: 'start'})")
     screenshot(page, "history-compliance.png")
 
 

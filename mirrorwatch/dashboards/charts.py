@@ -64,9 +64,7 @@ def overview_chart(frame: pd.DataFrame, height: int = 140) -> alt.Chart:
     """The overview's small chart: RPO seconds (left axis) and true lag (right axis) over the last minutes."""
     data = frame.reset_index(names="time")
     base = alt.Chart(data, height=height).encode(
-        x=alt.X(
-            "time:T", title=None, scale=UTC_SCALE, axis=alt.Axis(format="%H:%M:%S", labelOverlap=True, tickCount=4)
-        )
+        x=alt.X("time:T", title=None, scale=UTC_SCALE, axis=alt.Axis(format="%H:%M:%S", labelOverlap=True, tickCount=4))
     )
     tooltip = [
         alt.Tooltip("time:T", format="%H:%M:%S"),
@@ -98,7 +96,10 @@ def overview_chart(frame: pd.DataFrame, height: int = 140) -> alt.Chart:
 # axes and legend, and a 64-px chart of two topics had no room left for its bars (its labels drawn over each
 # other, its axis title cut). With "fit-x" the width still follows the page and the height is the plot's own,
 # axes added around it. SVG (these charts are small): the rendered labels are DOM text the browser test measures.
-HISTORY_CHART = {"autosize": {"type": "fit-x", "contains": "padding"}, "usermeta": {"embedOptions": {"renderer": "svg"}}}
+HISTORY_CHART = {
+    "autosize": {"type": "fit-x", "contains": "padding"},
+    "usermeta": {"embedOptions": {"renderer": "svg"}},
+}
 ROW_STEP_PX = 26  # per topic or partition row: a label of 11-px text and some air
 ROW_LABEL_LIMIT_PX = 320  # topic labels are cut only beyond this (Vega-Lite's default cuts at 180)
 
