@@ -111,9 +111,9 @@ def band_height(rows: int, step: int = ROW_STEP_PX, minimum: int = 2 * ROW_STEP_
 
 
 def time_format(span_s: float) -> str:
-    """A 24-hour UTC axis format for a time axis spanning ``span_s``: seconds when the span is short enough for
-    ticks closer than a minute, the day when it is longer than one (Vega's own multi-format uses a 12-hour clock
-    with no AM/PM on the hour labels... "06 PM", and labels minutes as ":47")."""
+    """A 24-hour format for a time axis spanning ``span_s``: seconds when ticks may be closer than a minute, the
+    day when the span is longer than one. (Vega's own multi-format labels hours on a 12-hour clock, "06 PM" or
+    "06:13" with no AM/PM, and minutes as ":47".)"""
     if span_s <= 15 * 60:
         return "%H:%M:%S"
     if span_s <= 24 * 3600:
