@@ -6,6 +6,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from .incident_story import incident_until
+
 LAG_COLOURS = {"committed_lag": "#4c78a8", "read_lag": "#9ecae9", "true_lag": "#e45756"}
 RPO_COLOUR = "#f58518"
 UTC_SCALE = alt.Scale(type="utc")  # labels in UTC whatever the browser's zone (a "time" scale uses the local one)
@@ -193,7 +195,7 @@ def incidents_chart(frame: pd.DataFrame, window: list | None = None) -> alt.Char
     """One bar per partition incident, from its start to its recovery (or last breach), one row per partition,
     coloured by peak time lag from 0 s; the x axis is 24-hour UTC over ``window`` (default: the incidents)."""
     data = frame.copy()
-    data["until"] = data["recovered"].fillna(data["end"]) if "recovered" in data else data["end"]
+    data["until"] = incident_until(data)
     data["series"] = incident_rows(data)
     data["from_utc"] = _hhmmss(data["start"])
     data["until_utc"] = _hhmmss(data["recovered"]) if "recovered" in data else _hhmmss(data["end"])

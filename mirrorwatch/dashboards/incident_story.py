@@ -22,7 +22,7 @@ EPISODE_COLUMNS = [
 ]
 
 
-def _until(frame: pd.DataFrame) -> pd.Series:
+def incident_until(frame: pd.DataFrame) -> pd.Series:
     """An incident's end on the timeline: its recovery sample, or its last breach when it is still open."""
     if "recovered" in frame:
         return frame["recovered"].fillna(frame["end"])
@@ -52,7 +52,7 @@ def episodes(incidents: pd.DataFrame) -> pd.DataFrame:
     per episode, newest first (columns: ``EPISODE_COLUMNS``). Timestamps keep the input's time zone."""
     if incidents is None or incidents.empty:
         return pd.DataFrame(columns=EPISODE_COLUMNS)
-    data = incidents.assign(until=_until(incidents)).sort_values(["flow", "start", "topic", "partition"])
+    data = incidents.assign(until=incident_until(incidents)).sort_values(["flow", "start", "topic", "partition"])
     rows = []
     for flow, group in data.groupby("flow", sort=True):
         # a new episode starts where an incident begins after every earlier one of the flow has ended
@@ -83,7 +83,7 @@ def episodes(incidents: pd.DataFrame) -> pd.DataFrame:
 
 def in_episode(incidents: pd.DataFrame, episode: pd.Series) -> pd.DataFrame:
     """The partition incidents that make up ``episode`` (same flow, window inside the episode's)."""
-    until = _until(incidents)
+    until = incident_until(incidents)
     inside = (incidents["flow"] == episode["flow"]) & (incidents["start"] >= episode["start"])
     return incidents[inside & (until <= episode["until"])]
 

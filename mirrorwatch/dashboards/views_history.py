@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from .charts import compliance_chart, incidents_chart, time_window, trend_chart
-from .incident_story import episode_label, episodes, in_episode, story
+from .incident_story import episode_label, episodes, in_episode, incident_until, story
 from .settings import PageSettings
 from .sources import SourceError, analytics_stamp, fetch_analytics_status, read_analytics
 
@@ -171,7 +171,7 @@ def _incidents(analytics) -> None:
     episode = told.iloc[chosen]
     st.markdown("  \n".join(story(episode)))
     parts = in_episode(frame, episode)
-    st.altair_chart(incidents_chart(parts, time_window(parts["start"], _until(parts))), width="stretch")
+    st.altair_chart(incidents_chart(parts, time_window(parts["start"], incident_until(parts))), width="stretch")
     st.caption("A bar per partition: from its first breaching sample to recovery; colour: its peak time lag.")
     with st.expander(f"All {len(told)} incidents"):
         st.dataframe(
@@ -205,10 +205,6 @@ def _incidents(analytics) -> None:
             hide_index=True,
             width="stretch",
         )
-
-
-def _until(frame):
-    return frame["recovered"].fillna(frame["end"]) if "recovered" in frame else frame["end"]
 
 
 def _trend(analytics) -> None:
