@@ -17,7 +17,14 @@ from mirrorwatch.dashboards.charts import (
     trend_chart,
     zero_based_domain,
 )
-from mirrorwatch.dashboards.incident_story import duration_words, episode_label, episodes, in_episode, story
+from mirrorwatch.dashboards.incident_story import (
+    changes_during,
+    duration_words,
+    episode_label,
+    episodes,
+    in_episode,
+    story,
+)
 
 T0 = pd.Timestamp("2026-11-24 18:13:05")  # the evening: a 12-hour clock would say 06:13
 
@@ -213,3 +220,32 @@ def test_story_says_when_what_how_bad_and_which_statuses():
     assert episode_label(freeze) == "east-west, 2026-11-24 18:13:05 UTC, 4 min 01 s"
     still = story(freeze.copy().replace({False: True}))  # open: said so, with its last sample
     assert "still open at the last sample (2026-11-24 18:17:06 UTC)" in still[0]
+
+
+def ms(seconds: float) -> int:
+    return int((T0.tz_localize("UTC") + pd.Timedelta(seconds=seconds)).value // 1_000_000)
+
+
+CHANGES = [
+    {"ts_ms": ms(-600), "from": None, "to": "OK", "reason": None},  # long before: left out
+    {"ts_ms": ms(-20), "from": "OK", "to": "ERR", "reason": "STOP"},  # the evaluator often says so first
+    {"ts_ms": ms(250), "from": "ERR", "to": "OK", "reason": None},
+    {"ts_ms": ms(400), "from": "OK", "to": "WARN", "reason": None},  # after the margin: left out
+]
+
+
+@pytest.mark.parametrize(
+    "oldest_point_s, changes, expected",
+    [
+        (-3600, CHANGES, ["ERR", "OK"]),  # oldest first, within 60 s of the episode
+        (-3600, list(reversed(CHANGES)), ["ERR", "OK"]),
+        (-3600, [], []),  # known: none
+        (10, CHANGES, None),  # the monitor's memory starts after the episode did: not known
+        (None, CHANGES, None),  # no points at all
+    ],
+)
+def test_changes_during_an_episode_from_the_monitors_memory(oldest_point_s, changes, expected):
+    freeze = episodes(FREEZE).iloc[2]  # 18:13:05 to 18:17:06
+    points = [] if oldest_point_s is None else [{"ts_ms": ms(oldest_point_s)}, {"ts_ms": ms(900)}]
+    got = changes_during({"points": points, "status_changes": changes}, freeze)
+    assert (None if got is None else [c["to"] for c in got]) == expected

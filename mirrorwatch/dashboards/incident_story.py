@@ -142,3 +142,22 @@ def story(episode: pd.Series) -> list[str]:
         f"**Worst** {lag_words} behind (true lag) and {peak_words} behind (time lag).",
         f"**Evaluator statuses** during the breach: {said}.",
     ]
+
+
+def _ms(ts) -> int:
+    ts = pd.Timestamp(ts)
+    ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+    return int(ts.value // 1_000_000)
+
+
+def changes_during(recent: dict, episode: pd.Series, margin_s: float = 60) -> list[dict] | None:
+    """The monitor's status changes of the episode's flow from ``margin_s`` before it started until ``margin_s``
+    after it ended, oldest first (the evaluator turning ERR usually comes a few samples before the SLO breach).
+    None: the monitor's memory (``/v1/flows/<flow>/recent``) no longer reaches back to the episode's start."""
+    points = recent.get("points") or []
+    start_ms, until_ms = _ms(episode["start"]), _ms(episode["until"])
+    if not points or min(p["ts_ms"] for p in points) > start_ms:
+        return None
+    lo, hi = start_ms - margin_s * 1000, until_ms + margin_s * 1000
+    changes = [c for c in recent.get("status_changes") or [] if isinstance(c.get("ts_ms"), (int, float))]
+    return sorted((c for c in changes if lo <= c["ts_ms"] <= hi), key=lambda c: c["ts_ms"])

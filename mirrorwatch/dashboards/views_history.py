@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from .charts import compliance_chart, incidents_chart, time_window, trend_chart
-from .incident_story import episode_label, episodes, in_episode, incident_until, story
+from .frames import status_changes
+from .incident_story import changes_during, episode_label, episodes, in_episode, incident_until, story
 from .settings import PageSettings
-from .sources import SourceError, analytics_stamp, fetch_analytics_status, read_analytics
+from .sources import SourceError, analytics_stamp, fetch_analytics_status, fetch_recent, read_analytics
 
 KEY = ["flow", "topic"]
 
@@ -91,7 +92,7 @@ def history(settings: PageSettings) -> None:
     )
     for problem in analytics.problems:
         st.warning(problem)
-    _incidents(analytics)
+    _incidents(analytics, settings)
     _compliance(analytics)
     _trend(analytics)
 
@@ -148,7 +149,25 @@ def _compliance(analytics) -> None:
         )
 
 
-def _incidents(analytics) -> None:
+def _status_changes(settings: PageSettings, episode) -> list[str]:
+    """The monitor's own status changes around the episode, while its memory still holds them (the alert rules
+    read the same statuses); nothing when the monitor cannot be asked."""
+    try:
+        recent = fetch_recent(settings.monitor_url, episode["flow"], settings.timeout_s)
+    except SourceError:
+        return []
+    changes = changes_during(recent, episode)
+    if changes is None:
+        return [
+            "**Monitor status changes**: no longer in the monitor's memory (`monitor.recent_minutes`, 60 by default)."
+        ]
+    if not changes:
+        return ["**Monitor status changes** around it: none."]
+    lines = list(reversed(status_changes(changes, limit=len(changes))))  # the same words as the overview's
+    return ["**Monitor status changes** around it (UTC): " + "; ".join(lines) + "."]
+
+
+def _incidents(analytics, settings: PageSettings) -> None:
     st.subheader("Incidents")
     frame = analytics.tables.get("incidents")
     counts = analytics.summary.get("incidents") or {}
@@ -169,7 +188,7 @@ def _incidents(analytics) -> None:
             "Incident (newest first)", range(len(told)), format_func=lambda i: labels[i], key="history_incident"
         )
     episode = told.iloc[chosen]
-    st.markdown("  \n".join(story(episode)))
+    st.markdown("  \n".join(story(episode) + _status_changes(settings, episode)))
     parts = in_episode(frame, episode)
     st.altair_chart(incidents_chart(parts, time_window(parts["start"], incident_until(parts))), width="stretch")
     st.caption("A bar per partition: from its first breaching sample to recovery; colour: its peak time lag.")

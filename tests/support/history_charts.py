@@ -58,6 +58,10 @@ def check_history_charts(page, stack, frozen_at: float, body: str) -> None:
     start = datetime.strptime(started.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
     assert abs(start - frozen_at) < 30, (started.group(0), frozen_at)
     assert f"{stack.topic}[" in body and f"{stack.topic2}[" in body
+    # which alerts: the evaluator statuses the breach saw, and the monitor's own status changes around it
+    assert re.search(r"Evaluator statuses during the breach: (STOP|STALL)", body), body
+    changes = body.split("Monitor status changes around it (UTC): ", 1)
+    assert len(changes) == 2 and "→ ERR" in changes[1].split("\n", 1)[0], body
 
     timeline = chart_with("time (UTC)")
     x = axis(timeline, "X-axis")
