@@ -383,12 +383,16 @@ def test_analytics_present_compliance_incidents_and_trend(page):
     # `monitor analyze` output, recorded once (Spark is too slow to start for this test)
     at = show(page(closed_port_url(), None, analytics_dir=str(FIXTURES / "analytics")), "History")
     assert_no_exception(at)
-    assert [s.value for s in at.subheader] == ["SLO compliance per topic", "Incidents", "Daily p99 trend"]
-    assert len(charts(at)) == 4  # compliance bars, incident intervals, two daily trends
-    compliance, incidents = at.dataframe  # behind expanders
+    assert [s.value for s in at.subheader] == ["Incidents", "SLO compliance per topic", "Daily p99 trend"]
+    assert len(charts(at)) == 4  # the chosen incident's timeline, compliance bars, two daily trends
+    told, incidents, compliance = at.dataframe  # behind expanders
     assert sorted(compliance.value["topic"]) == ["orders", "payments"]
     assert compliance.value["compliance"].between(90, 100).all()  # shown in percent
-    assert len(incidents.value) == 42 and "42 partition incidents, 0 open" in texts(at)
+    assert len(incidents.value) == 42 and "18 incidents (42 partition incidents, 0 open)" in texts(at)
+    assert len(told.value) == 18 and at.selectbox(key="history_incident").value == 0  # the newest, told first
+    story = at.markdown[[m.value.startswith("**Started**") for m in at.markdown].index(True)].value
+    assert "**Started** 2026-01-07 21:12:00 UTC; **recovered 2026-01-07 21:22:00 UTC** after 10 min 00 s" in story
+    assert "payments[0]" in story and "re-run the analysis" in story  # this fixture predates `statuses`
     assert not at.error and not at.warning
 
 
@@ -405,9 +409,13 @@ def test_analytics_tables_name_each_flows_mirror(page, tmp_path):
     for name in ("slo_by_topic", "incidents"):
         for path in (folder / name).glob("*.parquet"):
             table = pq.read_table(path)
-            pq.write_table(table.append_column("mirror", pa.array(["mm2"] * table.num_rows)), path)
+            table = table.append_column("mirror", pa.array(["mm2"] * table.num_rows))
+            if name == "incidents":  # and the evaluator statuses each breach saw, as analytics write them now
+                table = table.append_column("statuses", pa.array([["OK", "STOP", "WARN"]] * table.num_rows))
+            pq.write_table(table, path)
     at = show(page(closed_port_url(), None, analytics_dir=str(folder)), "History")
     assert_no_exception(at)
-    compliance, incidents = at.dataframe
+    told, incidents, compliance = at.dataframe
     assert set(compliance.value["mirror"]) == {"MirrorMaker 2"}
-    assert set(incidents.value["mirror"]) == {"MirrorMaker 2"}
+    assert set(incidents.value["mirror"]) == {"MirrorMaker 2"} and set(told.value["mirror"]) == {"MirrorMaker 2"}
+    assert any("**Evaluator statuses** during the breach: **STOP, WARN**." in m.value for m in at.markdown)

@@ -7,8 +7,10 @@ browser download).
 - end to end: the overview shows the flow OK with its chart; the detail view under traffic; the mirror frozen
   (SIGSTOP, records produced meanwhile) turns the status DOWN with the reasons in words; a reload keeps the
   charts (they come from the monitor's memory); after SIGCONT the monitor's own scheduled Spark run fills the
-  History view with the freeze as an incident. The screenshots the README shows are written to docs/img/ by this
-  test (overview-healthy.png, overview-frozen.png, history.png, dashboard.png = the detail view).
+  History view with the freeze as an incident: its story and the charts as drawn (24-hour UTC axis labels, rows
+  of both topics not over each other, sizes). The screenshots the README shows are written to docs/img/ by this
+  test (overview-healthy.png, overview-frozen.png, history.png, history-compliance.png, dashboard.png = the
+  detail view).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import requests
 from mirrorwatch.localkafka.launcher import free_port
 
 from .support.helpers import create_topic, produce_numbered
+from .support.history_charts import check_history_charts
 from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
 from .support.services import Service
 
@@ -97,6 +100,7 @@ class Stack:
     def __init__(self, source, target, base: Path):
         self.base, self.source, self.target = base, source, target
         self.topic = f"t-dash-{uuid.uuid4().hex[:6]}"
+        self.topic2 = f"{self.topic}-audit"  # a second topic: the History view's rows per topic must not collide
         self.api, self.canary_port, self.page_port = free_port(), free_port(), free_port()
         self.config = {
             "clusters": {"east": source.config(), "west": target.config()},
@@ -104,7 +108,7 @@ class Stack:
                 FLOW: {
                     "source": "east",
                     "target": "west",
-                    "topics": [self.topic],
+                    "topics": [self.topic, self.topic2],
                     "checkpoint_groups": [],
                     "group": f"mw-{self.topic}",
                 }
@@ -150,8 +154,9 @@ class Stack:
         self.mirror: MirrorProcess | None = None
 
     def start(self) -> Stack:
-        create_topic(self.source.bootstrap, self.topic, 3)
-        produce_numbered(self.source.bootstrap, self.topic, 300, 3)
+        for topic in (self.topic, self.topic2):
+            create_topic(self.source.bootstrap, topic, 3)
+            produce_numbered(self.source.bootstrap, topic, 300, 3)
         self.mirror = MirrorProcess(self.config, self.config_path).start()  # also writes the config file
         path = str(self.config_path)
         self.services.append(Service("monitor", [str(BIN / "monitor"), "run", "--config", path], self.base))
@@ -394,7 +399,8 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     frozen_at = time.time()
     os.kill(stack.mirror.proc.pid, signal.SIGSTOP)
     try:
-        produce_numbered(stack.source.bootstrap, stack.topic, 90, 3, start=300)
+        for topic in (stack.topic, stack.topic2):
+            produce_numbered(stack.source.bootstrap, topic, 90, 3, start=300)
 
         def degraded():
             flow = stack.flows_body()["flows"][0]
@@ -452,14 +458,24 @@ def test_browser_overview_detail_frozen_mirror_and_history(stack, browser_page):
     # the freeze is there: an incident starts within a few samples of it (time lag passes 3 s a few s later)
     assert any(abs(i["start"].timestamp() - frozen_at) < 30 for i in incidents), incidents
 
-    page.set_viewport_size({"width": 1400, "height": 1300})
+    page.set_viewport_size({"width": 1400, "height": 1000})
     page.get_by_text("History", exact=True).click()
     body = wait_for_text(
         page,
         stack,
-        ["Daily p99 trend", "SLO compliance per topic", "partition incidents", "Scheduled analytics every 3600 s"],
+        [
+            "Started",
+            "Evaluator statuses",
+            "SLO compliance per topic",
+            "Daily p99 trend",
+            "Scheduled analytics every 3600 s",
+        ],
         60,
     )
     assert "Traceback" not in body
-    wait_for_charts(page, stack, 4, "compliance, incidents and trend charts")
-    screenshot(page, "history.png")
+    wait_for_charts(page, stack, 4, "incident timeline, compliance and trend charts")
+    check_history_charts(page, stack, frozen_at, body)
+    page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollTo(0, 0)")  # the charts' wait scrolled
+    screenshot(page, "history.png")  # the story of the freeze and its timeline
+    page.get_by_text("SLO compliance per topic", exact=True).evaluate("e => e.scrollIntoView({block: 'start'})")
+    screenshot(page, "history-compliance.png")

@@ -1,5 +1,6 @@
-"""The history section: the Spark analytics output (SLO compliance per topic, incidents, daily p99 trend) as
-charts, the tables behind expanders, and the state of the monitor's scheduled analytics run."""
+"""The history section: the Spark analytics output, the incidents first (each told as a story: when, what it hit,
+how bad, when it ended, which evaluator statuses; and its timeline), then SLO compliance per topic and the daily
+p99 trend, the tables behind expanders, and the state of the monitor's scheduled analytics run."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from datetime import UTC, datetime
 
 import streamlit as st
 
-from .charts import compliance_chart, incidents_chart, trend_chart
+from .charts import compliance_chart, incidents_chart, time_window, trend_chart
+from .frames import status_changes
+from .incident_story import changes_during, episode_label, episodes, in_episode, incident_until, story
 from .settings import PageSettings
-from .sources import SourceError, analytics_stamp, fetch_analytics_status, read_analytics
+from .sources import SourceError, analytics_stamp, fetch_analytics_status, fetch_recent, read_analytics
 
 KEY = ["flow", "topic"]
 
@@ -89,8 +92,8 @@ def history(settings: PageSettings) -> None:
     )
     for problem in analytics.problems:
         st.warning(problem)
+    _incidents(analytics, settings)
     _compliance(analytics)
-    _incidents(analytics)
     _trend(analytics)
 
 
@@ -146,7 +149,25 @@ def _compliance(analytics) -> None:
         )
 
 
-def _incidents(analytics) -> None:
+def _status_changes(settings: PageSettings, episode) -> list[str]:
+    """The monitor's own status changes around the episode, while its memory still holds them (the alert rules
+    read the same statuses); nothing when the monitor cannot be asked."""
+    try:
+        recent = fetch_recent(settings.monitor_url, episode["flow"], settings.timeout_s)
+    except SourceError:
+        return []
+    changes = changes_during(recent, episode)
+    if changes is None:
+        return [
+            "**Monitor status changes**: no longer in the monitor's memory (`monitor.recent_minutes`, 60 by default)."
+        ]
+    if not changes:
+        return ["**Monitor status changes** around it: none."]
+    lines = list(reversed(status_changes(changes, limit=len(changes))))  # the same words as the overview's
+    return ["**Monitor status changes** around it (UTC): " + "; ".join(lines) + "."]
+
+
+def _incidents(analytics, settings: PageSettings) -> None:
     st.subheader("Incidents")
     frame = analytics.tables.get("incidents")
     counts = analytics.summary.get("incidents") or {}
@@ -154,11 +175,34 @@ def _incidents(analytics) -> None:
         st.success("No incidents in the analysed period.")
         return
     frame = _naive_utc(frame)
+    told = episodes(frame)
     st.caption(
-        f"{counts.get('count', len(frame))} partition incidents, {counts.get('open', 0)} open; "
-        f"per partition, a run of samples breaching the SLO (bar: start to recovery, colour: peak time lag)."
+        f"{len(told)} incident{'s' if len(told) != 1 else ''} ({counts.get('count', len(frame))} partition "
+        f"incidents, {counts.get('open', 0)} open): partitions of one flow breaching the SLO at overlapping times "
+        "make one incident. Times in UTC, 24-hour clock."
     )
-    st.altair_chart(incidents_chart(frame), width="stretch")
+    labels = [episode_label(row) for _, row in told.iterrows()]
+    chosen = 0
+    if len(told) > 1:
+        chosen = st.selectbox(
+            "Incident (newest first)", range(len(told)), format_func=lambda i: labels[i], key="history_incident"
+        )
+    episode = told.iloc[chosen]
+    st.markdown("  \n".join(story(episode) + _status_changes(settings, episode)))
+    parts = in_episode(frame, episode)
+    st.altair_chart(incidents_chart(parts, time_window(parts["start"], incident_until(parts))), width="stretch")
+    st.caption("A bar per partition: from its first breaching sample to recovery; colour: its peak time lag.")
+    with st.expander(f"All {len(told)} incidents"):
+        st.dataframe(
+            _mirror_named(told),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "duration_s": st.column_config.NumberColumn("duration (s)", format="%.0f"),
+                "peak_time_lag_s": st.column_config.NumberColumn("peak time lag (s)", format="%.1f"),
+                "statuses": "evaluator statuses",
+            },
+        )
     columns = [
         "flow",
         "mirror",
@@ -172,8 +216,9 @@ def _incidents(analytics) -> None:
         "peak_true_lag",
         "peak_time_lag_s",
         "catch_up_rate_per_s",
+        "statuses",
     ]
-    with st.expander("Incidents table (newest first)"):
+    with st.expander("Partition incidents table (newest first)"):
         st.dataframe(
             _mirror_named(frame[[c for c in columns if c in frame.columns]]).sort_values("start", ascending=False),
             hide_index=True,

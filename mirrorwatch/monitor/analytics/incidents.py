@@ -11,6 +11,8 @@ an *incident* is a maximal run of consecutive breach samples of one series with 
   sample).
 - ``catch_up_rate_per_s`` = (peak_true_lag − true_lag at recovered, or at end if open) / seconds between them:
   the net rate at which the mirror caught up after the peak. Null if the peak is the reference sample.
+- ``statuses``: the evaluator statuses of the run's samples, distinct and sorted (what the monitor said while
+  the SLO was breached: the History view's "which alerts").
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ def incidents(enriched: DataFrame) -> DataFrame:
     running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     starts = F.col("breach") & (~F.lag("breach", 1, False).over(w) | F.lag("gap_after", 1, False).over(w))
     marked = (
-        enriched.select(*PARTITION_KEYS, "ts_ms", "true_lag", "time_lag_s", "breach", "compliant", "gap_after")
+        enriched.select(
+            *PARTITION_KEYS, "ts_ms", "true_lag", "time_lag_s", "status", "breach", "compliant", "gap_after"
+        )
         .withColumn("next_ts_ms", F.lead("ts_ms").over(w))
         .withColumn("next_true_lag", F.lead("true_lag").over(w))
         .withColumn("next_compliant", F.lead("compliant").over(w))
@@ -41,6 +45,7 @@ def incidents(enriched: DataFrame) -> DataFrame:
         # max of (lag, -ts): the largest lag, and among equal lags the earliest sample. Null lags sort first.
         F.max(F.struct(F.col("true_lag"), (-F.col("ts_ms")).alias("neg_ts"))).alias("peak"),
         F.max("time_lag_s").alias("peak_time_lag_s"),
+        F.array_sort(F.collect_set("status")).alias("statuses"),
         F.max_by(F.struct("gap_after", "next_ts_ms", "next_true_lag", "next_compliant", "true_lag"), "ts_ms").alias(
             "last"
         ),
@@ -70,6 +75,7 @@ def incidents(enriched: DataFrame) -> DataFrame:
         F.timestamp_millis(peak_ms).alias("peak_ts"),
         "peak_time_lag_s",
         rate.alias("catch_up_rate_per_s"),
+        "statuses",
     )
 
 

@@ -85,6 +85,7 @@ def enrich(samples: DataFrame, slo_lag: int, slo_time_s: float, gap_factor: floa
         "true_lag",
         "committed_lag",
         "time_lag_s",
+        "status",  # the evaluator's word on each sample: the incidents say which statuses their breach saw
     )
     df = df.withColumn("spacing_ms", F.lead("ts_ms").over(series_window()) - F.col("ts_ms"))
     # Exact median over the whole series: a window without ordering spans the entire partition.
