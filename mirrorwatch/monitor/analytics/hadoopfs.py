@@ -31,13 +31,14 @@ class HadoopFS:
         path = self._path(uri)
         return bool(self._fs(path).exists(path))
 
-    def list_files(self, uri: str, attempts: int = 5) -> list[RemoteFile]:
+    def list_files(self, uri: str, attempts: int = 8) -> list[RemoteFile]:
         """Every file under ``uri``, recursively, in path order.
 
         The listing failed once in the suite inside ``hasNext`` ("An error occurred while calling o49.hasNext")
         while the monitor ran the job on its own history, which it writes under hidden names and renames when it
         closes a file every few seconds; most likely the listing met a file renamed under it (not reproduced).
-        A listing has no side effects, so it is taken again."""
+        A listing has no side effects, so it is taken again, after a pause that doubles each time (0.2 s to 25 s in
+        all): on a loaded machine a listing is slow enough to meet a rename five times in a row at a fixed 0.2 s."""
         path = self._path(uri)
         for attempt in range(attempts):
             try:
@@ -51,7 +52,7 @@ class HadoopFS:
                 if attempt == attempts - 1:
                     raise
                 log.debug("listing %s again: %s", uri, exc)
-                time.sleep(0.2)
+                time.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")
 
     def read_range(self, uri: str, offset: int, length: int) -> bytes:
