@@ -122,3 +122,13 @@ def test_probe_says_which_partitions_are_lost_and_which_overdue():
 def test_mark_lost_turns_an_overdue_event_lost_once():
     t = _run([("sent", 1, [0]), ("expire", 6000)])
     assert t.mark_lost(1, 0) and not t.mark_lost(1, 0) and (t.lost, t.overdue_events) == (1, 0)
+
+
+def test_check_mode_knows_which_other_runs_events_arrived():
+    """The one-shot check (own_only=False) asks which canary events of other runs the target reader saw."""
+    t = Tracker("r1", "east", warn_s=1, crit_s=5, own_only=False)
+    later = CanaryEvent("service-run", 7, 1000, "east", 1)
+    t.arrived(Arrival(later, 1, 1010, BASIS_LOG_APPEND))
+    assert t.has_arrived(later) and t.saw_partition(1) and not t.saw_partition(0)
+    assert not t.has_arrived(CanaryEvent("service-run", 7, 1000, "west", 1))  # another source cluster's
+    assert not t.has_arrived(CanaryEvent("service-run", 8, 2000, "east", 1)) and t.lost == 0
