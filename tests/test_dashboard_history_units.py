@@ -188,7 +188,7 @@ def test_episodes_merge_overlapping_partitions_per_flow_newest_first():
     assert freeze["start"] == T0 and freeze["until"] == T0 + pd.Timedelta(seconds=241)
     assert freeze["duration_s"] == 241 and freeze["peak_true_lag"] == 390 and freeze["peak_time_lag_s"] == 238.4445
     assert freeze["hit"] == "orders[0,1], payments[2]"
-    assert freeze["statuses"] == "STOP, STALL"  # worst first, OK left out
+    assert freeze["statuses"] == "STALL, STOP"  # worst first (core.status.PARTITION_SEVERITY), OK left out
     assert told.iloc[1]["statuses"] == ""  # known: none worse than OK
     assert len(in_episode(FREEZE, freeze)) == 3
 
@@ -216,7 +216,7 @@ def test_story_says_when_what_how_bad_and_which_statuses():
     assert lines[0] == ("**Started** 2026-11-24 18:13:05 UTC; **recovered 2026-11-24 18:17:06 UTC** after 4 min 01 s.")
     assert lines[1] == "**Hit** flow `east-west`: 2 topics, 3 partitions: orders[0,1], payments[2]."
     assert lines[2] == "**Worst** 390 records behind (true lag) and 238.4 s behind (time lag)."
-    assert lines[3] == "**Evaluator statuses** during the breach: **STOP, STALL**."
+    assert lines[3] == "**Evaluator statuses** during the breach: **STALL, STOP**."
     assert episode_label(freeze) == "east-west, 2026-11-24 18:13:05 UTC, 4 min 01 s"
     still = story(freeze.copy().replace({False: True}))  # open: said so, with its last sample
     assert "still open at the last sample (2026-11-24 18:17:06 UTC)" in still[0]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..core.status import PARTITION_SEVERITY
+
 EPISODE_COLUMNS = [
     "flow",
     "mirror",
@@ -43,7 +45,7 @@ def _statuses(frame: pd.DataFrame) -> str | None:
     if "statuses" not in frame:
         return None
     seen = {s for row in frame["statuses"] if row is not None for s in row if s and s != "OK"}
-    order = ["LOST", "STOP", "STALL", "REWIND", "WARN", "UNKNOWN"]
+    order = [s.name for s in reversed(PARTITION_SEVERITY)]  # the one severity order (core.status)
     return ", ".join(sorted(seen, key=lambda s: (order.index(s) if s in order else len(order), s)))
 
 
