@@ -1,5 +1,5 @@
 """A real Prometheus (the Debian ``prometheus`` binary) for tests: scrape given targets, load rule files,
-answer PromQL and report alerts.
+answer PromQL and report alerts (and send them to a real Alertmanager: tests/support/alertmanager.py).
 
     with prometheus_server({"mirrorwatch-monitor": ["127.0.0.1:9643"]}, rule_files=[rules]) as prom:
         prom.wait_for(lambda: prom.query("up") != [])
@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import requests
 import yaml
@@ -108,8 +109,14 @@ class PrometheusServer:
         )
 
 
-def _config(targets: dict[str, list[str]], rule_files, scrape_interval: str, evaluation_interval: str) -> dict:
-    return {
+def _config(
+    targets: dict[str, list[str]],
+    rule_files,
+    scrape_interval: str,
+    evaluation_interval: str,
+    alertmanager_url: str | None = None,
+) -> dict:
+    config = {
         "global": {
             "scrape_interval": scrape_interval,
             "evaluation_interval": evaluation_interval,
@@ -120,6 +127,19 @@ def _config(targets: dict[str, list[str]], rule_files, scrape_interval: str, eva
             {"job_name": job, "static_configs": [{"targets": list(hosts)}]} for job, hosts in targets.items()
         ],
     }
+    if alertmanager_url:
+        am = urlsplit(alertmanager_url)
+        config["alerting"] = {
+            "alertmanagers": [
+                {
+                    "api_version": "v2",
+                    "scheme": am.scheme or "http",
+                    "path_prefix": am.path or "/",
+                    "static_configs": [{"targets": [am.netloc]}],
+                }
+            ]
+        }
+    return config
 
 
 @contextmanager
@@ -130,14 +150,18 @@ def prometheus_server(
     evaluation_interval: str = "1s",
     workdir: Path | None = None,
     ready_timeout_s: float = 60,
+    alertmanager_url: str | None = None,
 ) -> Iterator[PrometheusServer]:
     """Start Prometheus on a free 127.0.0.1 port; yield a PrometheusServer; stop it on exit. The config, the
-    TSDB and the log live in ``workdir`` (a temporary directory, removed afterwards, when not given)."""
+    TSDB and the log live in ``workdir`` (a temporary directory, removed afterwards, when not given). With
+    ``alertmanager_url`` (e.g. ``alertmanager_server(...).url``) it sends its alerts there."""
     tmp = None if workdir else tempfile.TemporaryDirectory(prefix="mw-prometheus-")
     work = Path(workdir or tmp.name)
     work.mkdir(parents=True, exist_ok=True)
     config = work / "prometheus.yml"
-    config.write_text(yaml.safe_dump(_config(targets, rule_files, scrape_interval, evaluation_interval)))
+    config.write_text(
+        yaml.safe_dump(_config(targets, rule_files, scrape_interval, evaluation_interval, alertmanager_url))
+    )
     log = work / "prometheus.log"
     port = free_port()  # a small race with other processes; a taken port shows up as a failed start
     with log.open("wb") as out:
