@@ -30,7 +30,7 @@ VARIABLES = {
     "topic": ".*",
     "datasource": "prometheus",
 }
-_VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
+_VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$([A-Za-z_]\w*)")  # not $1: label_replace's capture reference
 # The trailing comparisons of an alert expression: "<query> > 10000", "<query> >= 2 <= 5".
 _CONDITION = re.compile(r"((?:\s*(?:>=|<=|==|!=|>|<)\s*-?\d+(?:\.\d+)?)+)\s*$")
 _COMPARISON = re.compile(r"(>=|<=|==|!=|>|<)\s*(-?\d+(?:\.\d+)?)")
