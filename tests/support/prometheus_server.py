@@ -77,13 +77,16 @@ def as_duration(seconds: float) -> str:
 
 
 def write_rules_scaled(dst: Path, factor: float, src: Path = promql.RULES) -> dict[str, float]:
-    """Copy the rule file with every alert's ``for:`` divided by ``factor`` (their order kept: which alert fires
-    first decides what Alertmanager inhibits); return {alert: scaled for, in seconds}."""
+    """Copy the rule file with every alert's ``for:`` (and ``keep_firing_for:``) divided by ``factor`` (their order
+    kept: which alert fires first, and which stops last, decides what Alertmanager inhibits); return
+    {alert: scaled for, in seconds}."""
     doc = promql.load_rules(src)
     scaled: dict[str, float] = {}
     for rule in promql.rules_of(doc, "alert"):
         scaled[rule["alert"]] = duration_s(rule.get("for", "0s")) / factor
         rule["for"] = as_duration(scaled[rule["alert"]])
+        if "keep_firing_for" in rule:
+            rule["keep_firing_for"] = as_duration(duration_s(rule["keep_firing_for"]) / factor)
     dst.write_text(yaml.safe_dump(doc, sort_keys=False))
     return scaled
 
