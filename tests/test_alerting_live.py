@@ -3,7 +3,7 @@ a real Prometheus evaluating the SHIPPED rules, a real Alertmanager with the SHI
 (grafana/alertmanager/alertmanager.yml) whose receivers all point at one local webhook receiver.
 
 To keep the module short, two things are changed, and only these:
-- every alert's ``for:`` is divided by FOR_FACTOR (20: the flow page's 30 s becomes 1.5 s, the longest paging
+- every alert's ``for:`` (and ``keep_firing_for:``) is divided by FOR_FACTOR (20: the flow page's 30 s becomes 1.5 s, the longest paging
   ``for:``, 5 m, 15 s), one factor for all so that their ORDER is kept: which alert fires first decides what
   Alertmanager inhibits. Thresholds inside expressions (30 s of stale heartbeats, 120 s of RPO...) are not
   scaled, so alerts that need them do not fire in these short faults; bench/detection.py runs the file unchanged;
@@ -42,14 +42,9 @@ from .test_outages import frozen, local_only
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_AM = ROOT / "grafana" / "alertmanager" / "alertmanager.yml"
-STANDIN_AM = Path(__file__).parent / "fixtures" / "alertmanager-standin.yml"  # until the shipped file lands
 FOR_FACTOR = 20
 AM_TIMINGS = {"group_wait": "1s", "group_interval": "2s"}
 BURST = 5000  # records at once on top of the steady 50/s: the true lag jumps, well below the 10,000 page
-
-
-def am_config() -> Path:
-    return SHIPPED_AM if SHIPPED_AM.exists() else STANDIN_AM
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +56,7 @@ def stack(source, target, tmp_path_factory):
     s = Stack(source, target, base)
     try:
         s.start()
-        config = am_config()
+        config = SHIPPED_AM
         receivers = {r: hook.url for r in ("mirrorwatch-page", "mirrorwatch-ticket", "mirrorwatch-null")}
         with (
             alertmanager_server(config, receivers, AM_TIMINGS, workdir=base / "alertmanager") as am,
@@ -127,12 +122,22 @@ def hold_and_watch(stack, seconds: float) -> None:
 
 
 def resolved(stack, since: int, alertname: str) -> bool:
+    """A page notification told that ``alertname`` resolved (a group's notification lists each of its alerts with
+    its own status; the body's status stays firing while another alert of the group fires)."""
     return any(
-        b["receiver"] == PAGE_RECEIVER
-        and b["status"] == "resolved"
-        and {a["labels"]["alertname"] for a in b["alerts"]} == {alertname}
+        a["labels"]["alertname"] == alertname and a["status"] == "resolved"
         for b in stack.hook.bodies[since:]
+        if b["receiver"] == PAGE_RECEIVER
+        for a in b["alerts"]
     )
+
+
+def wait_telling(stack, predicate, timeout_s: float, what: str, since: int, t0: float) -> None:
+    """Wait for ``predicate``; on timeout, fail with the notifications so far (what happened instead)."""
+    try:
+        stack.prom.wait_for(predicate, timeout_s, what)
+    except AssertionError as exc:
+        pytest.fail(f"{what}: not within {timeout_s} s; notifications:\n{story(stack.hook, since, t0)}\n{exc}")
 
 
 def back_to_healthy(stack, what: str) -> None:
@@ -171,7 +176,9 @@ def test_a_frozen_mirror_pages_once_naming_the_mirror_and_resolves_once(stack):
     finally:
         os.kill(pid, signal.SIGCONT)
         thawed_s = time.monotonic() - frozen_at
-    stack.am.wait_for(lambda: resolved(stack, since, "MirrorwatchFlowInTrouble"), 120, "the page resolved")
+    wait_telling(
+        stack, lambda: resolved(stack, since, "MirrorwatchFlowInTrouble"), 120, "page resolved", since, frozen_at
+    )
     back_to_healthy(stack, "healthy again after the thaw")
     bodies, told = stack.hook.bodies[since:], story(stack.hook, since, frozen_at)
     print(f"frozen mirror: paged after {detected_s:.1f} s, thawed at +{thawed_s:.1f} s; notifications:\n{told}")
@@ -187,6 +194,7 @@ def test_a_frozen_mirror_pages_once_naming_the_mirror_and_resolves_once(stack):
 
 
 def test_a_frozen_target_broker_pages_once_for_the_cluster_and_no_flow_page(stack, target):
+    stack.prom.wait_for(lambda: healthy(stack.prom), 180, "healthy before the freeze")  # whatever the last test left
     since = len(stack.hook.bodies)
     with frozen(target):
         frozen_at = time.monotonic()
@@ -194,7 +202,9 @@ def test_a_frozen_target_broker_pages_once_for_the_cluster_and_no_flow_page(stac
         detected_s = time.monotonic() - frozen_at
         hold_and_watch(stack, paging_for_s(stack) + 3)
     thawed_s = time.monotonic() - frozen_at
-    stack.am.wait_for(lambda: resolved(stack, since, "MirrorwatchClusterUnreachable"), 120, "the page resolved")
+    wait_telling(
+        stack, lambda: resolved(stack, since, "MirrorwatchClusterUnreachable"), 120, "page resolved", since, frozen_at
+    )
     back_to_healthy(stack, "the pair and the stack recovered after the thaw")  # other modules share the pair
     bodies, told = stack.hook.bodies[since:], story(stack.hook, since, frozen_at)
     print(f"frozen target broker: paged after {detected_s:.1f} s, thawed at +{thawed_s:.1f} s; notifications:\n{told}")
