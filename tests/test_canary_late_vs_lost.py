@@ -62,8 +62,7 @@ CASES = [
     ),
     (
         "an overdue event becomes lost when a later one of its partition arrives",
-        [("sent", 1, [0, 1]), ("expire", 6000), ("sent", 7, [0, 1])]
-        + [("arrive", 7, 0, 7010), ("arrive", 7, 1, 7011)],
+        [("sent", 1, [0, 1]), ("expire", 6000), ("sent", 7, [0, 1])] + [("arrive", 7, 0, 7010), ("arrive", 7, 1, 7011)],
         (2, 0, 0, 0, 0),
         ["CRITICAL", "CRITICAL"],  # probe 7 itself arrived fine, but judges the loss found since probe 1
     ),
@@ -81,8 +80,7 @@ CASES = [
     ),
     (
         "a duplicate of an arrived event: counted once, nothing lost",
-        [("sent", 1, [0]), ("arrive", 1, 0, 1010), ("arrive", 1, 0, 1020), ("sent", 2, [0])]
-        + [("arrive", 2, 0, 2010)],
+        [("sent", 1, [0]), ("arrive", 1, 0, 1010), ("arrive", 1, 0, 1020), ("sent", 2, [0])] + [("arrive", 2, 0, 2010)],
         (0, 0, 0, 1, 0),
         ["OK", "WARNING"],
     ),
