@@ -21,6 +21,14 @@ mirrorwatch_canary_status{{flow="ew",source="east",target="west"}} {status}
 mirrorwatch_canary_heartbeat_age_seconds{{flow="ew",source="east",target="west"}} {age}
 # TYPE mirrorwatch_canary_probes_total counter
 mirrorwatch_canary_probes_total{{flow="ew",source="east",target="west"}} 12.0
+# TYPE mirrorwatch_canary_lost_total counter
+mirrorwatch_canary_lost_total{{flow="ew",source="east",target="west"}} 1.0
+# TYPE mirrorwatch_canary_late_total counter
+mirrorwatch_canary_late_total{{flow="ew",source="east",target="west"}} 4.0
+# TYPE mirrorwatch_canary_overdue_events gauge
+mirrorwatch_canary_overdue_events{{flow="ew",source="east",target="west"}} 6.0
+# TYPE mirrorwatch_canary_oldest_overdue_seconds gauge
+mirrorwatch_canary_oldest_overdue_seconds{{flow="ew",source="east",target="west"}} 42.5
 # TYPE mirrorwatch_canary_round_trip_seconds histogram
 mirrorwatch_canary_round_trip_seconds_bucket{{flow="ew",source="east",target="west",le="0.1"}} 3.0
 mirrorwatch_canary_round_trip_seconds_bucket{{flow="ew",source="east",target="west",le="+Inf"}} 4.0
@@ -39,6 +47,7 @@ def test_status_names(code, name):
 def test_one_reading_per_flow():
     reading = parse_canary_metrics(TEXT.format(status=1, age=0.5))["ew"]
     assert (reading.status, reading.heartbeat_age_s, reading.probes) == ("WARNING", 0.5, 12.0)
+    assert (reading.lost, reading.late, reading.overdue, reading.oldest_overdue_s) == (1.0, 4.0, 6.0, 42.5)
     assert reading.buckets == {0.1: 3.0, math.inf: 4.0}
     assert reading.mean_round_trip_s() == pytest.approx(0.15)
     fresh = parse_canary_metrics(TEXT.format(status="NaN", age="NaN"))["ew"]

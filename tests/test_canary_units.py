@@ -33,7 +33,7 @@ def test_slow_event_is_warning():
     assert t.take_resolved()[0].status == "WARNING"
 
 
-def test_missing_at_crit_is_lost_once_then_late_not_lost_again():
+def test_missing_at_crit_is_overdue_not_lost_then_late_when_it_arrives():
     t = Tracker("r1", "east", warn_s=1, crit_s=5)
     t.sent(1, [0, 1, 2], 0)
     arrive(t, 1, 1, 0, 100)
@@ -41,10 +41,11 @@ def test_missing_at_crit_is_lost_once_then_late_not_lost_again():
     assert t.take_resolved() == []
     t.expire(5000)
     (probe,) = t.take_resolved()
-    assert probe.status == "CRITICAL" and probe.missing == (0, 2) and t.lost == 2
+    assert probe.status == "CRITICAL" and probe.missing == probe.overdue == (0, 2) and t.lost == 0
+    assert (t.overdue_events, t.oldest_overdue_s(8000)) == (2, 8.0)
     arrive(t, 1, 0, 0, 9000)  # the mirror came back
     t.expire(20000)
-    assert (t.lost, t.late, t.duplicates, t.reordered) == (2, 1, 0, 0)
+    assert (t.lost, t.late, t.duplicates, t.reordered, t.overdue_events) == (0, 1, 0, 0, 1)
 
 
 def test_duplicate_counted_once_and_not_as_reorder():

@@ -137,10 +137,11 @@ def test_old_sample_and_slow_catch_up_are_amber_but_a_small_steady_lag_is_not():
 
 def test_canary_parser_reads_the_recorded_real_exposition():
     ((name, reading),) = parse_canary_metrics((FIXTURES / "canary_degraded.txt").read_text()).items()
-    assert name == "east-west" and reading.status == "CRITICAL" and reading.lost >= 1
+    assert name == "east-west" and reading.status == "CRITICAL" and reading.overdue >= 1 and reading.lost == 0
+    assert reading.oldest_overdue_s > 0 and reading.late == 0
     assert reading.round_trip_count > 0 and reading.mean_round_trip_s() > 0 and reading.heartbeat_age_s is not None
     healthy = parse_canary_metrics((FIXTURES / "canary_healthy.txt").read_text())["east-west"]
-    assert healthy.status == "OK" and healthy.lost == 0
+    assert healthy.status == "OK" and healthy.lost == healthy.overdue == healthy.oldest_overdue_s == 0
 
 
 def test_canary_nan_heartbeat_is_none():

@@ -25,10 +25,29 @@ class CanaryMetrics:
             registry=registry,
         )
         self.lost = Counter(
-            "mirrorwatch_canary_lost", "Canary events not seen within crit_latency_s", LABELS, registry=registry
+            "mirrorwatch_canary_lost",
+            "Own canary events the target will never have: a later event of the same source partition arrived "
+            "on the target without it (a mirror keeps a partition's order, so it was skipped); counted once",
+            LABELS,
+            registry=registry,
         )
         self.late = Counter(
-            "mirrorwatch_canary_late", "Canary events seen after they were counted lost", LABELS, registry=registry
+            "mirrorwatch_canary_late",
+            "Own canary events that arrived on the target after crit_latency_s",
+            LABELS,
+            registry=registry,
+        )
+        self.overdue = Gauge(
+            "mirrorwatch_canary_overdue_events",
+            "Own canary events past crit_latency_s that have not arrived and are not lost: late, still expected",
+            LABELS,
+            registry=registry,
+        )
+        self.oldest_overdue = Gauge(
+            "mirrorwatch_canary_oldest_overdue_seconds",
+            "Age of the oldest overdue canary event (past crit_latency_s, not arrived, not lost); 0 when none",
+            LABELS,
+            registry=registry,
         )
         self.duplicates = Counter(
             "mirrorwatch_canary_duplicates", "Canary events seen more than once", LABELS, registry=registry

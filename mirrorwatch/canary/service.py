@@ -2,7 +2,7 @@
 
 Per flow: the probe job (scheduler thread) checks both clusters, writes one event per partition and returns
 at once; a reader thread reads the target canary and heartbeat partitions continuously (assign() only, never
-a consumer group) and feeds the tracker. Status is re-judged after every read, so a lost event turns the
+a consumer group) and feeds the tracker. Status is re-judged after every read, so an overdue event turns the
 status CRITICAL within a fraction of a second after its critical timeout, not at the next probe.
 """
 
@@ -275,37 +275,42 @@ class FlowCanary:
     # ------------------------------------------------------------------ judging (under self.lock)
     def _judge(self) -> None:
         for probe in self.tracker.take_resolved():
-            if probe.status == CRITICAL and probe.status != self.probe_status:
-                log.warning(
-                    "%s: CRITICAL probe %d: partition(s) %s not seen within %g s",
-                    self.topics.flow_name,
-                    probe.seq,
-                    ", ".join(map(str, probe.missing)),
-                    self.settings.crit_latency_s,
-                )
+            if probe.lost or (probe.status == CRITICAL != self.probe_status and probe.overdue):
+                log.warning("%s: CRITICAL probe %d: %s", self.topics.flow_name, probe.seq, self._missing_text(probe))
             self.probe_status = probe.status
         metrics, labels = self.labels
         for seconds in self.tracker.take_latencies():
             metrics.round_trip.labels(*labels).observe(seconds)
-        age = self.heartbeat.age_s(now_ms())
+        now = now_ms()
+        age = self.heartbeat.age_s(now)
         heartbeat_status = CRITICAL if age is not None and age > self.settings.heartbeat_max_age_s else None
         anomaly_status = WARNING if self.tracker.anomaly_pending else None
+        overdue = self.tracker.overdue_events
+        # CRITICAL for as long as an event is overdue, not only for the probe that first found it late
+        overdue_status = CRITICAL if overdue else None
         if self.unknown_reason is not None:
             status = UNKNOWN
         elif self.probe_status is None and heartbeat_status is None:
             status = UNKNOWN  # no probe has resolved yet
         else:
-            status = worst(self.probe_status, heartbeat_status, anomaly_status)
+            status = worst(self.probe_status, heartbeat_status, anomaly_status, overdue_status)
         if status != self.status:
             log.info("%s: %s → %s", self.topics.flow_name, self.status, status)
             self.status = status
         metrics.status.labels(*labels).set(EXIT_CODES[status])
         metrics.heartbeat_age.labels(*labels).set(float("nan") if age is None else age)
+        metrics.overdue.labels(*labels).set(overdue)
+        metrics.oldest_overdue.labels(*labels).set(self.tracker.oldest_overdue_s(now))
         for name in ("lost", "late", "duplicates", "reordered"):
             value = getattr(self.tracker, name)
             if value > self._published.get(name, 0):
                 getattr(metrics, name).labels(*labels).inc(value - self._published.get(name, 0))
                 self._published[name] = value
+
+    def _missing_text(self, probe) -> str:
+        lost = f"partition(s) {', '.join(map(str, sorted(probe.lost)))} lost (a later event arrived first)"
+        late = f"partition(s) {', '.join(map(str, probe.overdue))} not seen within {self.settings.crit_latency_s:g} s"
+        return "; ".join(([lost] if probe.lost else []) + ([late + " (late, still expected)"] if probe.overdue else []))
 
     # ------------------------------------------------------------------ life
     def start(self) -> None:
@@ -313,6 +318,8 @@ class FlowCanary:
         for name in ("lost", "late", "duplicates", "reordered", "probes"):
             getattr(metrics, name).labels(*labels)  # export zeros from the start, so rate() works at once
         metrics.status.labels(*labels).set(EXIT_CODES[UNKNOWN])
+        metrics.overdue.labels(*labels).set(0)
+        metrics.oldest_overdue.labels(*labels).set(0)
         self._thread.start()
 
     def stop(self) -> None:

@@ -1,9 +1,14 @@
-"""Matching canary events with their arrivals: latency, lost, late, duplicates, reordered, probe outcomes.
+"""Matching canary events with their arrivals: latency, overdue, late, lost, duplicates, reordered, probe outcomes.
 
-Pure bookkeeping (no Kafka), shared by the one-shot check and the service. State stays small: unresolved
-probes, plus the keys of recently seen and recently lost events for ``retain_s`` so that a duplicate or a
-late arrival is recognised as such (an event that arrives after it was declared lost counts as late, not
-as lost again); older keys are forgotten.
+Pure bookkeeping (no Kafka), shared by the one-shot check and the service. An own event that has not arrived:
+- within ``crit_latency_s``: awaited (its probe is still open);
+- past ``crit_latency_s``: **overdue** — late, still expected (a frozen mirror, a slow target);
+- **lost** once a later own event of the same source partition has arrived without it: a mirror keeps a
+  partition's order, so the earlier one was skipped and the target will never have it. Counted once.
+An overdue event that arrives is counted **late** (and its latency observed: it really took that long).
+
+State stays small: unresolved probes, overdue events, and the keys of recently seen events, all for at most
+``retain_s``; older ones are forgotten (an overdue event older than that is no longer counted overdue).
 """
 
 from __future__ import annotations
@@ -24,12 +29,18 @@ class Probe:
     awaited: set[int]
     latencies_ms: dict[int, float] = field(default_factory=dict)
     unsent: dict[int, str] = field(default_factory=dict)  # partition → why the source did not take it
+    lost: set[int] = field(default_factory=set)  # a later event of the partition arrived before this one
     status: str | None = None  # set when resolved
-    missing: tuple[int, ...] = ()
+    missing: tuple[int, ...] = ()  # not arrived when resolved: overdue (late) or lost
 
     @property
     def max_latency_ms(self) -> float | None:
         return max(self.latencies_ms.values()) if self.latencies_ms else None
+
+    @property
+    def overdue(self) -> tuple[int, ...]:
+        """Partitions whose event had not arrived at resolution and is not known lost: late, still expected."""
+        return tuple(p for p in self.missing if p not in self.lost)
 
 
 class Tracker:
@@ -52,11 +63,12 @@ class Tracker:
         self.resolved: list[Probe] = []  # resolved since the last take_resolved()
         self._seen: dict[tuple[str, int, int], float] = {}  # (run, seq, partition) → arrival ms
         self._highest: dict[tuple[str, int], tuple[int, float]] = {}  # (run, partition) → (seq, arrival ms)
-        self._overdue: dict[tuple[int, int], float] = {}  # own (seq, partition) declared lost → produced ms
+        self._overdue: dict[tuple[int, int], float] = {}  # own (seq, partition) past crit → produced ms
         self.lost = self.late = self.duplicates = self.reordered = 0
         self.latencies_s: list[float] = []  # observed since the last take_latencies()
         self.basis: str | None = None
         self._anomaly = False  # a duplicate or reorder seen since the last resolution
+        self._lost_since_resolution = False  # a loss found after its own probe had resolved
 
     # ------------------------------------------------------------ producing side
     def sent(self, seq: int, partitions: list[int], produced_at_ms: float) -> Probe:
@@ -89,22 +101,50 @@ class Tracker:
         order_key = (event.run_id, event.partition)
         highest = self._highest.get(order_key)
         if highest is not None and event.seq < highest[0]:
+            # An own event counted lost lands here too (a later one had arrived first). It stays counted lost:
+            # the counter is a Prometheus counter (never goes down) and the loss alert already said so; counting
+            # it reordered makes the contradiction visible instead. An order-keeping mirror never does this.
             self.reordered += 1
             self._anomaly = True
         else:
             self._highest[order_key] = (event.seq, arrival.arrived_ms)
+            if own:
+                self._skipped_before(event.seq, event.partition)
         if own:
             self._own_arrival(event.seq, event.partition, arrival.arrived_ms - event.produced_at_ms, arrival.basis)
+
+    def _skipped_before(self, seq: int, partition: int) -> None:
+        """Own events of ``partition`` older than ``seq`` that have not arrived are lost: the mirror skipped them."""
+        for probe in [p for s, p in self.probes.items() if s < seq and partition in p.awaited]:
+            probe.awaited.discard(partition)
+            probe.lost.add(partition)
+            self.lost += 1
+            if not probe.awaited:
+                self._resolve(probe)
+        for key in [k for k in self._overdue if k[1] == partition and k[0] < seq]:
+            del self._overdue[key]
+            self.lost += 1
+            self._lost_since_resolution = True
+
+    def mark_lost(self, seq: int, partition: int) -> bool:
+        """An overdue own event the caller knows was skipped (the one-shot check asks the source what came
+        after it); False when it was not overdue (arrived, already lost, or forgotten)."""
+        if self._overdue.pop((seq, partition), None) is None:
+            return False
+        self.lost += 1
+        return True
 
     def _own_arrival(self, seq: int, partition: int, latency_ms: float, basis: str) -> None:
         probe = self.probes.get(seq)
         if probe is not None and partition in probe.awaited:
             probe.awaited.discard(partition)
             probe.latencies_ms[partition] = latency_ms
+            if latency_ms >= self.crit_ms:
+                self.late += 1  # arrived past the timeout before expire() had declared it overdue
         elif self._overdue.pop((seq, partition), None) is not None:
             self.late += 1
         else:
-            return  # forgotten (older than retain_s): nothing to match
+            return  # counted lost (see arrived()), or forgotten (older than retain_s): nothing to match
         self.basis = basis
         self.latencies_s.append(max(latency_ms, 0.0) / 1000.0)
         if probe is not None and not probe.awaited:
@@ -129,19 +169,18 @@ class Tracker:
 
     def _resolve(self, probe: Probe) -> None:
         self.probes.pop(probe.seq, None)
-        probe.missing = tuple(sorted(probe.awaited))
-        if probe.missing:
+        probe.missing = tuple(sorted(probe.awaited | probe.lost))
+        for partition in probe.awaited:
+            self._overdue[(probe.seq, partition)] = probe.produced_at_ms
+        if probe.missing or self._lost_since_resolution:
             probe.status = CRITICAL
-            self.lost += len(probe.missing)
-            for partition in probe.missing:
-                self._overdue[(probe.seq, partition)] = probe.produced_at_ms
         elif not probe.latencies_ms:
             probe.status = UNKNOWN  # the source took none of its events: nothing was tested
         elif self._anomaly or (probe.max_latency_ms or 0.0) > self.warn_ms:
             probe.status = WARNING
         else:
             probe.status = OK
-        self._anomaly = False
+        self._anomaly = self._lost_since_resolution = False
         self.resolved.append(probe)
 
     def take_resolved(self) -> list[Probe]:
@@ -151,6 +190,22 @@ class Tracker:
     def take_latencies(self) -> list[float]:
         out, self.latencies_s = self.latencies_s, []
         return out
+
+    # ------------------------------------------------------------ figures for the gauges
+    @property
+    def overdue_events(self) -> int:
+        """Own events past crit_latency_s, not arrived and not lost (forgotten after ``retain_s``)."""
+        return len(self._overdue)
+
+    def oldest_overdue_s(self, now_ms: float) -> float:
+        """Age of the oldest overdue event, 0 when none."""
+        if not self._overdue:
+            return 0.0
+        return max(0.0, now_ms - min(self._overdue.values())) / 1000.0
+
+    def overdue_keys(self) -> list[tuple[int, int]]:
+        """(seq, partition) of every overdue own event."""
+        return sorted(self._overdue)
 
     @property
     def anomaly_pending(self) -> bool:

@@ -28,7 +28,10 @@ class CanaryReading:
     status: str | None = None
     heartbeat_age_s: float | None = None  # None: no heartbeat seen yet (the gauge is NaN)
     probes: float = 0.0
-    lost: float = 0.0
+    lost: float = 0.0  # events the target will never have (a later one of the partition arrived first)
+    late: float = 0.0  # events that arrived after crit_latency_s
+    overdue: float = 0.0  # gauge: events past crit_latency_s, not arrived, not lost (late, still expected)
+    oldest_overdue_s: float = 0.0  # gauge: age of the oldest of them, 0 when none
     duplicates: float = 0.0
     reordered: float = 0.0
     round_trip_sum_s: float = 0.0  # 0 until a first probe came back (the histogram has no series before)
@@ -40,9 +43,12 @@ class CanaryReading:
         return self.round_trip_sum_s / self.round_trip_count if self.round_trip_count else None
 
 
-_COUNTERS = {
+_FIGURES = {
     "mirrorwatch_canary_probes_total": "probes",
     "mirrorwatch_canary_lost_total": "lost",
+    "mirrorwatch_canary_late_total": "late",
+    "mirrorwatch_canary_overdue_events": "overdue",
+    "mirrorwatch_canary_oldest_overdue_seconds": "oldest_overdue_s",
     "mirrorwatch_canary_duplicates_total": "duplicates",
     "mirrorwatch_canary_reordered_total": "reordered",
     "mirrorwatch_canary_round_trip_seconds_sum": "round_trip_sum_s",
@@ -68,6 +74,6 @@ def parse_canary_metrics(text: str) -> dict[str, CanaryReading]:
                 reading.heartbeat_age_s = None if math.isnan(value) else value
             elif sample.name == "mirrorwatch_canary_round_trip_seconds_bucket":
                 reading.buckets[float(sample.labels["le"])] = value
-            elif sample.name in _COUNTERS:
-                setattr(reading, _COUNTERS[sample.name], value)
+            elif sample.name in _FIGURES:
+                setattr(reading, _FIGURES[sample.name], value)
     return readings

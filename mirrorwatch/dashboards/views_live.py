@@ -275,14 +275,17 @@ def _canary_section(settings: PageSettings, poll: Poll, frame, name: str) -> Non
     if reading is None:
         st.info(f"The canary at `{settings.canary_url}` reports nothing for flow `{name}`.")
         return
-    cols = st.columns(6)
+    cols = st.columns(7)
     cols[0].metric("Canary status", reading.status or "–")
     cols[1].metric("Heartbeat age", _number(reading.heartbeat_age_s, " s"))
-    cols[2].metric("Lost", _number(reading.lost))
-    cols[3].metric("Duplicates", _number(reading.duplicates))
-    cols[4].metric("Reordered", _number(reading.reordered))
+    # overdue: late, still expected (a frozen mirror); lost: a later event of the partition arrived without it
+    overdue_for = f"oldest {reading.oldest_overdue_s:,.0f} s" if reading.overdue else None
+    cols[2].metric("Overdue now", _number(reading.overdue), overdue_for, delta_color="off")
+    cols[3].metric("Lost", _number(reading.lost))
+    cols[4].metric("Duplicates", _number(reading.duplicates))
+    cols[5].metric("Reordered", _number(reading.reordered))
     mean = reading.mean_round_trip_s()
-    cols[5].metric("Mean round trip since start", "–" if mean is None else f"{mean * 1000:,.0f} ms")
+    cols[6].metric("Mean round trip since start", "–" if mean is None else f"{mean * 1000:,.0f} ms")
     if len(frame) and frame[["canary_round_trip_s", "heartbeat_age_s"]].notna().any().any():
         st.altair_chart(canary_chart(frame), width="stretch")
         st.caption(

@@ -50,15 +50,17 @@ def canary_row(L: Layout) -> None:
         12,
         8,
         timeseries_panel(
-            "Canary lost, duplicate, reordered events",
+            "Canary events: overdue now; lost, late, duplicate, reordered",
             [
                 target(
                     f"sum by (flow) (increase(mirrorwatch_canary_{m}_total{{{F}}}[$__rate_interval]))",
                     f"{{{{flow}}}} {m}",
                     ref,
                 )
-                for m, ref in (("lost", "A"), ("duplicates", "B"), ("reordered", "C"))
-            ],
+                for m, ref in (("lost", "A"), ("duplicates", "B"), ("reordered", "C"), ("late", "D"))
+            ]
+            # overdue: late, still expected (a frozen mirror); lost: a later event of the partition arrived first
+            + [target(f"max by (flow) (mirrorwatch_canary_overdue_events{{{F}}})", "{{flow}} overdue now", "E")],
         ),
     )
     L.add(
@@ -91,11 +93,14 @@ def slo_row(L: Layout) -> None:
         8,
         6,
         stat_panel(
-            "Canary delivery: share of probes not lost",
+            "Canary delivery: share of events not lost",
             [
+                # events, not probes (a probe writes one per partition): arrived (on time or late) vs lost;
+                # overdue events are neither yet
                 target(
-                    f"1 - sum by (flow) (increase(mirrorwatch_canary_lost_total{{{F}}}[$__range])) / "
-                    f"clamp_min(sum by (flow) (increase(mirrorwatch_canary_probes_total{{{F}}}[$__range])), 1)",
+                    f"1 - sum by (flow) (increase(mirrorwatch_canary_lost_total{{{F}}}[$__range])) / clamp_min("
+                    f"sum by (flow) (increase(mirrorwatch_canary_round_trip_seconds_count{{{F}}}[$__range])) + "
+                    f"sum by (flow) (increase(mirrorwatch_canary_lost_total{{{F}}}[$__range])), 1)",
                     "{{flow}}",
                 )
             ],
