@@ -75,7 +75,7 @@ LONGEST_FIRST = [
     "test_mirror_behaviour",
     "test_mirror_failover",
     "test_mirror_faults",
-    # ~95 s of its own on a loaded 2-core machine (Prometheus, Alertmanager and three services on the pair)
+    # 207 s alone at load 24 on 2 cores, the pair's start included (Prometheus, Alertmanager, three services)
     "test_alerting_live",
     "test_grafana_real_exporters",
     "test_monitor_engine",
