@@ -98,6 +98,7 @@ def print_table(rows: list[dict]) -> None:
         print(f"\n{r['fault']}: {r.get('note', '')}".rstrip())
         if r.get("floor"):
             print(f"  floor: {r['floor']}")
+        print(f"  at the end of the hold: {r.get('signals_at_end_of_hold')}")
         for line in r["story"]:
             print(f"  {line}")
 

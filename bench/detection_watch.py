@@ -17,6 +17,15 @@ from .detection_faults import NOTIFYING, metrics_answer, restart_sec
 from .detection_floor import duration_s, route_for
 
 QUIET_TIMEOUT_S = 600
+# what the services said at the end of each hold (for the notes: did the fault show where the rules look?)
+SIGNALS = {
+    "canary_status": "max(mirrorwatch_canary_status)",
+    "overdue_events": "max(mirrorwatch_canary_overdue_events)",
+    "heartbeat_age_s": "min(mirrorwatch_canary_heartbeat_age_seconds)",
+    "rpo_s": "max(flow:mirrorwatch_rpo_seconds:max)",
+    "true_lag": "max(flow:mirrorwatch_true_lag_records:sum)",
+    "trouble_cause": "max(flow:mirrorwatch_flow_trouble:cause)",
+}
 
 
 class Watch:
@@ -73,6 +82,7 @@ class Watch:
         note = inject() or ""
         while time.monotonic() - started < hold_s:
             time.sleep(1)
+        signals = self.signals()
         undone = time.monotonic()
         note = " ".join(x for x in (note, undo() or "", getattr(self.stack, "restart_exited", str)()) if x)
         # after: until nothing fires, then one group_interval of the page route (resolutions are sent on its tick)
@@ -85,7 +95,16 @@ class Watch:
             if calm_since and time.monotonic() - calm_since > self.group_interval_s() + 2 * self.stack.evaluation_s:
                 break
             time.sleep(1)
-        return self.row(name, since, started, undone, hold_s, note, quiet_s)
+        row = self.row(name, since, started, undone, hold_s, note, quiet_s)
+        row["signals_at_end_of_hold"] = signals
+        return row
+
+    def signals(self) -> dict[str, float | None]:
+        said: dict[str, float | None] = {}
+        for name, expr in SIGNALS.items():
+            rows = self.prom.query(expr)
+            said[name] = round(float(rows[0]["value"][1]), 1) if rows else None
+        return said
 
     def row(
         self, name: str, since: int, started: float, undone: float, hold_s: float, note: str, quiet_s: float
