@@ -81,3 +81,11 @@ def test_provisioning_examples_agree():
     # the page route matches the severity the critical alerts carry
     severities = {r["labels"]["severity"] for g in alerts["groups"] for r in g["rules"]}
     assert ["severity", "=", "critical"] in policy["routes"][0]["object_matchers"] and "critical" in severities
+    # the same split as grafana/alertmanager/alertmanager.yml: grouped by flow; severity none notifies nobody
+    assert {"flow", "cluster"} <= set(policy["group_by"]) and severities == {"critical", "warning", "none"}
+    (none_route,) = [r for r in policy["routes"] if ["severity", "=", "none"] in r["object_matchers"]]
+    mute_names = {
+        m["name"]
+        for m in yaml.safe_load((PROVISIONING / "alerting" / "notification-policies.yml").read_text())["muteTimes"]
+    }
+    assert none_route["mute_time_intervals"] and set(none_route["mute_time_intervals"]) <= mute_names

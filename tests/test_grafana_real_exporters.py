@@ -61,6 +61,9 @@ ALERT_RULES = {
     "MirrorwatchMm2ConnectorFailed",
     "MirrorwatchMm2ConnectorPaused",
     "MirrorwatchMm2ConnectUnreachable",
+    "MirrorwatchFlowInTrouble",
+    "MirrorwatchFlowClusterUnreachable",
+    "MirrorwatchServiceWedged",
 }
 # where -> (exporter, metric family it must declare instead, reason): healthy-state exceptions to "returns series".
 # (The mirror exports its produce-error counters as 0 for every mirrored topic from the start, so the 'Produce
@@ -76,6 +79,12 @@ NO_SERIES_WHEN_HEALTHY: dict[str, tuple[str, str, str]] = {
     )
     for where in ("rule {}", "grafana alert {} A")  # the rule file's and the Grafana-managed rule's query
 }
+# FlowInTrouble's MM2 signal: 0 or 1 per MM2 flow from the same connector series, none on this stack
+NO_SERIES_WHEN_HEALTHY["rule flow:mirrorwatch_mm2_source_failed:bool"] = (
+    "monitor",
+    "mirrorwatch_mm2_task_state",
+    _CONNECT_ONLY + "grafana/prometheus/tests/incidents.yml checks it with promtool",
+)
 
 
 class Traffic:

@@ -67,7 +67,7 @@ def test_grafana_alerts_equivalent_to_prometheus_alerts():
         ops = re.findall(r"\$B (>=|<=|==|!=|>|<) (-?[\d.]+)", condition)
         rebuilt = query + " " + " ".join(f"{op} {num}" for op, num in ops)
         p_query, p_ops = promql.split_condition(p["expr"])
-        expected = promql.expand_recording_rules(p_query, doc) + " " + " ".join(f"{op} {n:g}" for op, n in p_ops)
+        expected = build.grafana_query(name, p_query, doc) + " " + " ".join(f"{op} {n:g}" for op, n in p_ops)
         assert rebuilt == expected, name
         assert data["B"]["model"]["expression"] == "A" and data["B"]["model"]["reducer"] == "last"
         assert g["for"] == p.get("for", "0m") and g["labels"] == p["labels"], name
@@ -75,6 +75,32 @@ def test_grafana_alerts_equivalent_to_prometheus_alerts():
         assert set(g["annotations"]) == set(p["annotations"]), name
         for key, text in p["annotations"].items():
             assert g["annotations"][key] == text.replace("$value", "$values.B.Value"), (name, key)
+
+
+def test_grafana_queries_leave_out_what_alertmanager_inhibits():
+    """No inhibition in Grafana: each alert that an inhibition rule of grafana/alertmanager/alertmanager.yml can
+    silence has the silencing signal in its Grafana query instead (docs/alerts.md)."""
+    am = yaml.safe_load((ROOT / "grafana" / "alertmanager" / "alertmanager.yml").read_text())
+    alerts = {r["alert"]: r for r in promql.rules_of(promql.load_rules(), "alert")}
+    silenced = set()
+    for rule in am["inhibit_rules"]:
+        targets = [re.fullmatch(r'(\w+)(=~|!~|=)"(.*)"', m).groups() for m in rule["target_matchers"]]
+        for name, a in alerts.items():
+            if "flow" in rule.get("equal", []) and "flow" not in a["expr"]:
+                continue  # no flow label: never equal to a flow alert's
+            labels = {"alertname": name, **a["labels"], "job": "mirrorwatch-mirror" if "job" in a["expr"] else ""}
+            ok = all(
+                (op == "=" and labels.get(k) == v)
+                or (op == "=~" and re.fullmatch(v, labels.get(k, "")))
+                or (op == "!~" and not re.fullmatch(v, labels.get(k, "")))
+                for k, op, v in targets
+            )
+            if ok and a["labels"]["severity"] != "none":
+                silenced.add(name)
+    assert silenced == set(build.GRAFANA_UNLESS)
+    graf = grafana_rules()
+    for name in silenced:
+        assert " unless on (" in graf[name]["data"][0]["model"]["expr"], name
 
 
 def test_checked_in_grafana_alerts_are_generated():

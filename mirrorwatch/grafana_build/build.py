@@ -32,6 +32,48 @@ GRAFANA_INTERVAL = "1m"  # Grafana rule-group evaluation interval (Prometheus us
 
 
 # ------------------------------------------------------------------------------------- Grafana alert rules
+# Grafana-managed alerting has no inhibition rules. What grafana/alertmanager/alertmanager.yml inhibits is left
+# out of the Grafana queries instead, with `unless` on the signal of the alert that would inhibit it
+# (docs/alerts.md, "What differs"): a flow in trouble or touching an unreachable cluster has only its one page.
+# Unlike an inhibition this also restarts the silenced alert's `for:`, so recovery cannot page what was silenced.
+_FLOW_SILENCED = (
+    "unless on (flow, source, target) "
+    "(flow:mirrorwatch_flow_trouble:cause > 0 or on (flow, source, target) flow_cluster:mirrorwatch_cluster_up:max == 0)"
+)
+_MIRROR_JOB_SILENCED = (
+    'unless on (job) label_replace(max(flow:mirrorwatch_flow_trouble:cause == 1), "job", "mirrorwatch-mirror", "", "")'
+)
+GRAFANA_UNLESS = {
+    "MirrorwatchFlowInTrouble": "unless on (flow, source, target) max by (flow, source, target) (mirrorwatch_records_lost) > 0",
+    "MirrorwatchExporterDown": _MIRROR_JOB_SILENCED,
+    "MirrorwatchServiceWedged": _MIRROR_JOB_SILENCED,
+    **dict.fromkeys(
+        [
+            "MirrorwatchTrueLagHigh",
+            "MirrorwatchRpoHigh",
+            "MirrorwatchEvaluatorError",
+            "MirrorwatchCanaryCritical",
+            "MirrorwatchCanaryUnknown",
+            "MirrorwatchHeartbeatStale",
+            "MirrorwatchMonitorSampleStale",
+            "MirrorwatchTranslationCoverageLow",
+            "MirrorwatchMm2ConnectorFailed",
+            "MirrorwatchMm2ConnectorPaused",
+            "MirrorwatchMm2ConnectUnreachable",
+        ],
+        _FLOW_SILENCED,
+    ),
+}
+
+
+def grafana_query(name: str, query: str, doc: dict) -> str:
+    """The alert's query with recording rules expanded and, where Alertmanager would inhibit it, its silencer."""
+    unless = GRAFANA_UNLESS.get(name)
+    if unless is None:
+        return promql.expand_recording_rules(query, doc)
+    return f"({promql.expand_recording_rules(query, doc)}) {promql.expand_recording_rules(unless, doc)}"
+
+
 def grafana_template(text: str) -> str:
     # Grafana exposes the reduced number as $values.B.Value; $labels works the same as in Prometheus.
     return text.replace("$value ", "$values.B.Value ").replace("$value}", "$values.B.Value}")
@@ -51,7 +93,7 @@ def grafana_rule(rule: dict, doc: dict) -> dict:
                 "datasourceUid": DATASOURCE_UID,
                 "model": {
                     "refId": "A",
-                    "expr": promql.expand_recording_rules(query, doc),
+                    "expr": grafana_query(rule["alert"], query, doc),
                     "instant": True,
                     "range": False,
                     "intervalMs": 1000,
