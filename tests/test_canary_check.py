@@ -153,7 +153,9 @@ def test_critical_when_mirror_stops_then_ok_after_restart(healthy, source, tmp_p
     try:
         checking.join(60)
         line = outcome["run"]
-        assert line.rc == 2 and line.stdout.startswith("CRITICAL east→west 0/3 canary events mirrored within 20 s"), line.stdout + line.stderr
+        assert line.rc == 2 and line.stdout.startswith("CRITICAL east→west 0/3 canary events mirrored within 20 s"), (
+            line.stdout + line.stderr
+        )
         assert "(lost partitions 0, 1, 2: a later event arrived without them)" in line.stdout
         print("gap:", line.stdout.strip())
         check_until(path, 0, 60, alive=restarted)
