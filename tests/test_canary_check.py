@@ -134,6 +134,7 @@ def test_critical_when_mirror_stops_then_ok_after_restart(healthy, source, tmp_p
     assert {p["state"] for p in body["partitions"]} == {"late"}
     assert "0/3 canary events mirrored within 6 s (late partitions 0, 1, 2: " in body["message"]
     assert " s and counting)" in body["message"]
+    print("stopped:", body["message"])
 
     source_topic = cfg["canary"]["topic"]
     starts = end_offsets(source.bootstrap, source_topic)
