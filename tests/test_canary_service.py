@@ -154,7 +154,7 @@ def test_service_healthy_then_critical_when_mirror_stops_then_recovers(
         while time.monotonic() < deadline and canary.metrics()["mirrorwatch_canary_lost_total"] < 3:
             time.sleep(0.2)
         assert canary.metrics()["mirrorwatch_canary_lost_total"] >= 3, canary.log_text()[-2000:]
-        assert "lost (a later event arrived first)" in canary.log_text()
+        assert "canary event(s) lost: a later one of its partition came first" in canary.log_text()
         wait_status(canary, 0, 60)
         assert canary.metrics()["mirrorwatch_canary_overdue_events"] == 0
         assert canary.stop() == 0  # SIGTERM: a clean exit

@@ -253,7 +253,8 @@ def _skipped(topics: FlowTopics, tracker: Tracker, offsets: dict[int, int]) -> s
         topics.source_cluster,
         f"mirrorwatch-canary-check-{tracker.run_id}-source",
         group_id=f"mirrorwatch-canary-check-{tracker.run_id}-never-committed",
-        **{"auto.offset.reset": "latest", "enable.auto.offset.store": False, "enable.partition.eof": True},
+        # earliest: when retention took more than our event, the log start is still after it
+        **{"auto.offset.reset": "earliest", "enable.auto.offset.store": False, "enable.partition.eof": True},
     )
     lost: set[int] = set()
     read = dict.fromkeys(offsets, 0)
