@@ -119,22 +119,72 @@ def test_ok_while_mirror_runs_with_json_schema_and_no_groups_left(healthy, sourc
         assert not [g for g in groups_on(bootstrap) if "canary" in g]
 
 
-def test_critical_when_mirror_stops_then_ok_after_restart(healthy, tmp_path):
+def test_critical_when_mirror_stops_then_ok_after_restart(healthy, source, tmp_path):
+    """Stopped mirror: the events are late (still expected), not lost. Then a real gap while a check waits: its
+    events removed from the source before the mirror read them (DeleteRecords, as retention does), and a later
+    canary event (another run's, as the service writes every interval) mirrored: the check says lost."""
     path, cfg, mirror = healthy
     assert mirror.terminate() == 0
     run = run_check(path, timeout_s=CRIT_S)
     assert run.rc == 2, run.stdout
     assert run.elapsed < CRIT_S + 5
-    assert run.body["missing_partitions"] == [0, 1, 2] and run.body["lost"] == 3
-    assert "0/3 canary events mirrored within 6 s (missing partitions 0, 1, 2)" in run.body["message"]
-    line = run_check(path, as_json=False, timeout_s=CRIT_S)
-    assert line.rc == 2 and line.stdout.startswith("CRITICAL east→west 0/3") and "last heartbeat" in line.stdout
-    print("stopped:", line.stdout.strip())
+    body = run.body
+    assert body["missing_partitions"] == body["late_partitions"] == [0, 1, 2] and body["lost_partitions"] == []
+    assert (body["lost"], body["late"]) == (0, 3) and body["late_for_s"] >= CRIT_S
+    assert {p["state"] for p in body["partitions"]} == {"late"}
+    assert "0/3 canary events mirrored within 6 s (late partitions 0, 1, 2: " in body["message"]
+    assert " s and counting)" in body["message"]
+    print("stopped:", body["message"])
+
+    source_topic = cfg["canary"]["topic"]
+    starts = end_offsets(source.bootstrap, source_topic)
+    outcome: dict = {}
+    checking = threading.Thread(target=lambda: outcome.update(run=run_check(path, as_json=False, timeout_s=20)))
+    checking.start()
+    ours = _canary_offsets_after(source.bootstrap, source_topic, starts)  # the check's events, on the source
+    for partition, offset in ours.items():
+        delete_records_before(source.bootstrap, source_topic, partition, offset + 1)
+    later = Producer({"bootstrap.servers": source.bootstrap})
+    for partition in ours:
+        event = CanaryEvent("another-run", 1, int(time.time() * 1000), "east", partition)
+        later.produce(source_topic, value=event.to_value(), partition=partition, headers=[("mw.canary", b"1")])
+    assert later.flush(10) == 0
+    cfg["mirror"]["on_records_lost"] = "continue"  # the engine skips the removed records (counted) and goes on
     restarted = MirrorProcess(cfg, tmp_path / "mirror2.yaml", log_name="mirror2.log").start()
     try:
+        checking.join(60)
+        line = outcome["run"]
+        assert line.rc == 2 and line.stdout.startswith("CRITICAL east→west 0/3 canary events mirrored within 20 s"), (
+            line.stdout + line.stderr
+        )
+        assert "(lost partitions 0, 1, 2: a later event arrived without them)" in line.stdout
+        print("gap:", line.stdout.strip())
         check_until(path, 0, 60, alive=restarted)
     finally:
         restarted.terminate()
+
+
+def delete_records_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    client = admin(bootstrap)  # kept: a collected client never resolves its futures
+    tp = TopicPartition(topic, partition, offset)
+    client.delete_records([tp])[tp].result(30)
+
+
+def _canary_offsets_after(bootstrap: str, topic: str, starts: dict[int, int]) -> dict[int, int]:
+    """Source offset of the first canary event at or after ``starts`` on each partition (waits up to 30 s)."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "never-committed", "enable.auto.commit": False})
+    reader.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+    found: dict[int, int] = {}
+    deadline = time.monotonic() + 30
+    try:
+        while len(found) < len(starts) and time.monotonic() < deadline:
+            for m in reader.consume(10, 0.5):
+                if not m.error() and is_canary(m):
+                    found.setdefault(m.partition(), m.offset())
+    finally:
+        reader.close()
+    assert len(found) == len(starts), found
+    return found
 
 
 def closed_port() -> int:

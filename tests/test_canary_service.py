@@ -15,8 +15,9 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from .support.helpers import end_offsets
 from .support.mirror_harness import BIN, MirrorProcess
-from .test_canary_check import canary_config, check_until, write
+from .test_canary_check import canary_config, check_until, delete_records_before, write
 
 HEALTHY_S = float(os.environ.get("MIRRORWATCH_CANARY_HEALTHY_S", "60"))
 INTERVAL_S, CRIT_S = 1.0, 6.0
@@ -81,6 +82,18 @@ def wait_status(canary: CanaryProcess, wanted: int, within_s: float, poll_s: flo
     raise AssertionError(f"status {wanted} not reached within {within_s}s:\n{canary.log_text()[-2000:]}")
 
 
+def _ends_after_a_probe(bootstrap: str, topic: str) -> dict[int, int]:
+    """The source canary topic's end offsets once every partition has grown (the canary probed again)."""
+    before = end_offsets(bootstrap, topic)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ends = end_offsets(bootstrap, topic)
+        if all(ends[p] > before[p] for p in before):
+            return ends
+        time.sleep(0.2)
+    raise AssertionError(f"no new canary events on {topic}: {before}")
+
+
 def test_service_healthy_then_critical_when_mirror_stops_then_recovers(
     source, target, mirror_config, topic_name, tmp_path
 ):
@@ -110,19 +123,40 @@ def test_service_healthy_then_critical_when_mirror_stops_then_recovers(
             f"{1000 * figures['mirrorwatch_canary_round_trip_seconds_sum'] / figures['mirrorwatch_canary_round_trip_seconds_count']:.0f} ms"
         )
 
-        # mirror stopped → CRITICAL within 2 probe intervals after the critical timeout
+        # mirror stopped → CRITICAL within 2 probe intervals after the critical timeout: overdue, not lost
         assert mirror.terminate() == 0
         detection = wait_status(canary, 2, CRIT_S + 2 * INTERVAL_S + 10)
         print(f"mirror stop → CRITICAL in {detection:.2f} s (critical timeout {CRIT_S:g} s, interval {INTERVAL_S:g} s)")
         assert detection <= CRIT_S + 2 * INTERVAL_S
+        figures = canary.metrics()
+        assert figures["mirrorwatch_canary_overdue_events"] >= 3 and figures["mirrorwatch_canary_lost_total"] == 0
+        assert figures["mirrorwatch_canary_oldest_overdue_seconds"] >= CRIT_S
 
-        # mirror back → OK again; the events it missed arrive late, counted late (lost counted once)
+        # mirror back → OK again; the events it missed arrive, counted late; none lost
         mirror = MirrorProcess(cfg, tmp_path / "mirror2.yaml", log_name="mirror2.log").start()
         recovery = wait_status(canary, 0, 60)
         print(f"mirror restart → OK in {recovery:.2f} s")
-        time.sleep(2)
         figures = canary.metrics()
-        assert figures["mirrorwatch_canary_lost_total"] >= 3 and figures["mirrorwatch_canary_late_total"] >= 1
+        assert figures["mirrorwatch_canary_late_total"] >= 3 and figures["mirrorwatch_canary_lost_total"] == 0
+        assert figures["mirrorwatch_canary_overdue_events"] == figures["mirrorwatch_canary_oldest_overdue_seconds"] == 0
+
+        # a real gap: events removed from the source before the mirror read them (DeleteRecords, as retention
+        # does); the later ones arrive, so the removed ones are lost, counted once each
+        assert mirror.terminate() == 0
+        canary_topic = cfg["canary"]["topic"]
+        ends = _ends_after_a_probe(source.bootstrap, canary_topic)
+        for partition, end in ends.items():
+            delete_records_before(source.bootstrap, canary_topic, partition, end)
+        _ends_after_a_probe(source.bootstrap, canary_topic)  # later events behind the gap
+        cfg["mirror"]["on_records_lost"] = "continue"
+        mirror = MirrorProcess(cfg, tmp_path / "mirror3.yaml", log_name="mirror3.log").start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and canary.metrics()["mirrorwatch_canary_lost_total"] < 3:
+            time.sleep(0.2)
+        assert canary.metrics()["mirrorwatch_canary_lost_total"] >= 3, canary.log_text()[-2000:]
+        assert "canary event(s) lost: a later one of its partition came first" in canary.log_text()
+        wait_status(canary, 0, 60)
+        assert canary.metrics()["mirrorwatch_canary_overdue_events"] == 0
         assert canary.stop() == 0  # SIGTERM: a clean exit
         assert "Traceback" not in canary.log_text()
     finally:
@@ -177,8 +211,6 @@ def test_service_counts_injected_duplicate_and_reorder(source, target, mirror_co
 
     from mirrorwatch.canary.events import is_canary
     from mirrorwatch.core.records import CanaryEvent
-
-    from .support.helpers import end_offsets
 
     cfg = canary_config(mirror_config, topic_name, interval_s=INTERVAL_S, crit_latency_s=CRIT_S)
     cfg["leader"] = {"enabled": True, "session_timeout_s": 6, "topic": f"mw.leader.{topic_name}"}

@@ -295,7 +295,13 @@ def test_flow_detail_key_columns_first_sorted_by_rpo_the_rest_behind_an_expander
     assert lags == sorted(lags, reverse=True)
     assert len(charts(at)) == 3  # lags, RPO, canary
     text = texts(at)
-    assert "Lost=" in text and "Overdue now=15" in text and "Duplicates=" in text and "Heartbeat age=" in text and "Collecting" not in text
+    assert (
+        "Lost=" in text
+        and "Overdue now=15" in text
+        and "Duplicates=" in text
+        and "Heartbeat age=" in text
+        and "Collecting" not in text
+    )
 
 
 def big_flow(partitions: int) -> dict:

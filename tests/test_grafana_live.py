@@ -44,6 +44,8 @@ GAUGE_VALUES = {
     "mirrorwatch_partition_status": 0,
     "mirrorwatch_cluster_up": 1,
     "mirrorwatch_records_lost": 0,
+    "mirrorwatch_canary_overdue_events": 0,  # healthy: nothing late
+    "mirrorwatch_canary_oldest_overdue_seconds": 0,
 }
 # counters are incremented by 10, except those whose alert fires on any value above 0
 COUNTER_VALUES = {"mirrorwatch_mirror_records_lost_total": 0}

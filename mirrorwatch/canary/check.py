@@ -14,8 +14,8 @@ from confluent_kafka import TopicPartition
 
 from ..core.clients import make_consumer, make_producer
 from ..core.config import Config
-from ..core.records import CANARY_MARKER_HEADER, CanaryEvent
-from .events import MARKER_VALUE, arrival_of, new_run_id, now_ms
+from ..core.records import CANARY_MARKER_HEADER, CanaryEvent, RecordFormatError
+from .events import MARKER_VALUE, arrival_of, is_canary, new_run_id, now_ms
 from .heartbeats import HeartbeatWatch, lookback_offset
 from .report import CheckResult
 from .topics import FlowTopics, ProbeUnknown, warm_up
@@ -24,6 +24,8 @@ from .tracker import Tracker
 log = logging.getLogger("mirrorwatch.canary.check")
 
 DRAIN_S = 1.0  # after every event arrived, read on this long at most to catch a duplicate right behind it
+SOURCE_LOOK_S = 2.0  # at most this long to read, on the source, what came after an event that did not arrive
+SOURCE_LOOK_RECORDS = 10_000  # and at most this many records per partition
 
 
 class _Clock:
@@ -119,15 +121,23 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
         warm_up(producer, topics, source_partitions[0], connect_s)
         tracker = Tracker(result.run_id, topics.source_alias, config.canary.warn_latency_s, timeout_s, own_only=False)
         heartbeat = HeartbeatWatch(topics.source_alias, topics.target_alias, topics.mm2)
-        _produce(producer, topics, result, tracker, source_partitions)
+        source_offsets: dict[int, int] = {}
+        _produce(producer, topics, result, tracker, source_partitions, source_offsets)
         clock.mark("produce")
         _read(reader, producer, topics, tracker, heartbeat, starts, heartbeat_ends, timeout_s)
         clock.mark("wait")
         probe = next(p for p in tracker.take_resolved() if p.seq == 0)
+        result.late_for_s = (now_ms() - probe.produced_at_ms) / 1000.0 if probe.overdue else None
     finally:
         producer.purge()  # undelivered events must not be sent after we stopped looking
         producer.flush(0)
         reader.close()
+    if probe.overdue:
+        # only where some canary event of the partition did arrive: nothing arrived (a stopped mirror), no look
+        looks = {p: source_offsets[p] for p in probe.overdue if p in source_offsets and tracker.saw_partition(p)}
+        lost = _skipped(topics, tracker, looks)
+        clock.mark("source")
+        result.lost_partitions = [p for p in probe.overdue if p in lost]
     result.partitions = list(source_partitions)
     result.latencies_ms = dict(sorted(probe.latencies_ms.items()))
     result.missing = list(probe.missing)
@@ -142,13 +152,18 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
         )
 
 
-def _produce(producer, topics: FlowTopics, result: CheckResult, tracker: Tracker, partitions: list[int]) -> None:
+def _produce(
+    producer, topics: FlowTopics, result: CheckResult, tracker: Tracker, partitions: list[int], offsets: dict[int, int]
+) -> None:
+    """Write one event per partition; ``offsets`` gets each one's source offset as the source acknowledges it."""
     produced_at = now_ms()
     tracker.sent(0, partitions, produced_at)
 
     def delivered(err, msg) -> None:
         if err is not None:
             tracker.unsent(0, msg.partition(), err.str())
+        else:
+            offsets[msg.partition()] = msg.offset()
 
     for partition in partitions:
         event = CanaryEvent(result.run_id, 0, int(produced_at), topics.source_alias, partition)
@@ -220,4 +235,60 @@ def _target_ends(reader, topic: str, partitions: list[int]) -> dict[int, int] | 
             p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=0.5, cached=False)[1] for p in partitions
         }
     except Exception:  # could not ask: drain for the full DRAIN_S instead
+        return None
+
+
+def _skipped(topics: FlowTopics, tracker: Tracker, offsets: dict[int, int]) -> set[int]:
+    """Partitions whose event did not arrive although a canary event written after it on the source did.
+
+    The check writes one event per partition, so "a later event of its own run" never exists here; the later
+    events are other canary runs' (the service's, every interval). Which of them came later is the source log's
+    order: read the source partition after our event's offset and look for one the target reader saw. The reader
+    started at the target's end before our event was written, so it saw everything mirrored after it. Bounded by
+    SOURCE_LOOK_S and SOURCE_LOOK_RECORDS; any trouble answers "not known lost" (the event stays late).
+    """
+    if not offsets:
+        return set()
+    consumer = make_consumer(
+        topics.source_cluster,
+        f"mirrorwatch-canary-check-{tracker.run_id}-source",
+        group_id=f"mirrorwatch-canary-check-{tracker.run_id}-never-committed",
+        # earliest: when retention took more than our event, the log start is still after it
+        **{"auto.offset.reset": "earliest", "enable.auto.offset.store": False, "enable.partition.eof": True},
+    )
+    lost: set[int] = set()
+    read = dict.fromkeys(offsets, 0)
+    deadline = time.monotonic() + SOURCE_LOOK_S
+    try:
+        consumer.assign([TopicPartition(topics.source_topic, p, o + 1) for p, o in offsets.items()])
+        pending = set(offsets)
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.1):
+                partition = msg.partition()
+                if partition not in pending:
+                    continue
+                if msg.error():
+                    pending.discard(partition)  # the end of the partition (or an error): nothing more to learn
+                    continue
+                read[partition] += 1
+                event = _event_of(msg)
+                if event is not None and event.partition == partition and tracker.has_arrived(event):
+                    if tracker.mark_lost(0, partition):
+                        lost.add(partition)
+                    pending.discard(partition)
+                elif read[partition] >= SOURCE_LOOK_RECORDS:
+                    pending.discard(partition)
+    except Exception as exc:  # the verdict stays "late": never worse than not knowing
+        log.info("could not read the source after the missing events: %s: %s", type(exc).__name__, exc)
+    finally:
+        consumer.close()
+    return lost
+
+
+def _event_of(msg) -> CanaryEvent | None:
+    if not is_canary(msg):
+        return None
+    try:
+        return CanaryEvent.from_value(msg.value())
+    except RecordFormatError:
         return None

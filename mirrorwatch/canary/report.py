@@ -24,7 +24,9 @@ class CheckResult:
     error: str | None = None  # why the status is UNKNOWN
     partitions: list[int] = field(default_factory=list)  # source partitions written
     latencies_ms: dict[int, float] = field(default_factory=dict)  # partition → round trip
-    missing: list[int] = field(default_factory=list)  # written, not seen within the timeout
+    missing: list[int] = field(default_factory=list)  # written, not seen within the timeout: late or lost
+    lost_partitions: list[int] = field(default_factory=list)  # of missing: a later event arrived without it
+    late_for_s: float | None = None  # age of the missing events when the check stopped waiting
     unsent: dict[int, str] = field(default_factory=dict)  # the source refused the event
     lost: int = 0
     duplicates: int = 0
@@ -41,6 +43,19 @@ class CheckResult:
     @property
     def max_latency_ms(self) -> float | None:
         return max(self.latencies_ms.values()) if self.latencies_ms else None
+
+    @property
+    def late_partitions(self) -> list[int]:
+        """Not seen within the timeout and not known lost: late, still expected."""
+        return [p for p in self.missing if p not in self.lost_partitions]
+
+    def state(self, partition: int) -> str:
+        """What became of the event written to ``partition``: arrived, late, lost or unsent."""
+        if partition in self.latencies_ms:
+            return "arrived"
+        if partition in self.unsent:
+            return "unsent"
+        return "lost" if partition in self.lost_partitions else "late"
 
     def judge(self) -> None:
         """Set ``status`` from the figures (UNKNOWN stays when ``error`` is set)."""
@@ -68,10 +83,7 @@ class CheckResult:
         parts = [f"{self.status} {flow}"]
         n, seen = len(self.partitions), len(self.latencies_ms)
         if self.missing:
-            parts.append(
-                f"{seen}/{n} canary events mirrored within {_num(self.timeout_s)} s "
-                f"(missing partition{'s' if len(self.missing) > 1 else ''} {', '.join(map(str, self.missing))})"
-            )
+            parts.append(f"{seen}/{n} canary events mirrored within {_num(self.timeout_s)} s ({self._missing_text()})")
         else:
             parts.append(f"round trip {_ms(self.max_latency_ms)} ({seen}/{n} partitions)")
         text = " ".join(parts)
@@ -89,6 +101,17 @@ class CheckResult:
         if not extras:
             return text
         return text + (", " if not self.missing else "; ") + "; ".join(extras)
+
+    def _missing_text(self) -> str:
+        """Late (may still come) vs lost (a later event of the partition arrived without it: it never will)."""
+        out = []
+        if self.lost_partitions:
+            them = "them" if len(self.lost_partitions) > 1 else "it"
+            out.append(f"lost {_partitions(self.lost_partitions)}: a later event arrived without {them}")
+        if self.late_partitions:
+            counting = f": {_num(round(self.late_for_s))} s and counting" if self.late_for_s is not None else ""
+            out.append(f"late {_partitions(self.late_partitions)}{counting}")
+        return "; ".join(out)
 
     def _heartbeat_text(self) -> str:
         if not self.heartbeat_checked:
@@ -120,18 +143,23 @@ class CheckResult:
                     "seen": p in self.latencies_ms,
                     "latency_ms": _round(self.latencies_ms.get(p)),
                     "unsent": self.unsent.get(p),
+                    "state": self.state(p),
                 }
                 for p in self.partitions
             ],
             "partitions_total": len(self.partitions),
             "partitions_seen": len(self.latencies_ms),
             "missing_partitions": list(self.missing),
+            "late_partitions": self.late_partitions,
+            "lost_partitions": list(self.lost_partitions),
             "latency_ms": {
                 "max": _round(self.max_latency_ms),
                 "min": _round(min(self.latencies_ms.values()) if self.latencies_ms else None),
             },
             "latency_basis": self.latency_basis,
             "lost": self.lost,
+            "late": len(self.late_partitions),
+            "late_for_s": _round(self.late_for_s),
             "duplicates": self.duplicates,
             "reordered": self.reordered,
             "heartbeat_age_s": _round(self.heartbeat_age_s),
@@ -146,6 +174,10 @@ class CheckResult:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(float(value), 3)
+
+
+def _partitions(partitions: list[int]) -> str:
+    return f"partition{'s' if len(partitions) > 1 else ''} {', '.join(map(str, partitions))}"
 
 
 def _num(value: float) -> str:

@@ -44,7 +44,8 @@ class FlowCanary:
         self.settings = config.canary
         self.topics = FlowTopics(config, flow_name, "mirrorwatch-canary")
         self.run_id = new_run_id()
-        self.labels = metrics, (self.topics.flow_name, self.topics.source_alias, self.topics.target_alias)
+        self.name = self.topics.flow_name
+        self.labels = metrics, (self.name, self.topics.source_alias, self.topics.target_alias)
         self.tracker = Tracker(
             self.run_id,
             self.topics.source_alias,
@@ -275,9 +276,15 @@ class FlowCanary:
     # ------------------------------------------------------------------ judging (under self.lock)
     def _judge(self) -> None:
         for probe in self.tracker.take_resolved():
-            if probe.lost or (probe.status == CRITICAL != self.probe_status and probe.overdue):
-                log.warning("%s: CRITICAL probe %d: %s", self.topics.flow_name, probe.seq, self._missing_text(probe))
+            if probe.overdue and probe.status == CRITICAL != self.probe_status:
+                late, crit_s = ", ".join(map(str, probe.overdue)), self.settings.crit_latency_s
+                log.warning(
+                    "%s: CRITICAL probe %d: partition(s) %s not seen within %g s (late, still expected)",
+                    *(self.name, probe.seq, late, crit_s),
+                )
             self.probe_status = probe.status
+        if (newly_lost := self.tracker.lost - self._published.get("lost", 0)) > 0:
+            log.warning("%s: %d canary event(s) lost: a later one of its partition came first", self.name, newly_lost)
         metrics, labels = self.labels
         for seconds in self.tracker.take_latencies():
             metrics.round_trip.labels(*labels).observe(seconds)
@@ -285,8 +292,7 @@ class FlowCanary:
         age = self.heartbeat.age_s(now)
         heartbeat_status = CRITICAL if age is not None and age > self.settings.heartbeat_max_age_s else None
         anomaly_status = WARNING if self.tracker.anomaly_pending else None
-        overdue = self.tracker.overdue_events
-        # CRITICAL for as long as an event is overdue, not only for the probe that first found it late
+        overdue = self.tracker.overdue_events  # CRITICAL for as long as one is, not only for the probe that found it
         overdue_status = CRITICAL if overdue else None
         if self.unknown_reason is not None:
             status = UNKNOWN
@@ -306,11 +312,6 @@ class FlowCanary:
             if value > self._published.get(name, 0):
                 getattr(metrics, name).labels(*labels).inc(value - self._published.get(name, 0))
                 self._published[name] = value
-
-    def _missing_text(self, probe) -> str:
-        lost = f"partition(s) {', '.join(map(str, sorted(probe.lost)))} lost (a later event arrived first)"
-        late = f"partition(s) {', '.join(map(str, probe.overdue))} not seen within {self.settings.crit_latency_s:g} s"
-        return "; ".join(([lost] if probe.lost else []) + ([late + " (late, still expected)"] if probe.overdue else []))
 
     # ------------------------------------------------------------------ life
     def start(self) -> None:

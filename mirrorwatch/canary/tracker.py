@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.records import CanaryEvent
 from .events import Arrival
 from .status import CRITICAL, OK, UNKNOWN, WARNING
 
@@ -125,6 +126,14 @@ class Tracker:
             del self._overdue[key]
             self.lost += 1
             self._lost_since_resolution = True
+
+    def has_arrived(self, event: CanaryEvent) -> bool:
+        """Whether a canary event (any run) was seen on the target (within ``retain_s``)."""
+        return event.source == self.source and (event.run_id, event.seq, event.partition) in self._seen
+
+    def saw_partition(self, partition: int) -> bool:
+        """Whether any canary event (any run) of this source partition was seen on the target (within retain_s)."""
+        return any(key[2] == partition for key in self._seen)
 
     def mark_lost(self, seq: int, partition: int) -> bool:
         """An overdue own event the caller knows was skipped (the one-shot check asks the source what came
