@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,9 +48,34 @@ AM_TIMINGS = {"group_wait": "1s", "group_interval": "2s"}
 BURST = 5000  # records at once on top of the steady 50/s: the true lag jumps, well below the 10,000 page
 
 
+def group_coordinator_ready(bootstrap: str, timeout_s: float = 180) -> None:
+    """Until a group offset commit succeeds: on a pair just started on a loaded machine the group coordinator
+    loads for longer than the Stack's own retries wait (seen at load 25: NOT_COORDINATOR for over 10 s)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    from .support.helpers import create_topic
+
+    topic = f"t-alerting-warm-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"warm-{topic}", "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+    finally:
+        consumer.close()
+
+
 @pytest.fixture(scope="module")
 def stack(source, target, tmp_path_factory):
     local_only(source, target)
+    group_coordinator_ready(source.bootstrap)
     base = tmp_path_factory.mktemp("alerting-live")
     scaled_for = write_rules_scaled(base / "rules.yml", FOR_FACTOR)
     hook = WebhookReceiver()
