@@ -194,9 +194,16 @@ PAGE_RECEIVER = "mirrorwatch-page"  # the shipped config's paging receiver (issu
 
 def notification_line(body: dict) -> str:
     """One webhook body in a line: receiver, status and each alert ("name{flow/cluster} status")."""
+
+    def where(labels: dict) -> str:  # what the alert is about: a flow, a cluster, else a job's service
+        return (
+            labels.get("flow")
+            or labels.get("cluster")
+            or "/".join(filter(None, (labels.get("job"), labels.get("service"))))
+        )
+
     alerts = ", ".join(
-        f"{a['labels'].get('alertname')}{{{a['labels'].get('flow') or a['labels'].get('cluster') or ''}}} {a['status']}"
-        for a in body.get("alerts", [])
+        f"{a['labels'].get('alertname')}{{{where(a['labels'])}}} {a['status']}" for a in body.get("alerts", [])
     )
     return f"{body.get('receiver')} {body.get('status')}: {alerts}"
 
