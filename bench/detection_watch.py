@@ -234,7 +234,9 @@ class Watch:
         admin = AdminClient({"bootstrap.servers": self.stack.west})
 
         def alter(op):
-            entry = ConfigEntry("min.insync.replicas", "2", incremental_operation=op)
+            # min.insync.replicas=2 on a 1-replica topic was tried first: these Kafka 4 brokers still accepted acks=all
+            # writes (checked by hand), so the canary never noticed; a 64-byte limit refuses every canary event
+            entry = ConfigEntry("max.message.bytes", "64", incremental_operation=op)
             resource = ConfigResource(ResourceType.TOPIC, target_topic, incremental_configs=[entry])
             for f in admin.incremental_alter_configs([resource]).values():
                 f.result(30)
@@ -242,8 +244,8 @@ class Watch:
         def inject():
             alter(AlterConfigOpType.SET)
             return (
-                f"target's {target_topic} set min.insync.replicas=2 on a 1-replica topic: the mirror's acks=all "
-                f"writes to it fail (NOT_ENOUGH_REPLICAS) while the data topics keep flowing; config removed after."
+                f"target's {target_topic} set max.message.bytes=64: the mirror's writes of canary events to it are "
+                f"refused (MSG_SIZE_TOO_LARGE) while the data topics keep flowing; config removed after."
             )
 
         return inject, lambda: alter(AlterConfigOpType.DELETE)
