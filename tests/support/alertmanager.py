@@ -187,3 +187,32 @@ def alertmanager_server(
         server.stop()
         if tmp:
             tmp.cleanup()
+
+
+PAGE_RECEIVER = "mirrorwatch-page"  # the shipped config's paging receiver (issue 27's seams)
+
+
+def notification_line(body: dict) -> str:
+    """One webhook body in a line: receiver, status and each alert ("name{flow/cluster} status")."""
+
+    def where(labels: dict) -> str:  # what the alert is about: a flow, a cluster, else a job's service
+        return (
+            labels.get("flow")
+            or labels.get("cluster")
+            or "/".join(filter(None, (labels.get("job"), labels.get("service"))))
+        )
+
+    alerts = ", ".join(
+        f"{a['labels'].get('alertname')}{{{where(a['labels'])}}} {a['status']}" for a in body.get("alerts", [])
+    )
+    return f"{body.get('receiver')} {body.get('status')}: {alerts}"
+
+
+def pages(bodies: list[dict], receiver: str = PAGE_RECEIVER) -> list[dict]:
+    """The notifications that page someone: those sent to the paging receiver with status firing."""
+    return [b for b in bodies if b.get("receiver") == receiver and b.get("status") == "firing"]
+
+
+def paged_alerts(body: dict) -> list[dict]:
+    """The firing alerts a notification carries (a group's notification may carry resolved ones beside them)."""
+    return [a for a in body.get("alerts", []) if a.get("status") == "firing"]

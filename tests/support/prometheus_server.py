@@ -11,6 +11,7 @@ Job names are the ones the alert rules know (docs/alerts.md). Scrape and evaluat
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -55,6 +56,39 @@ def write_rules_copy(
             rule["expr"] = f"{query} {ops[0][0]} {thresholds[rule['alert']]:g}"
     dst.write_text(yaml.safe_dump(doc, sort_keys=False))
     return dst
+
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def duration_s(text: str | int | float) -> float:
+    """Seconds in a Prometheus/Alertmanager duration ("1m30s", "500ms", "0m"); a bare number is seconds."""
+    if isinstance(text, int | float):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)", text)
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        raise ValueError(f"not a duration: {text!r}")
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
+def as_duration(seconds: float) -> str:
+    """A duration Prometheus accepts (integers only: "1500ms", not "1.5s")."""
+    return f"{round(seconds * 1000)}ms"
+
+
+def write_rules_scaled(dst: Path, factor: float, src: Path = promql.RULES) -> dict[str, float]:
+    """Copy the rule file with every alert's ``for:`` (and ``keep_firing_for:``) divided by ``factor`` (their order
+    kept: which alert fires first, and which stops last, decides what Alertmanager inhibits); return
+    {alert: scaled for, in seconds}."""
+    doc = promql.load_rules(src)
+    scaled: dict[str, float] = {}
+    for rule in promql.rules_of(doc, "alert"):
+        scaled[rule["alert"]] = duration_s(rule.get("for", "0s")) / factor
+        rule["for"] = as_duration(scaled[rule["alert"]])
+        if "keep_firing_for" in rule:
+            rule["keep_firing_for"] = as_duration(duration_s(rule["keep_firing_for"]) / factor)
+    dst.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return scaled
 
 
 def check_metrics(url: str) -> str:
@@ -115,12 +149,13 @@ def _config(
     scrape_interval: str,
     evaluation_interval: str,
     alertmanager_url: str | None = None,
+    scrape_timeout: str | None = None,
 ) -> dict:
     config = {
         "global": {
             "scrape_interval": scrape_interval,
             "evaluation_interval": evaluation_interval,
-            "scrape_timeout": scrape_interval,
+            "scrape_timeout": scrape_timeout or scrape_interval,
         },
         "rule_files": [str(Path(p).resolve()) for p in rule_files],
         "scrape_configs": [
@@ -151,6 +186,7 @@ def prometheus_server(
     workdir: Path | None = None,
     ready_timeout_s: float = 60,
     alertmanager_url: str | None = None,
+    scrape_timeout: str | None = None,
 ) -> Iterator[PrometheusServer]:
     """Start Prometheus on a free 127.0.0.1 port; yield a PrometheusServer; stop it on exit. The config, the
     TSDB and the log live in ``workdir`` (a temporary directory, removed afterwards, when not given). With
@@ -160,7 +196,9 @@ def prometheus_server(
     work.mkdir(parents=True, exist_ok=True)
     config = work / "prometheus.yml"
     config.write_text(
-        yaml.safe_dump(_config(targets, rule_files, scrape_interval, evaluation_interval, alertmanager_url))
+        yaml.safe_dump(
+            _config(targets, rule_files, scrape_interval, evaluation_interval, alertmanager_url, scrape_timeout)
+        )
     )
     log = work / "prometheus.log"
     port = free_port()  # a small race with other processes; a taken port shows up as a failed start

@@ -1,16 +1,19 @@
 """A real webhook endpoint for the tests (stdlib HTTP server on a free loopback port): every POST body in arrival
-order; the first ``fail_first`` POSTs are answered 503, so that retries show."""
+order (``received_at``: each one's time.monotonic()); the first ``fail_first`` POSTs are answered 503, so that
+retries show."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class WebhookReceiver:
     def __init__(self, fail_first: int = 0, path: str = "/hook"):
         self.bodies: list[dict] = []
+        self.received_at: list[float] = []
         self.fail_first, self.calls = fail_first, 0
         receiver = self
 
@@ -21,6 +24,7 @@ class WebhookReceiver:
                 if receiver.calls <= receiver.fail_first:
                     self.send_response(503)
                 else:
+                    receiver.received_at.append(time.monotonic())
                     receiver.bodies.append(body)
                     self.send_response(200)
                 self.send_header("Content-Length", "0")
