@@ -44,9 +44,9 @@ _MIRROR_JOB_SILENCED = (
     'unless on (job) label_replace(max(flow:mirrorwatch_flow_trouble:cause == 1), "job", "mirrorwatch-mirror", "", "")'
 )
 GRAFANA_UNLESS = {
-    "MirrorwatchFlowInTrouble": "unless on (flow, source, target) max by (flow, source, target) (mirrorwatch_records_lost) > 0",
+    "MirrorwatchFlowInTrouble": "unless on (flow, source, target) (max by (flow, source, target) (mirrorwatch_records_lost) > 0 or on (flow, source, target) sum by (flow, source, target) (mirrorwatch_mirror_records_lost_total) > 0)",
     "MirrorwatchExporterDown": _MIRROR_JOB_SILENCED,
-    "MirrorwatchServiceWedged": _MIRROR_JOB_SILENCED,
+    "MirrorwatchServiceWedged": _MIRROR_JOB_SILENCED + " unless on () (max by (cluster) (mirrorwatch_cluster_up) == 0)",
     **dict.fromkeys(
         [
             "MirrorwatchTrueLagHigh",
