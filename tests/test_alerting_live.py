@@ -11,7 +11,8 @@ To keep the module short, two things are changed, and only these:
 Prometheus scrapes and evaluates every second; the canary probes and the monitor samples every second.
 
 Cases, in this order, on one stack: healthy traffic with a burst (no notification, no paging alert even
-pending); the mirror frozen (SIGSTOP: one page, MirrorwatchFlowInTrouble naming the mirror as the cause; SIGCONT:
+pending); promtool check metrics on each live exporter, and every PromQL expression of grafana/ returning series
+(tests/support/real_stack.py says which may not); the mirror frozen (SIGSTOP: one page, MirrorwatchFlowInTrouble naming the mirror as the cause; SIGCONT:
 one resolved notification, no other page); the target broker frozen (one page, MirrorwatchClusterUnreachable,
 no flow page; the pair recovers before the module ends, other modules on the worker share it).
 """
@@ -26,6 +27,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from mirrorwatch.grafana_build import promql
 
 from .support.alertmanager import (
     PAGE_RECEIVER,
@@ -36,9 +41,17 @@ from .support.alertmanager import (
     pages,
 )
 from .support.helpers import produce_numbered
-from .support.prometheus_server import duration_s, prometheus_server, write_rules_scaled
+from .support.prometheus_server import PromQLError, check_metrics, duration_s, prometheus_server, write_rules_scaled
+from .support.real_stack import (
+    ALERT_RULES,
+    FLOW,
+    NO_SERIES_WHEN_HEALTHY,
+    PARTITIONS,
+    Stack,
+    checked_expression,
+    healthy,
+)
 from .support.webhooks import WebhookReceiver
-from .test_grafana_real_exporters import FLOW, PARTITIONS, Stack, healthy
 from .test_outages import frozen, local_only
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,6 +201,53 @@ def test_healthy_traffic_with_a_burst_sends_no_notification(stack):
         time.sleep(0.5)
     assert not seen, f"paging alerts pending or firing on a healthy stack: {sorted(seen)}"
     assert stack.hook.bodies == [], f"notifications on a healthy stack:\n{story(stack.hook)}"
+
+
+# grafana/ against the real exporters, on this stack while it is healthy (they were a module of their own, with a
+# stack and a Prometheus of their own: one stack for both saves a minute and a half of the suite)
+def test_promtool_check_metrics_on_each_live_exporter(stack):
+    # by now the canary has judged probes and the mirror acknowledged records: histograms have observations
+    for name in ("mirror", "canary", "monitor"):
+        url = stack.s.url(name)
+        text = requests.get(url, timeout=10).text
+        assert "mirrorwatch_" in text, f"{name} exporter serves no mirrorwatch metrics:\n{text[:2000]}"
+        findings = check_metrics(url)
+        assert findings == "", f"promtool check metrics on the live {name} exporter ({url}):\n{findings}"
+
+
+def test_every_expression_parses_and_returns_series(stack):
+    """Every PromQL expression of grafana/ (``promql.all_promql_expressions()``: recording rules, alert queries,
+    dashboard panels, Grafana-managed rules) parses in the real Prometheus and returns series from the real
+    exporters, except the documented ``NO_SERIES_WHEN_HEALTHY`` (their metric families must be declared)."""
+    s, prom = stack.s, stack.prom
+    expressions = promql.all_promql_expressions()
+    alert_names = {r["alert"] for r in promql.rules_of(promql.load_rules(), "alert")}
+    assert alert_names == ALERT_RULES, (
+        "the rule file's alerts changed: update ALERT_RULES (tests/support/real_stack.py)"
+    )
+    stale = set(NO_SERIES_WHEN_HEALTHY) - {w for w, _ in expressions}
+    assert not stale, f"exceptions for expressions that no longer exist: {stale}"
+
+    for where, expr in expressions:
+        try:
+            prom.query(expr)  # a parse error raises here, with Prometheus's message
+        except PromQLError as e:
+            pytest.fail(f"{where}: {expr}\n{e}", pytrace=False)
+
+    def empty() -> list[str]:
+        s.check_alive()
+        return [f"{w}: {q}" for w, e in expressions if (q := checked_expression(w, e)) and not prom.query(q)]
+
+    try:  # rate()/increase() need two scrapes of a series, recording rules an evaluation: poll
+        prom.wait_for(lambda: not empty(), 90, "every expression returning series")
+    except AssertionError:
+        pytest.fail("expressions without series on the real exporters:\n" + "\n".join(empty()), pytrace=False)
+
+    for where, (exporter, family, _reason) in NO_SERIES_WHEN_HEALTHY.items():
+        families = {
+            f.name: f.type for f in text_string_to_metric_families(requests.get(s.url(exporter), timeout=10).text)
+        }
+        assert families.get(family) in ("counter", "gauge"), f"{where}: {family} not declared by the live {exporter}"
 
 
 def test_a_frozen_mirror_pages_once_naming_the_mirror_and_resolves_once(stack):

@@ -240,7 +240,11 @@ def test_one_cause_one_page_on_a_real_alertmanager():
             # the others have gone): ONE "resolved" notification for the page. Alertmanager lists in it the flow's
             # critical alerts that resolved with it (they were silenced, never paged); no ticket for the warnings.
             ended = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
-            frozen = [a for a in INCIDENTS if a["labels"].get("flow") == "ew" or a["labels"].get("job") == "mirrorwatch-mirror"]
+            frozen = [
+                a
+                for a in INCIDENTS
+                if a["labels"].get("flow") == "ew" or a["labels"].get("job") == "mirrorwatch-mirror"
+            ]
             am.post_alerts([{**a, "endsAt": ended} for a in frozen])
             am.wait_for(lambda: len(page.bodies) >= 5, 30, "the resolved notification")
             time.sleep(2)

@@ -322,12 +322,12 @@ def test_commit_beyond_the_last_sync_is_reported(mm2_env):
 def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
     """MM2 killed under traffic: the evaluator goes to ERR (partitions STOP), heartbeats go stale, the canary goes
     CRITICAL, and the shipped alerts fire on a real Prometheus scraping the real `monitor run` and `canary run`
-    (every ``for:`` 5 s, thresholds lowered as in test_grafana_real_exporters). Restarted: all recover."""
+    (every ``for:`` 5 s, thresholds lowered as the live grafana tests once did). Restarted: all recover."""
     import yaml
 
     from .support.prometheus_server import free_port, prometheus_server, write_rules_copy
+    from .support.real_stack import BIN, Traffic
     from .support.services import Service
-    from .test_grafana_real_exporters import BIN, Traffic
 
     env = mm2_env
     # MM2 has a committed position for every partition of the flow before it dies

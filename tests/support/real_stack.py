@@ -1,43 +1,30 @@
-"""grafana/ against the REAL exporters: `mirror run`, `canary run` and `monitor run` as processes on the two real
-local clusters, scraped by the Debian Prometheus with the shipped rule file (every ``for:`` shortened to 5 s,
-the true-lag threshold lowered so a stopped mirror crosses it within seconds).
+"""The real stack for grafana/'s live tests: `mirror run`, `canary run` and `monitor run` as processes on the two
+real local clusters, with steady traffic, for a real Prometheus to scrape (tests/test_alerting_live.py runs it
+with the shipped rules and a real Alertmanager, and checks there, on the same stack:
 
-1. ``promtool check metrics`` passes on the live output of each of the three exporters;
-2. every PromQL expression of grafana/ (``mirrorwatch.grafana_build.promql.all_promql_expressions()``) parses and returns series
-   once the stack has run a while — any that legitimately returned nothing on a healthy stack would be listed
-   in ``NO_SERIES_WHEN_HEALTHY`` with the reason and what is checked instead (none today);
-3. SIGTERM the mirror while records keep coming: MirrorwatchTrueLagHigh and MirrorwatchCanaryCritical (and
-   MirrorwatchExporterDown for the mirror's job) reach ``firing`` in /api/v1/alerts; restart the mirror: they
-   resolve. Every wait is bounded generously (the machine is shared); nothing asserts on speed.
-
-The tests share one module-scoped stack and run in file order (3 stops and restarts the mirror).
+``promtool check metrics`` on each live exporter, and every PromQL expression of grafana/ parsing and returning
+series, except those in ``NO_SERIES_WHEN_HEALTHY`` with the reason and what checks them instead).
 """
 
 from __future__ import annotations
 
 import subprocess
 import threading
-import time
 import uuid
 from pathlib import Path
 
-import pytest
-import requests
-from prometheus_client.parser import text_string_to_metric_families
-
 from mirrorwatch.grafana_build import promql
 
-from .support.helpers import create_topic, produce_numbered
-from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings
-from .support.prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
-from .support.services import Service
-from .test_mirror_failover import consume_and_commit
+from ..test_mirror_failover import consume_and_commit
+from .helpers import create_topic, produce_numbered
+from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings
+from .prometheus_server import free_port
+from .services import Service
 
 FLOW = "east-west"
 PARTITIONS = 3
 RATE = 50  # records/s produced to the flow's topic for the whole module
-TRUE_LAG_THRESHOLD = 500  # ~10 s of traffic: a healthy mirror (commits every 1 s) stays far below it
-FOR = "5s"
+TRUE_LAG_THRESHOLD = 500  # records, ~10 s of traffic: healthy() wants the true lag below half of it
 JOBS = ("mirrorwatch-mirror", "mirrorwatch-canary", "mirrorwatch-monitor")
 
 # Alert expressions are `<query> <op> <number>`: they return series only while the condition holds, which on a
@@ -218,37 +205,6 @@ def healthy(prom) -> bool:
     )
 
 
-@pytest.fixture(scope="module")
-def stack(source, target, tmp_path_factory):
-    base = tmp_path_factory.mktemp("grafana-real")
-    rules = write_rules_copy(base / "rules.yml", FOR, {"MirrorwatchTrueLagHigh": TRUE_LAG_THRESHOLD})
-    s = Stack(source, target, base)
-    try:
-        s.start()
-        with prometheus_server(s.targets(), [rules], workdir=base / "prometheus") as prom:
-
-            def ready():
-                s.check_alive()
-                return healthy(prom)
-
-            prom.wait_for(
-                ready, 180, "stack healthy in Prometheus (exporters up, canary OK, evaluator OK, true lag low)"
-            )
-            yield s, prom
-    finally:
-        s.stop()
-
-
-def test_promtool_check_metrics_on_each_live_exporter(stack):
-    s, prom = stack
-    # by now the canary has judged probes and the mirror acknowledged records: histograms have observations
-    for name in ("mirror", "canary", "monitor"):
-        text = requests.get(s.url(name), timeout=10).text
-        assert "mirrorwatch_" in text, f"{name} exporter serves no mirrorwatch metrics:\n{text[:2000]}"
-        findings = check_metrics(s.url(name))
-        assert findings == "", f"promtool check metrics on the live {name} exporter ({s.url(name)}):\n{findings}"
-
-
 def checked_expression(where: str, expr: str) -> str | None:
     """The expression whose result must be non-empty on a healthy stack; None for NO_SERIES_WHEN_HEALTHY."""
     if where in NO_SERIES_WHEN_HEALTHY:
@@ -256,78 +212,3 @@ def checked_expression(where: str, expr: str) -> str | None:
     if where.startswith("rule ") and where.removeprefix("rule ") in ALERT_RULES:
         return promql.split_condition(expr)[0]
     return expr
-
-
-def test_every_expression_parses_and_returns_series(stack):
-    s, prom = stack
-    expressions = promql.all_promql_expressions()
-    alert_names = {r["alert"] for r in promql.rules_of(promql.load_rules(), "alert")}
-    assert alert_names == ALERT_RULES, "the rule file's alerts changed: update ALERT_RULES"
-    stale = set(NO_SERIES_WHEN_HEALTHY) - {w for w, _ in expressions}
-    assert not stale, f"exceptions for expressions that no longer exist: {stale}"
-
-    for where, expr in expressions:
-        try:
-            prom.query(expr)  # a parse error raises here, with Prometheus's message
-        except PromQLError as e:
-            pytest.fail(f"{where}: {expr}\n{e}", pytrace=False)
-
-    def empty() -> list[str]:
-        s.check_alive()
-        return [f"{w}: {q}" for w, e in expressions if (q := checked_expression(w, e)) and not prom.query(q)]
-
-    try:  # rate()/increase() need two scrapes of a series, recording rules an evaluation: poll
-        prom.wait_for(lambda: not empty(), 90, "every expression returning series")
-    except AssertionError:
-        pytest.fail("expressions without series on the real exporters:\n" + "\n".join(empty()), pytrace=False)
-
-    for where, (exporter, family, _reason) in NO_SERIES_WHEN_HEALTHY.items():
-        families = {
-            f.name: f.type for f in text_string_to_metric_families(requests.get(s.url(exporter), timeout=10).text)
-        }
-        assert families.get(family) in ("counter", "gauge"), f"{where}: {family} not declared by the live {exporter}"
-
-
-def test_stopped_mirror_fires_lag_and_canary_alerts_and_restart_resolves_them(stack):
-    s, prom = stack
-    prom.wait_for(lambda: healthy(prom), 120, "healthy before the mirror is stopped")
-    assert not {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical", "MirrorwatchExporterDown"} & firing_names(prom)
-
-    sent_before = s.traffic.sent
-    assert s.mirror.terminate(20) == 0, s.mirror.log_text()[-3000:]
-    stopped = time.monotonic()
-
-    def fired():
-        s.check_alive(mirror_too=False)
-        names = firing_names(prom)
-        return {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical"} <= names and names
-
-    prom.wait_for(fired, 120, "MirrorwatchTrueLagHigh and MirrorwatchCanaryCritical firing after the mirror stopped")
-    took_fire = time.monotonic() - stopped
-    assert s.traffic.sent > sent_before, "the producer stopped: the lag would not grow"
-
-    (lag,) = prom.firing("MirrorwatchTrueLagHigh")
-    assert lag["labels"]["flow"] == FLOW and lag["labels"]["severity"] == "critical"
-    assert lag["labels"]["mirror"] == "mirrorwatch"  # joined from the monitor's mirrorwatch_flow_info
-    assert float(lag["value"]) > TRUE_LAG_THRESHOLD
-    assert f"--flow {FLOW}" in lag["annotations"]["runbook"]
-    (canary,) = prom.firing("MirrorwatchCanaryCritical")
-    assert canary["labels"]["flow"] == FLOW and float(canary["value"]) == 2
-    assert canary["labels"]["mirror"] == "mirrorwatch"  # the canary's metric, the monitor's flow_info
-    # the mirror's endpoint is gone too (same `for:`); it fires by now or shortly after
-    down = prom.wait_for(lambda: prom.firing("MirrorwatchExporterDown"), 60, "MirrorwatchExporterDown firing")
-    assert {a["labels"]["job"] for a in down} == {"mirrorwatch-mirror"}
-
-    s.mirror.start()  # same config, group and metrics port: resumes from its committed offsets
-    restarted = time.monotonic()
-
-    def resolved():
-        s.check_alive()
-        return not {"MirrorwatchTrueLagHigh", "MirrorwatchCanaryCritical", "MirrorwatchExporterDown"} & firing_names(
-            prom
-        )
-
-    prom.wait_for(resolved, 180, "true-lag, canary-critical and exporter-down alerts resolved after the restart")
-    took_resolve = time.monotonic() - restarted
-    assert values(prom, "flow:mirrorwatch_true_lag_records:sum")[FLOW] <= TRUE_LAG_THRESHOLD
-    print(f"fired {took_fire:.0f} s after SIGTERM, resolved {took_resolve:.0f} s after restart")
