@@ -101,6 +101,9 @@ def end_offsets(bootstrap: str, topic: str, auth: dict | None = None) -> dict[in
                         KafkaError._UNKNOWN_PARTITION,
                         KafkaError.LEADER_NOT_AVAILABLE,
                         KafkaError.NOT_LEADER_FOR_PARTITION,
+                        # a broker just thawed: the client dropped its handle to it and makes a new one
+                        KafkaError._DESTROY_BROKER,
+                        KafkaError._TRANSPORT,
                     )
                     or attempt == 39
                 ):
