@@ -191,7 +191,9 @@ def test_the_config_under_test_checks_with_amtool(stack):
 
 
 def test_healthy_traffic_with_a_burst_sends_no_notification(stack):
-    watch_s = paging_for_s(stack) + 3  # + a few evaluations, so that a `for:` started at the burst can complete
+    # the rules' longest `for:` (scaled: TranslationCoverageLow's 15 m is 45 s here), + a few evaluations, so that any
+    # `for:` started at the burst can complete: no notification of any kind, no paging alert even pending
+    watch_s = max(stack.scaled_for.values()) + 3
     started = time.monotonic()
     produce_numbered(stack.s.source.bootstrap, stack.s.topic, BURST, PARTITIONS, start=10**6)
     seen: set[str] = set()
