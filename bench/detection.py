@@ -109,9 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {machine()}; load average at start {os.getloadavg()[0]:.1f}")
     if args.alertmanager.resolve() != ALERTMANAGER_SHIPPED:
         print(f"NOT the shipped Alertmanager config: {args.alertmanager}")
-    with BenchRun(
-        "detection", {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "fault_list"}
-    ) as run:
+    params = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "fault_list"}
+    with BenchRun("detection", params) as run:
         run.figures["load_average_1m_start"] = os.getloadavg()[0]
         rows: list[dict] = []
         engine_faults = [f for f in args.fault_list if f in ENGINE_FAULTS]
