@@ -57,6 +57,10 @@ class _Stack(contextlib.ExitStack):
     monitor_s: float
     canary_s: float
 
+    def __init__(self, prometheus_example: dict, alertmanager: Path):
+        super().__init__()
+        self.example, self.alertmanager = prometheus_example, alertmanager
+
     def alerting(self, prometheus_example: dict, alertmanager: Path, base: Path) -> None:
         glob = prometheus_example.get("global", {})
         self.hook = WebhookReceiver()
@@ -81,10 +85,6 @@ class _Stack(contextlib.ExitStack):
 
 class EngineStack(_Stack):
     """Fresh clusters and the demo's stack (our engine), history and Spark off (not what is measured here)."""
-
-    def __init__(self, prometheus_example: dict, alertmanager: Path):
-        super().__init__()
-        self.example, self.alertmanager = prometheus_example, alertmanager
 
     def __enter__(self) -> EngineStack:
         super().__enter__()
@@ -144,10 +144,6 @@ class EngineStack(_Stack):
 
 class Mm2Stack(_Stack):
     """Fresh clusters, MirrorMaker 2 in a real Connect worker (tests/support/connect_mm2.py), canary and monitor."""
-
-    def __init__(self, prometheus_example: dict, alertmanager: Path):
-        super().__init__()
-        self.example, self.alertmanager = prometheus_example, alertmanager
 
     def __enter__(self) -> Mm2Stack:
         from tests.support.connect_mm2 import SOURCE_CONNECTOR, start_connect_mm2

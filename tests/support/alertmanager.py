@@ -19,7 +19,6 @@ import copy
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from tests.support.prometheus_server import free_port
+from tests.support.prometheus_server import free_port, wait_on_server
 from tests.support.services import die_with_test
 
 ALERTMANAGER = (
@@ -106,19 +105,7 @@ class AlertmanagerServer:
         return requests.get(self.url + "/api/v2/status", timeout=10).json()
 
     def wait_for(self, predicate: Callable[[], object], timeout_s: float = 30, what: str = "condition"):
-        """Poll until predicate() is truthy; return its value. Raises with the last value and the log tail."""
-        deadline, value = time.monotonic() + timeout_s, None
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.25)
-        raise AssertionError(
-            f"{what} not reached within {timeout_s}s (last: {value!r})\n"
-            f"alertmanager log tail:\n{self.log.read_text()[-3000:]}"
-        )
+        return wait_on_server(self, "alertmanager", predicate, timeout_s, what)
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -40,6 +40,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_on_server(server, name: str, predicate: Callable[[], object], timeout_s: float, what: str):
+    """Poll until predicate() is truthy and return its value; stop early if the server's process (``.process``)
+    exited. Raises with the last value and the end of the server's log (``.log``)."""
+    deadline, value = time.monotonic() + timeout_s, None
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if server.process.poll() is not None:
+            break
+        time.sleep(0.25)
+    raise AssertionError(
+        f"{what} not reached within {timeout_s}s (last: {value!r})\n{name} log tail:\n{server.log.read_text()[-3000:]}"
+    )
+
+
 def write_rules_copy(
     dst: Path, for_: str | None = "5s", thresholds: dict[str, float] | None = None, src: Path = promql.RULES
 ) -> Path:
@@ -128,19 +144,7 @@ class PrometheusServer:
         return self._get("/api/v1/rules")["groups"]
 
     def wait_for(self, predicate: Callable[[], object], timeout_s: float = 30, what: str = "condition"):
-        """Poll until predicate() is truthy; return its value. Raises with the last value and the log tail."""
-        deadline, value = time.monotonic() + timeout_s, None
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.25)
-        raise AssertionError(
-            f"{what} not reached within {timeout_s}s (last: {value!r})\n"
-            f"prometheus log tail:\n{self.log.read_text()[-3000:]}"
-        )
+        return wait_on_server(self, "prometheus", predicate, timeout_s, what)
 
 
 def _config(
