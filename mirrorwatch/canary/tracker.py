@@ -123,9 +123,7 @@ class Tracker:
             if not probe.awaited:
                 self._resolve(probe)
         for key in [k for k in self._overdue if k[1] == partition and k[0] < seq]:
-            del self._overdue[key]
-            self.lost += 1
-            self._lost_since_resolution = True
+            self._lost_since_resolution |= self.mark_lost(*key)
 
     def has_arrived(self, event: CanaryEvent) -> bool:
         """Whether a canary event (any run) was seen on the target (within ``retain_s``)."""
