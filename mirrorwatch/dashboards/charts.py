@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from .incident_story import incident_until
+from .incident_story import clock, incident_until
 
 LAG_COLOURS = {"committed_lag": "#4c78a8", "read_lag": "#9ecae9", "true_lag": "#e45756"}
 RPO_COLOUR = "#f58518"
@@ -57,8 +57,7 @@ def canary_chart(frame: pd.DataFrame) -> alt.Chart:
 def _zero_based(values: pd.Series, floor: float) -> alt.Scale:
     """From 0 to a little above the largest value, at least ``floor``: a flat zero line sits at the bottom of a
     readable axis instead of in the middle of a "0.000000" one."""
-    top = values.max(skipna=True) if len(values) else None
-    top = float(top) if top is not None and pd.notna(top) else 0.0
+    top = zero_based_domain(values, 0.0)[1]
     return alt.Scale(domain=[0, max(floor, top * 1.1)], nice=True)
 
 
@@ -148,7 +147,7 @@ def _epoch_ms(ts) -> int:
 
 def _hhmmss(column: pd.Series) -> pd.Series:
     """Tooltip text in 24-hour UTC, computed here: Vega formats a tooltip's time in the browser's zone."""
-    return column.map(lambda ts: ts.strftime("%Y-%m-%d %H:%M:%S UTC") if pd.notna(ts) else "open")
+    return column.map(lambda ts: clock(ts) if pd.notna(ts) else "open")
 
 
 def compliance_chart(frame: pd.DataFrame) -> alt.Chart:
