@@ -136,40 +136,26 @@ class Watch:
         return row
 
     # ---------------------------------------------------------------- the faults: (inject, undo)
-    def _signal(self, pid_of, stop: int, cont: int | None, what: str):
+    def _freeze(self, pid_of, what: str):
+        """SIGSTOP the process for the hold, SIGCONT after it."""
+
         def inject():
-            os.kill(pid_of(), stop)
-            return f"{what}."
+            os.kill(pid_of(), signal.SIGSTOP)
+            return f"{what} SIGSTOP, SIGCONT after the hold."
 
         def undo():
-            if cont is not None:
-                os.kill(pid_of(), cont)
+            os.kill(pid_of(), signal.SIGCONT)
 
         return inject, undo
 
     def f_mirror_stop(self):
-        return self._signal(
-            lambda: self.stack.services["mirror"].proc.pid,
-            signal.SIGSTOP,
-            signal.SIGCONT,
-            "mirror SIGSTOP, SIGCONT after the hold",
-        )
+        return self._freeze(lambda: self.stack.services["mirror"].proc.pid, "mirror")
 
     def f_target_stop(self):
-        return self._signal(
-            lambda: self.stack.broker_pid("west"),
-            signal.SIGSTOP,
-            signal.SIGCONT,
-            "target broker SIGSTOP, SIGCONT after the hold",
-        )
+        return self._freeze(lambda: self.stack.broker_pid("west"), "target broker")
 
     def f_source_stop(self):
-        return self._signal(
-            lambda: self.stack.broker_pid("east"),
-            signal.SIGSTOP,
-            signal.SIGCONT,
-            "source broker SIGSTOP, SIGCONT after the hold",
-        )
+        return self._freeze(lambda: self.stack.broker_pid("east"), "source broker")
 
     def f_mirror_kill(self):
         def inject():
