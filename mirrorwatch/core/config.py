@@ -128,6 +128,23 @@ class MirrorSettings(Section):
         "recreated topic): stop with one line and exit code 4, or continue, logging at ERROR and counting them "
         "in mirrorwatch_mirror_records_lost_total",
     )
+    delivery: Literal["at_least_once", "exactly_once"] = Field(
+        "at_least_once",
+        description="exactly_once: records and source positions in one transaction on the target; a crash "
+        "re-delivers nothing to read_committed readers (docs/exactly-once.md)",
+    )
+    transaction_interval_s: float = Field(
+        0.1,
+        gt=0,
+        description="exactly_once: commit a transaction this often; read_committed readers see records only "
+        "after it, so this bounds the added latency (BENCHMARKS.md shows the trade-off)",
+    )
+    transaction_timeout_s: float = Field(
+        10.0,
+        ge=1,
+        description="exactly_once: the target aborts a transaction left open this long (a crashed or frozen "
+        "mirror); until then read_committed readers wait at it",
+    )
     checkpoint_interval_s: float = Field(10.0, gt=0)
     heartbeats: bool = True
     heartbeat_interval_s: float = Field(1.0, gt=0)
@@ -154,6 +171,20 @@ class MirrorSettings(Section):
     )
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
     consumer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _exact_or_refused(self) -> MirrorSettings:
+        if self.delivery == "exactly_once" and self.on_records_lost == "continue":
+            raise ValueError(
+                "delivery: exactly_once cannot be exact with on_records_lost: continue (the gap would be skipped "
+                "without a mark on the target); set on_records_lost: stop or delivery: at_least_once"
+            )
+        if self.delivery == "exactly_once" and self.transaction_interval_s >= self.transaction_timeout_s:
+            raise ValueError(
+                f"transaction_interval_s ({self.transaction_interval_s}) must be below transaction_timeout_s "
+                f"({self.transaction_timeout_s})"
+            )
+        return self
 
 
 class CanarySettings(Section):

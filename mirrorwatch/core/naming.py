@@ -36,6 +36,20 @@ def mirror_group(source: str, target: str, configured: str | None = None, flow: 
     return f"mirrorwatch-{flow}" if flow else f"mirrorwatch-{source}-{target}"
 
 
+def positions_group(mirror_group_name: str) -> str:
+    """Exactly-once mode: the mirror's consumer group on the TARGET cluster. Its members share out the flow's
+    partitions, and its committed offset on a mirrored target partition is the SOURCE offset to resume from,
+    written in the same transaction as the records (docs/exactly-once.md)."""
+    return f"{mirror_group_name}.eos"
+
+
+def transactional_id(mirror_group_name: str, instance: str) -> str:
+    """Exactly-once mode: one mirror process's transactional id on the target. All of a flow's ids start with
+    ``<mirror group>-`` (one PREFIXED TransactionalId ACL); a restart with the same instance aborts what its
+    predecessor left open at once."""
+    return f"{mirror_group_name}-{instance}"
+
+
 def is_internal(topic: str) -> bool:
     return bool(INTERNAL_TOPIC_RE.fullmatch(topic))
 
