@@ -9,7 +9,10 @@ from typing import Any
 from ..core.config import MirrorSettings
 
 
-def producer_properties(settings: MirrorSettings) -> dict[str, Any]:
+def producer_properties(settings: MirrorSettings, transactional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``transactional``: exactly-once's transactional.id and timeout (transactions.py). A transaction, not the
+    gapless guarantee, then makes a partition's records all-or-nothing, and a record may not wait longer than
+    its transaction may stay open (librdkafka refuses message.timeout.ms above transaction.timeout.ms)."""
     props: dict[str, Any] = {
         "acks": "all",
         "enable.idempotence": True,
@@ -24,6 +27,9 @@ def producer_properties(settings: MirrorSettings) -> dict[str, Any]:
         "compression.type": "none",  # the target topic's compression.type applies broker-side
         "message.timeout.ms": 0,  # a target away for minutes is waited out (outage.py), never a lost record
     }
+    if transactional:
+        del props["enable.gapless.guarantee"]
+        props.update(transactional, **{"message.timeout.ms": transactional["transaction.timeout.ms"]})
     props.update(settings.producer)
     return props
 

@@ -53,6 +53,7 @@ from .records_lost import RecordsLostDetection
 from .reports import DeliveryReports
 from .subscription import EngineSubscription
 from .topics import TargetTopics
+from .transactions import ExactlyOnce, TransactionRefused
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -61,7 +62,7 @@ IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle:
 
 
 class MirrorEngine(
-    DeliveryReports, EngineLifecycle, EngineSubscription, RecordsLostDetection, EngineAccess, ConsumerGuard
+    DeliveryReports, EngineLifecycle, EngineSubscription, RecordsLostDetection, EngineAccess, ConsumerGuard, ExactlyOnce
 ):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
@@ -98,10 +99,14 @@ class MirrorEngine(
         self._subscription_lock = threading.Lock()
         self._subscribed: list[str] = []
 
-        producer_props = producer_properties(self.settings)
-        self.producer = make_producer(self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", **producer_props)
+        self._init_exactly_once()  # mirror.delivery (transactions.py)
+        self.producer = make_producer(
+            self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", **self._producer_props()
+        )
         self._init_consumer_guard()
         self.consumer = self._make_consumer()
+        if self.exactly_once:  # the positions group on the target hands out the partitions
+            self.members = self._make_members()
         self.publisher.bind(self.producer, self.consumer)
         self.source_admin = make_admin(self.source_cluster, "mirrorwatch-mirror-admin")
         self.target_admin = make_admin(self.target_cluster, "mirrorwatch-mirror-admin")
@@ -110,10 +115,14 @@ class MirrorEngine(
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
         self._init_lifecycle()  # heartbeats, checkpoints, the cluster watch (lifecycle.py)
 
+    def _producer_props(self) -> dict:
+        return producer_properties(self.settings, self._transactional_properties() if self.exactly_once else None)
+
     def _make_consumer(self):
         props = consumer_properties(self.settings, on_commit=self.publisher.committed)
-        props.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
-        props.setdefault("stats_cb", self._on_stats)  # the group state, for consumer_guard.py
+        if not self.exactly_once:  # exactly-once: assign() only, no membership to watch on the source
+            props.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
+            props.setdefault("stats_cb", self._on_stats)  # the group state, for consumer_guard.py
         return make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **props)
 
     # ------------------------------------------------------------------ rebalances
@@ -192,6 +201,7 @@ class MirrorEngine(
         count = len(messages)
         if not count:
             return
+        self._produced_since_commit = True  # exactly-once: the open transaction has records (transactions.py)
         # one message ahead, so the last record of a run is known when it is produced (each accessor once)
         nxt = messages[0]
         next_err, next_topic, next_partition = nxt.error(), nxt.topic(), nxt.partition()
@@ -282,6 +292,16 @@ class MirrorEngine(
             state.sync_mark = sync_mark
         self._serve(0)
 
+    def _commit_positions(self, sync: bool = True) -> None:
+        """Publish what the target has: the group's commit and offset syncs, or under exactly-once the syncs and
+        the open transaction with the positions it reaches (transactions.py)."""
+        if self.exactly_once:
+            self.publisher.emit_syncs()
+            self._commit_transaction()
+            return
+        self.publisher.commit(sync=sync)
+        self.publisher.emit_syncs()
+
     def _produce_rejected(
         self, exc: KafkaException, topic: str, partition: int, offset: int, target_topic: str
     ) -> bool:
@@ -294,6 +314,8 @@ class MirrorEngine(
             self.partitions[(topic, partition)].read_next = offset
             time.sleep(0.5)
             return True
+        if self.exactly_once and (err.code() == KafkaError._FATAL or self._fence_pending is not None):
+            return False  # a fenced producer: replaced between batches, and the records are read again
         self._failed(self.partitions[(topic, partition)], offset, target_topic, -1, err)
         return False
 
@@ -306,7 +328,9 @@ class MirrorEngine(
 
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
-        next_commit = time.monotonic() + self.settings.commit_interval_s
+        # exactly-once: a transaction commits the records and the positions together, this often
+        commit_interval = self.settings.transaction_interval_s if self.exactly_once else self.settings.commit_interval_s
+        next_commit = time.monotonic() + commit_interval
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
         last_record = time.monotonic()
@@ -320,6 +344,8 @@ class MirrorEngine(
                 self.probes.tick("data path")  # /healthz (lifecycle.py)
                 if self.outside_group_since is not None:
                     self._guard_consumer()
+                if self.exactly_once:
+                    self._serve_members()
                 self._apply_subscription()
                 if not self._subscribed:
                     self._stop.wait(0.2)
@@ -341,18 +367,16 @@ class MirrorEngine(
                 if not messages and self.in_flight == 0 and not idle_synced and now - last_record >= IDLE_FLUSH_S:
                     # idle flush: everything read is acknowledged; publish exact positions now
                     self._advance_idle()
-                    self.publisher.commit()
-                    self.publisher.emit_syncs()
+                    self._commit_positions()
                     self._serve(0)
                     idle_synced = True
-                    next_commit = now + self.settings.commit_interval_s
+                    next_commit = now + commit_interval
                 elif now >= next_commit:
                     if not messages and self.in_flight == 0:
                         # still idle: a commit marker written after the idle flush moved the position since
                         self._advance_idle()
-                    self.publisher.commit(sync=False)
-                    self.publisher.emit_syncs()
-                    next_commit = now + self.settings.commit_interval_s
+                    self._commit_positions(sync=False)
+                    next_commit = now + commit_interval
                     next_sync = now + sync_interval
                 elif now >= next_sync:
                     # fresher in time than the commits: what the monitor's true lag and RPO seconds rest on
@@ -369,6 +393,8 @@ class MirrorEngine(
             raise RecordsLost(self.lost_message())
         if self.gave_up:
             raise ClustersUnreachable(self.gave_up)
+        if self.transaction_refused:
+            raise TransactionRefused(self.transaction_refused)
 
     def _read(self, batch: int, wait: float) -> list:
         """The next records: wait for the first one, then take what is already fetched without waiting.
@@ -402,9 +428,12 @@ class MirrorEngine(
                 "%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining
             )
         self.watch.stop()
-        if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
-            self.publisher.commit()
-        self.publisher.emit_syncs()
+        if self.exactly_once:
+            self._close_transactions()  # commit what was written if the target can check it, else abort
+        else:
+            if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
+                self.publisher.commit()
+            self.publisher.emit_syncs()
         self.producer.flush(2)
         try:
             self.consumer.close()

@@ -54,6 +54,8 @@ class EngineLifecycle:
         Credentials and ACLs are checked first: a refusal ends the run with one line (engine.deny), never a wait."""
         try:
             self._check_access()
+            if self.exactly_once:
+                self._init_transactions()  # transactions.py: a refused transactional id stops here
             self.target_topics.ensure_internal()
             if self.settings.heartbeats:
                 ensure_heartbeats_topic(self.source_cluster, self.settings.heartbeats_topic)

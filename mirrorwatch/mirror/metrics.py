@@ -112,6 +112,15 @@ class EngineCollector:
         for (topic, partition), count in sorted(lost_counts.items()):
             lost.add_metric(base + [topic, str(partition)], count)
         yield lost
+        if e.exactly_once:
+            transactions = CounterMetricFamily(
+                "mirrorwatch_mirror_transactions",
+                "Exactly-once: transactions on the target (records and positions together), by outcome",
+                labels=names + ["outcome"],
+            )
+            transactions.add_metric(base + ["committed"], e.transactions_committed)
+            transactions.add_metric(base + ["aborted"], e.transactions_aborted)
+            yield transactions
         heartbeats = CounterMetricFamily(
             "mirrorwatch_mirror_heartbeats", "Heartbeats written to the source", labels=names
         )

@@ -39,6 +39,7 @@ class PartitionState:
         "round_entry",
         "unmarked",
         "sync_mark",
+        "txn_position",
     )
 
     def __init__(self, key: tuple[str, int], engine: MirrorEngine) -> None:
@@ -47,6 +48,7 @@ class PartitionState:
         self.read_next: int | None = None  # next source offset to fetch
         self.acked_next: int | None = None  # last source offset acknowledged by the target + 1
         self.committed: int | None = None  # last offset committed for the mirror group
+        self.txn_position: int | None = None  # exactly-once: the position committed on the target
         # reports due, in send order: (source offset, records sent through it, key+value bytes sent through it,
         # the consumed batch, the batch indexes of the first and last record the report acknowledges). Only some
         # records carry a report (engine._send says which); the batch is kept to name a refused record.

@@ -29,10 +29,17 @@ class DeliveryReports:
     failures: list
     fatal_error: KafkaError | None
     _stop: Any
+    exactly_once: bool
+    _fence_pending: KafkaError | None
+
+    def _report_failed(self, state: PartitionState, err: KafkaError) -> bool:  # transactions.py
+        raise NotImplementedError
 
     def _segment_failed(self, state: PartitionState, entry: tuple, err: KafkaError, msg) -> None:
         """A report failed: every record of its segment (those sent since the previous report) may be the one
         refused, so each is named a failure; ``culprit`` picks the record to name, commits stay below the first."""
+        if self.exactly_once and self._report_failed(state, err):
+            return  # not a record the target refused: an aborted or doomed transaction (transactions.py)
         messages, first, last = entry[3], entry[4], entry[5]
         topic, partition = state.key
         for m in messages[first : last + 1]:
@@ -89,7 +96,12 @@ class DeliveryReports:
     def _fatal(self, exc: KafkaException) -> None:
         """The producer failed fatally (``poll()`` raises it once): with ``enable.gapless.guarantee`` a record was
         refused, so every later one fails too. Stop; the failed reports, served from here on, name the record."""
-        self.fatal_error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if self.exactly_once and error is not None:
+            # a transactional producer fails fatally when fenced: replaced between batches (transactions.py)
+            self._fence_pending = error
+            return
+        self.fatal_error = error
         log.debug("producer fatal error: %s", exc)
         self._stop.set()
 

@@ -53,6 +53,12 @@ class EngineSubscription:
             return
         added = sorted(set(topics) - set(self._subscribed))
         self._subscribed = topics
-        if topics:
+        if topics and self.exactly_once:  # the positions group on the target shares out the partitions
+            targets = [self.target_names.get(t) or self.policy.target_topic(t) for t in topics]
+            self.members.subscribe(
+                targets, on_assign=self._eos_assign, on_revoke=self._eos_revoke, on_lost=self._eos_lost
+            )
+            log.info("mirroring %d topic(s) exactly once%s", len(topics), f"; new: {', '.join(added)}" if added else "")
+        elif topics:
             self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
             log.info("mirroring %d topic(s)%s", len(topics), f"; new: {', '.join(added)}" if added else "")

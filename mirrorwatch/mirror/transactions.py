@@ -1,0 +1,358 @@
+"""Exactly-once delivery (``mirror.delivery: exactly_once``), a mixin of MirrorEngine.
+
+The records of a round and the source positions they reach are committed in ONE transaction on the target. The
+positions are the committed offsets of the flow's *positions group* on the target (``naming.positions_group``):
+on the mirrored target partition ``(T, p)`` the group's offset is the next SOURCE offset of ``(S, p)`` to mirror.
+They are written with ``send_offsets_to_transaction``, so a read_committed reader sees a record exactly when the
+position past it is committed, and a restart or a new owner resumes from there.
+
+Who owns a partition: the positions group, on the target. Each mirror process joins it with a consumer that
+subscribes to the flow's target topics and never fetches (its partitions stay paused); the source consumer only
+``assign``s the source partitions matching what the group gave it (same number, 1:1). Zombie fencing is Kafka's
+own (KIP-447): ``send_offsets_to_transaction`` carries the member's generation, and the group coordinator refuses
+it from a member that is no longer in the current generation, so a mirror frozen past its session cannot commit
+anything it wrote after it lost its partitions; its transaction is aborted. A new owner reads the positions with
+``isolation.level=read_committed``, which waits for a transaction still open on them (KIP-447's stable offsets).
+Rejected designs and the costs: docs/design.md, "Exactly-once mirroring".
+
+What makes every commit safe, the invariant the methods keep:
+- every transaction that is committed carries the positions (so the generation check) of at least one owned
+  partition; one with nothing to check is aborted, never committed;
+- a failed transaction is aborted and every partition goes back to the position committed on the target;
+- a lost assignment aborts the open transaction first (its records may duplicate a new owner's).
+
+The source group's offsets are still committed, after each transaction commits (``kafka-consumer-groups`` and
+committed lag keep working): they trail the target's positions by at most one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_STORED, KafkaError, KafkaException, TopicPartition
+
+from ..core.access import Denied, error_of
+from ..core.clients import make_consumer, make_producer
+from ..core.naming import positions_group, transactional_id
+from .acknowledgement import MirrorFailure
+from .partition_state import PartitionState
+
+log = logging.getLogger("mirrorwatch.mirror")
+
+Key = tuple[str, int]
+
+# librdkafka's purge of an aborted transaction's records: their reports are expected, not a failure
+PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
+COMMIT_TIMEOUT_S = 5.0  # one try; a retriable failure (a coordinator moving, a target away) is tried again
+FENCED_AGAIN_S = 60.0  # fenced twice within this long: another process uses our transactional id
+
+
+class TransactionRefused(MirrorFailure):
+    """Exactly-once cannot go on: fenced again and again (another process with our transactional id); exits 5."""
+
+    exit_code = 5
+
+
+class ExactlyOnce:
+    # the engine's, set in MirrorEngine.__init__
+    producer: Any
+    consumer: Any
+    partitions: dict
+    publisher: Any
+    settings: Any
+    flow: Any
+    flow_name: str
+    group: str
+    policy: Any
+    target_cluster: Any
+    target_names: dict
+    owned: frozenset
+    _stop: Any
+
+    def _init_exactly_once(self) -> None:
+        self.exactly_once = self.settings.delivery == "exactly_once"
+        self.members: Any = None  # the positions group's consumer on the target
+        self.transactions_committed = 0
+        self.transactions_aborted = 0
+        self.transaction_refused: str | None = None
+        self._fenced_at: float | None = None
+        self._produced_since_commit = False  # set by the engine's _send; syncs alone come with moved positions
+        self._abort_pending: str | None = None  # a report failed in a way that dooms only the transaction
+        self._fence_pending: KafkaError | None = None  # the producer failed fatally (seen inside a poll)
+        self._fenced_producers: list[Any] = []
+        self._transactions_ready = False
+        instance = self.settings.instance_id or socket.gethostname()
+        self.transactional_id = transactional_id(self.group, instance)
+
+    def _transactional_properties(self) -> dict[str, Any]:
+        return {
+            "transactional.id": self.transactional_id,
+            "transaction.timeout.ms": int(self.settings.transaction_timeout_s * 1000),
+        }
+
+    def _make_members(self) -> Any:
+        props: dict[str, Any] = {
+            "isolation.level": "read_committed",  # positions: wait for a transaction still open on them
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": self.settings.consumer.get("session.timeout.ms", 10_000),
+            "heartbeat.interval.ms": 2_000,
+        }
+        if self.settings.instance_id:
+            props["group.instance.id"] = self.settings.instance_id
+        return make_consumer(
+            self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", positions_group(self.group), **props
+        )
+
+    # ------------------------------------------------------------------ start-up
+    def _init_transactions(self) -> None:
+        """From the start-up steps (retried while the target is away): fence and finish what an earlier process
+        with our transactional id left open, then open the first transaction. A refused id is an ACL missing."""
+        if self._transactions_ready:
+            return
+        try:
+            self.producer.init_transactions(30)
+        except KafkaException as exc:
+            err = error_of(exc)
+            if err is not None and err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                raise Denied("WRITE", "transactional id", self.transactional_id, "target") from None
+            if err is not None and err.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+                raise Denied("IDEMPOTENT_WRITE", "cluster", "kafka-cluster", "target") from None
+            raise
+        self.producer.begin_transaction()
+        self._transactions_ready = True
+        log.info("exactly-once: transactional id %s", self.transactional_id)
+
+    # ------------------------------------------------------------------ the positions group's callbacks
+    def _eos_assign(self, members, partitions) -> None:
+        members.incremental_assign(partitions)
+        members.pause(partitions)  # it never fetches: its offsets are source positions, not target ones
+        self._take(partitions)
+
+    def _take(self, target_partitions) -> None:
+        """Start mirroring the source partitions of these target partitions from the positions on the target."""
+        if not target_partitions:
+            return
+        while True:  # never guess a position: wait for the target to answer (a stop ends the wait)
+            try:
+                committed = self.members.committed(target_partitions, timeout=30)
+                break
+            except KafkaException as exc:
+                if self._stop.is_set():
+                    return
+                self._retrying("exactly-once: reading positions (will retry): %s", exc)  # type: ignore[attr-defined]
+                self.probes.tick("data path")  # type: ignore[attr-defined]
+        source_tps = []
+        for tp in committed:
+            topic = self.policy.source_topic(tp.topic)
+            if topic is None:
+                continue
+            key = (topic, tp.partition)
+            state = self.partitions[key] = PartitionState(key, self)  # type: ignore[arg-type]
+            if tp.offset >= 0:
+                state.committed = state.read_next = state.acked_next = tp.offset
+                state.txn_position = tp.offset
+                source_tps.append(TopicPartition(topic, tp.partition, tp.offset))
+            else:
+                # never committed here: the source group's commit (a flow that ran at-least-once before), else
+                # auto.offset.reset; the first fetched record then says where it starts
+                source_tps.append(TopicPartition(topic, tp.partition, OFFSET_STORED))
+        self.consumer.incremental_assign(source_tps)
+        self.owned = frozenset(self.partitions)
+        log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in source_tps))
+
+    def _eos_revoke(self, members, partitions) -> None:
+        """Hand over cleanly: commit what was written (still under our generation), then let go."""
+        try:
+            self._commit_transaction()
+        except Exception as exc:  # never raise from a rebalance callback: the next owner resumes from the target
+            log.warning("handing over revoked partitions: %s", exc)
+        self._drop(partitions)
+        members.incremental_unassign(partitions)
+
+    def _eos_lost(self, members, partitions) -> None:
+        """Another member may own them now: nothing written since the last commit may become visible."""
+        self._abort("the positions group's assignment was lost")
+        self._drop(partitions)
+        self._rewind()  # partitions kept (none when all were lost) go back to their committed positions
+
+    def _drop(self, target_partitions) -> None:
+        source_tps = []
+        for tp in target_partitions:
+            topic = self.policy.source_topic(tp.topic)
+            if topic is not None and self.partitions.pop((topic, tp.partition), None) is not None:
+                source_tps.append(TopicPartition(topic, tp.partition))
+        if source_tps:
+            try:
+                self.consumer.incremental_unassign(source_tps)
+            except KafkaException as exc:
+                log.debug("unassigning %s: %s", source_tps, exc)
+        self.owned = frozenset(self.partitions)
+
+    # ------------------------------------------------------------------ transactions
+    def _serve_members(self) -> None:
+        """From the data loop: serve the positions group (its rebalances run their callbacks here) and a fatal
+        producer error seen inside a poll (replaced here, between batches, never under _send's feet)."""
+        self.members.poll(0)
+        err, self._fence_pending = self._fence_pending, None
+        if err is not None:
+            self._fenced(err)
+
+    def _report_failed(self, state: PartitionState, err: KafkaError) -> bool:
+        """A failed report under exactly-once: True when it is not a record failure. Reports of an aborted
+        transaction's records (purged) and of assignments gone are expected; a retriable error (a timeout)
+        dooms only the open transaction, which is aborted and done again."""
+        if err.code() in PURGED or self.partitions.get(state.key) is not state:
+            return True
+        if err.retriable() or err.code() == KafkaError._MSG_TIMED_OUT:
+            self._abort_pending = self._abort_pending or err.str()
+            return True
+        return False
+
+    def _commit_transaction(self) -> bool:
+        """Commit what was produced with the positions it reached. False: nothing committed (aborted or failed)."""
+        self._flush(30)  # type: ignore[attr-defined]  # every report served: positions and offset syncs settled
+        if self._fence_pending is not None:
+            self._fenced(self._fence_pending)
+            return False
+        self._settle_failures()
+        if self._stop_reason():
+            return False
+        owned = []
+        for (topic, partition), state in self.partitions.items():
+            if state.read_next is not None:
+                name = self.target_names.get(topic) or self.policy.target_topic(topic)
+                owned.append((state, TopicPartition(name, partition, state.read_next)))
+        moved = [(state, tp) for state, tp in owned if tp.offset != state.txn_position]
+        if not moved and not self._produced_since_commit:
+            return True
+        if not owned:
+            self._abort("nothing owned to commit it with")  # no generation check possible: never commit that
+            return False
+        offsets = [tp for _, tp in (moved or owned)]
+        offsets_sent = False
+        while True:
+            try:
+                if not offsets_sent:
+                    metadata = self.members.consumer_group_metadata()
+                    self.producer.send_offsets_to_transaction(offsets, metadata, COMMIT_TIMEOUT_S)
+                    offsets_sent = True
+                self.producer.commit_transaction(COMMIT_TIMEOUT_S)
+                break
+            except KafkaException as exc:
+                if not self._retry_commit(exc):
+                    return False
+        self.transactions_committed += 1
+        self._produced_since_commit = False
+        for state, tp in moved:
+            state.txn_position = tp.offset
+        self.producer.begin_transaction()
+        self.publisher.commit(sync=False)  # the source group, after the target has it
+        return True
+
+    def _settle_failures(self) -> None:
+        """A record's report failed for a reason that only dooms the transaction (the target away past the
+        transaction timeout, say): abort it and resume from the target's positions, as after a failed commit."""
+        why, self._abort_pending = self._abort_pending, None
+        if why is not None and not self._stop_reason():
+            self._abort(why, always=True)
+            self._rewind()
+
+    def _retry_commit(self, exc: KafkaException) -> bool:
+        """A commit failed: True to try the same commit again; otherwise the transaction is gone (aborted, or the
+        producer fenced and replaced) and every partition is back at its position on the target."""
+        err = error_of(exc)
+        if err is None:
+            raise exc
+        if err.retriable() and not err.txn_requires_abort() and not err.fatal() and not self._stop.is_set():
+            self._retrying("transaction commit (will retry): %s", err.str())  # type: ignore[attr-defined]
+            self.probes.tick("data path")  # type: ignore[attr-defined]
+            return True
+        if err.fatal():
+            self._fenced(err)
+        else:
+            self._abort(err.str(), always=True)
+            if not self._stop.is_set():
+                self._rewind()
+        return False
+
+    def _abort(self, why: str, always: bool = False) -> None:
+        """Abort the open transaction (its records never become visible) and open the next one."""
+        if not (self._produced_since_commit or always):
+            return
+        log.warning("exactly-once: aborting the open transaction: %s", why)
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException as exc:
+            err = error_of(exc)
+            if err is not None and err.fatal():
+                self._fenced(err)
+                return
+            raise
+        self.transactions_aborted += 1
+        self._produced_since_commit = False
+        self.producer.begin_transaction()
+
+    def _fenced(self, err: KafkaError) -> None:
+        """The producer was fenced (a newer producer with our id, or the target timed our transaction out while we
+        were frozen): what it wrote is aborted. Replace it once; fenced again soon after means another process
+        runs with our transactional id, and two of them would fence each other for ever."""
+        self._fence_pending = None
+        now = time.monotonic()
+        if self._fenced_at is not None and now - self._fenced_at < FENCED_AGAIN_S:
+            self.transaction_refused = (
+                f"fenced twice within {FENCED_AGAIN_S:.0f} s on {self.flow.target} ({err.str()}): another mirror runs "
+                f"with transactional id {self.transactional_id}; give each process its own mirror.instance_id"
+            )
+            self._stop.set()
+            return
+        self._fenced_at = now
+        log.warning(
+            "exactly-once: producer fenced (%s); replacing it and resuming from the target's positions", err.str()
+        )
+        self.transactions_aborted += 1
+        self._produced_since_commit = False
+        self.partitions.clear()  # in-flight reports of the old producer update detached states
+        self._fenced_producers.append(self.producer)  # never destroyed: that could wait on its purged records
+        self.producer = make_producer(
+            self.target_cluster,
+            f"mirrorwatch-mirror-{self.flow_name}",
+            **self._producer_props(),  # type: ignore[attr-defined]
+        )
+        self.publisher.bind(self.producer, self.consumer)
+        self._transactions_ready = False
+        self._init_transactions()
+        self._rewind(all_assigned=True)
+
+    def _rewind(self, all_assigned: bool = False) -> None:
+        """Every partition back to its position committed on the target (records read since are read again)."""
+        keys = list(self.partitions)
+        targets = [TopicPartition(self.target_names.get(t) or self.policy.target_topic(t), p) for t, p in keys]
+        if all_assigned:
+            targets = list(self.members.assignment())
+        if keys:
+            self._drop(targets)
+        self._take(targets)
+
+    def _stop_reason(self) -> bool:
+        return bool(self.failures or self.fatal_error is not None or self.lost)  # type: ignore[attr-defined]
+
+    def _close_transactions(self) -> None:
+        """At shutdown: commit what was written if it can be checked, else abort; leave the positions group."""
+        try:
+            if self._stop_reason():
+                self._abort("stopping on a failure")
+            elif self.members is not None:
+                self.publisher.emit_syncs()
+                self._commit_transaction()
+        except Exception as exc:
+            log.warning("exactly-once: closing the transaction: %s", exc)
+        if self.members is not None:
+            try:
+                self.members.close()
+            except Exception as exc:
+                log.debug("closing the positions group's consumer: %s", exc)
