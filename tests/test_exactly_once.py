@@ -3,14 +3,17 @@ the target holds the records and the positions, a crash re-delivers nothing a re
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorwatch.core.naming import positions_group
 
 from .support.exactly_once import delivery, produce_paced, read_committed
-from .support.helpers import create_topic, end_offsets, produce_numbered
+from .support.helpers import create_topic, end_offsets
 from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from .test_mirror import committed_offsets
 
@@ -38,39 +41,9 @@ def committed_total(bootstrap: str, group: str, topic: str, parts: int) -> int:
     return sum(max(0, offset) for offset in positions(bootstrap, group, topic, parts).values())
 
 
-def test_each_record_once_with_positions_in_the_transaction(source, target, topic_name, mirror_config, tmp_path):
-    parts, group, total = 4, f"g-{topic_name}", 20_000
-    create_topic(source.bootstrap, topic_name, parts)
-    produce_numbered(source.bootstrap, topic_name, total, partitions=parts)
-    cfg = eos_config(mirror_config, topic_name, group)
-    mirrored_topic = f"east.{topic_name}"
-    with MirrorProcess(cfg, tmp_path / "m.yaml") as mirror:
-        wait_until(
-            lambda: (
-                positions(target.bootstrap, group, mirrored_topic, parts) == end_offsets(source.bootstrap, topic_name)
-            ),
-            60,
-            what="the positions on the target to reach the source's end",
-            alive=mirror,
-        )
-        wait_until(
-            lambda: (
-                committed_offsets(source.bootstrap, group, topic_name, parts)
-                == end_offsets(source.bootstrap, topic_name)
-            ),
-            30,
-            what="the source group's commits after the transactions",
-            alive=mirror,
-        )
-    seen = delivery(read_committed(target.bootstrap, mirrored_topic), total, parts)
-    assert seen.exact and seen.records == total, seen
-    # the target holds commit markers: its end offsets count them as if they were records
-    assert sum(end_offsets(target.bootstrap, mirrored_topic).values()) > total
-    assert "Traceback" not in mirror.log_text()
-
-
 def test_sigkill_under_load_delivers_each_record_once(source, target, topic_name, mirror_config, tmp_path):
-    """Three SIGKILLs while 3,000 records/s flow. A static instance id (as under systemd or a StatefulSet): the
+    """Three SIGKILLs while 3,000 records/s flow: a read_committed reader sees each record once, in order, and the
+    positions on the target and the source group's commits reach the source's end. A static instance id (as under systemd or a StatefulSet): the
     restarted process takes the partitions back at once, and its transactional id fences the killed one's open
     transaction."""
     parts, group, total = 4, f"g-{topic_name}", 90_000
@@ -101,7 +74,90 @@ def test_sigkill_under_load_delivers_each_record_once(source, target, topic_name
             what="everything mirrored after three SIGKILLs",
             alive=mirror,
         )
+        # the source group's offsets follow the transactions (kafka-consumer-groups and committed lag)
+        wait_until(
+            lambda: (
+                committed_offsets(source.bootstrap, group, topic_name, parts)
+                == end_offsets(source.bootstrap, topic_name)
+            ),
+            30,
+            what="the source group's commits after the transactions",
+            alive=mirror,
+        )
     finally:
         mirror.terminate()
     seen = delivery(read_committed(target.bootstrap, mirrored_topic), total, parts)
     assert seen.exact and seen.records == total, seen
+    # the target holds commit markers: its end offsets count them as if they were records
+    assert sum(end_offsets(target.bootstrap, mirrored_topic).values()) > total
+    assert "Traceback" not in mirror.log_text()
+
+
+def test_zombie_and_scale_out_never_commit_twice(source, target, topic_name, mirror_config, tmp_path):
+    """Two mirrors share the flow. One is frozen past its session (not past its transaction timeout, so only the
+    positions group's generation can stop it): the other takes its partitions and goes on. Thawed, the zombie's
+    open transaction must not commit. Then the other is SIGKILLed and not restarted: the survivor takes all."""
+    parts, group, total = 6, f"g-{topic_name}", 90_000
+    create_topic(source.bootstrap, topic_name, parts)
+    # the freeze (12 s) outlasts the session (6 s) but not the transaction timeout (20 s)
+    settings = {"transaction_timeout_s": 20, "consumer": {"session.timeout.ms": 6000}}
+    mirrored_topic = f"east.{topic_name}"
+    first = MirrorProcess(
+        eos_config(mirror_config, topic_name, group, instance_id="a", **settings), tmp_path / "a.yaml", log_name="a.log"
+    ).start()
+    second = MirrorProcess(
+        eos_config(mirror_config, topic_name, group, instance_id="b", **settings), tmp_path / "b.yaml", log_name="b.log"
+    ).start()
+    writer = threading.Thread(target=produce_paced, args=(source.bootstrap, topic_name, total, parts, 3_000))
+    try:
+        wait_until(
+            lambda: "assigned" in first.log_text() and "assigned" in second.log_text(),
+            60,
+            what="both mirrors to own part of the flow",
+            alive=second,
+        )
+        writer.start()
+        progress = committed_total(target.bootstrap, group, mirrored_topic, parts)
+        wait_until(
+            lambda: committed_total(target.bootstrap, group, mirrored_topic, parts) > progress + 3_000, 60, what="flow"
+        )
+        os.kill(first.proc.pid, signal.SIGSTOP)  # mid-transaction: records flow at 3,000/s
+        try:
+            time.sleep(12)  # past the 6 s session: the group gives its partitions to the other
+            progress = committed_total(target.bootstrap, group, mirrored_topic, parts)
+            wait_until(
+                lambda: committed_total(target.bootstrap, group, mirrored_topic, parts) > progress + 3_000,
+                60,
+                what="the other mirror to go on with every partition",
+                alive=second,
+            )
+        finally:
+            os.kill(first.proc.pid, signal.SIGCONT)
+        wait_until(
+            lambda: "aborting the open transaction" in first.log_text(), 30, what="the zombie to abort", alive=first
+        )
+        second.kill()  # scale-out with one killed: the thawed one takes everything after b's session
+        assert writer.is_alive(), "the writer finished before the faults: they were not under load"
+        writer.join(120)
+        wait_until(
+            lambda: (
+                positions(target.bootstrap, group, mirrored_topic, parts) == end_offsets(source.bootstrap, topic_name)
+            ),
+            90,
+            what="everything mirrored by the survivor",
+            alive=first,
+        )
+        # the killed mirror's open transaction holds read_committed readers back until the target aborts it
+        reads: list = []
+        wait_until(
+            lambda: reads.append(read_committed(target.bootstrap, mirrored_topic)) or len(reads[-1]) >= total,
+            60,
+            interval=3,
+            what="the killed mirror's open transaction to be aborted (transaction_timeout_s)",
+        )
+    finally:
+        first.terminate()
+        second.kill()
+    seen = delivery(reads[-1], total, parts)
+    assert seen.exact and seen.records == total, seen
+    assert "Unknown member" in first.log_text() or "generation" in first.log_text().lower(), "fenced by the group"
