@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorwatch.core.naming import positions_group
 
-from .support.exactly_once import delivery, produce_paced, read_committed
+from .support.exactly_once import PacedWriter, delivery, read_committed
 from .support.helpers import create_topic, end_offsets
 from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from .test_mirror import committed_offsets
@@ -43,14 +42,14 @@ def committed_total(bootstrap: str, group: str, topic: str, parts: int) -> int:
 
 def test_sigkill_under_load_delivers_each_record_once(source, target, topic_name, mirror_config, tmp_path):
     """Three SIGKILLs while 3,000 records/s flow: a read_committed reader sees each record once, in order, and the
-    positions on the target and the source group's commits reach the source's end. A static instance id (as under systemd or a StatefulSet): the
-    restarted process takes the partitions back at once, and its transactional id fences the killed one's open
-    transaction."""
-    parts, group, total = 4, f"g-{topic_name}", 90_000
+    positions on the target and the source group's commits reach the source's end. A static instance id (as under
+    systemd or a StatefulSet): the restarted process takes the partitions back at once, and its transactional id
+    fences the killed one's open transaction."""
+    parts, group = 4, f"g-{topic_name}"
     create_topic(source.bootstrap, topic_name, parts)
     cfg = eos_config(mirror_config, topic_name, group, instance_id="a")
     mirrored_topic = f"east.{topic_name}"
-    writer = threading.Thread(target=produce_paced, args=(source.bootstrap, topic_name, total, parts, 3_000))
+    writer = PacedWriter(source.bootstrap, topic_name, parts, 3_000)
     mirror = MirrorProcess(cfg, tmp_path / "m.yaml").start()
     wait_until(lambda: "assigned" in mirror.log_text(), 60, what="the first assignment", alive=mirror)
     writer.start()
@@ -64,8 +63,7 @@ def test_sigkill_under_load_delivers_each_record_once(source, target, topic_name
             )
             mirror.kill()
             mirror.start()
-        assert writer.is_alive(), "the writer finished before the third kill: the kills were not under load"
-        writer.join(120)
+        total = writer.finish()
         wait_until(
             lambda: (
                 positions(target.bootstrap, group, mirrored_topic, parts) == end_offsets(source.bootstrap, topic_name)
@@ -97,7 +95,7 @@ def test_zombie_and_scale_out_never_commit_twice(source, target, topic_name, mir
     """Two mirrors share the flow. One is frozen past its session (not past its transaction timeout, so only the
     positions group's generation can stop it): the other takes its partitions and goes on. Thawed, the zombie's
     open transaction must not commit. Then the other is SIGKILLed and not restarted: the survivor takes all."""
-    parts, group, total = 6, f"g-{topic_name}", 90_000
+    parts, group = 6, f"g-{topic_name}"
     create_topic(source.bootstrap, topic_name, parts)
     # the freeze (12 s) outlasts the session (6 s) but not the transaction timeout (20 s)
     settings = {"transaction_timeout_s": 20, "consumer": {"session.timeout.ms": 6000}}
@@ -108,7 +106,7 @@ def test_zombie_and_scale_out_never_commit_twice(source, target, topic_name, mir
     second = MirrorProcess(
         eos_config(mirror_config, topic_name, group, instance_id="b", **settings), tmp_path / "b.yaml", log_name="b.log"
     ).start()
-    writer = threading.Thread(target=produce_paced, args=(source.bootstrap, topic_name, total, parts, 3_000))
+    writer = PacedWriter(source.bootstrap, topic_name, parts, 3_000)
     try:
         wait_until(
             lambda: "assigned" in first.log_text() and "assigned" in second.log_text(),
@@ -137,8 +135,14 @@ def test_zombie_and_scale_out_never_commit_twice(source, target, topic_name, mir
             lambda: "aborting the open transaction" in first.log_text(), 30, what="the zombie to abort", alive=first
         )
         second.kill()  # scale-out with one killed: the thawed one takes everything after b's session
-        assert writer.is_alive(), "the writer finished before the faults: they were not under load"
-        writer.join(120)
+        progress = committed_total(target.bootstrap, group, mirrored_topic, parts)
+        wait_until(
+            lambda: committed_total(target.bootstrap, group, mirrored_topic, parts) > progress + 3_000,
+            60,
+            what="the survivor to go on with every partition",
+            alive=first,
+        )
+        total = writer.finish()
         wait_until(
             lambda: (
                 positions(target.bootstrap, group, mirrored_topic, parts) == end_offsets(source.bootstrap, topic_name)

@@ -3,6 +3,7 @@ numbered records the source was given (tests/support/helpers.produce_numbered: r
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -71,32 +72,49 @@ def delivery(records: list, produced: int, partitions: int) -> Delivery:
     return Delivery(len(records), lost, duplicates, order)
 
 
-def produce_paced(bootstrap: str, topic: str, total: int, partitions: int, rate: int, stop=None) -> None:
-    """produce_numbered's records 0..total-1, at about ``rate`` records/s (faults happen while records flow)."""
-    from confluent_kafka import Producer
+class PacedWriter(threading.Thread):
+    """produce_numbered's records 0, 1, 2, … at about ``rate`` records/s until ``finish()`` (faults happen while
+    records flow, however slow the machine); ``produced`` is then how many were written."""
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
-    chunk = max(1, rate // 20)
-    started = time.monotonic()
-    errors: list = []
-    for i in range(total):
-        while True:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, limit: int = 10_000_000) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.partitions, self.rate, self.limit = bootstrap, topic, partitions, rate, limit
+        self.produced = 0
+        self.errors: list = []
+        self._finish = threading.Event()
+
+    def finish(self, timeout: float = 120) -> int:
+        self._finish.set()
+        self.join(timeout)
+        assert not self.is_alive() and not self.errors, self.errors[:3]
+        return self.produced
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        props = {"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+        producer = Producer(props)
+        chunk = max(1, self.rate // 20)
+        started = time.monotonic()
+        i = 0
+        while i < self.limit and not (i % chunk == 0 and self._finish.is_set()):
             try:
                 producer.produce(
-                    topic,
+                    self.topic,
                     key=f"k{i}".encode(),
                     value=f"v{i}".encode(),
-                    partition=i % partitions,
-                    on_delivery=lambda err, msg: errors.append(err) if err else None,
+                    partition=i % self.partitions,
+                    on_delivery=lambda err, msg: self.errors.append(err) if err else None,
                 )
-                break
             except BufferError:
                 producer.poll(0.05)
-        if i % chunk == chunk - 1:
-            producer.poll(0)
-            ahead = (i + 1) / rate - (time.monotonic() - started)
-            if ahead > 0:
-                time.sleep(ahead)
-            if stop is not None and stop.is_set():
-                break
-    assert producer.flush(60) == 0 and not errors, errors[:3]
+                continue
+            i += 1
+            if i % chunk == 0:
+                producer.poll(0)
+                ahead = i / self.rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+        if producer.flush(60):
+            self.errors.append("records not flushed")
+        self.produced = i
