@@ -6,7 +6,12 @@ whether each lies in an in-flight window: between the group's commit and the sou
 order on the target (the first occurrences of each key's sequence numbers must be increasing), and what the
 monitor and canary said during each fault (did they turn non-OK, and recover?).
 
-Usage: .venv/bin/python -m bench.soak [--records 1000000] [--rate 20000]
+With ``--delivery exactly_once`` (issue 28) two mirrors share the flow in exactly-once mode and the faults are
+theirs (``PLANS``): each mirror SIGKILLed, the target's broker SIGKILLed, the source's frozen, one mirror frozen past
+its session (a zombie when thawed), the other killed for good; a read_committed reader must then see no duplicate
+at all.
+
+Usage: .venv/bin/python -m bench.soak [--records 1000000] [--rate 20000] [--delivery exactly_once]
 Ends with one JSON line (bench/README.md); exit 1 if the soak failed. The suite runs ``run_soak(100_000, ...)`` (tests/test_soak.py).
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -21,29 +27,27 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorwatch.localkafka import LocalClusters
 from mirrorwatch.localkafka.launcher import free_port
 
 from .jsonline import BenchRun
+from .soak_check import GROUP, PARTITIONS, QUIET, TOPIC, _committed_and_end, _read, check
 
 BIN = Path(sys.executable).parent
-TOPIC, PARTITIONS, KEYS, GROUP = "soak", 6, 1000, "mirrorwatch-soak"
-# The soak's own clients see the restarts it causes: their connection-refused lines (one per client per second)
-# filled CI's output tail and hid the failure's own message, which says more.
-QUIET = {"log_level": 0}
+KEYS = 1000
 
 
 @dataclass
 class SoakReport:
     records: int
+    delivery: str = "at_least_once"  # exactly_once: two mirrors, its own faults, and no duplicate anywhere
     lost: int = 0
     duplicates: int = 0
     duplicates_outside_windows: int = 0
@@ -153,75 +157,37 @@ def _start(name: str, argv: list[str], logs: Path) -> subprocess.Popen:
     )
 
 
-def _committed_and_end(source: str) -> tuple[dict[int, int], dict[int, int]]:
-    consumer = Consumer({"bootstrap.servers": source, "group.id": GROUP, "enable.auto.commit": False, **QUIET})
-    try:
-        tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-        for attempt in range(30):  # the coordinator moves while a cluster restarts: retry what is retriable
-            try:
-                committed = {tp.partition: max(0, tp.offset) for tp in consumer.committed(tps, timeout=30)}
-                ends = {
-                    p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
-                    for p in range(PARTITIONS)
-                }
-                return committed, ends
-            except KafkaException as exc:
-                if not exc.args[0].retriable() and exc.args[0].code() != KafkaError.NOT_COORDINATOR or attempt == 29:
-                    raise
-                time.sleep(1)
-    finally:
-        consumer.close()
+# Faults at fractions of the produced records. At-least-once: the mirror killed three times, each cluster
+# restarted. Exactly-once (issue 28): two mirrors share the flow (scale-out), each is killed, the target's broker is
+# SIGKILLed, the source's frozen, mirror a frozen past its session (a zombie when thawed), and b killed for good.
+PLANS = {
+    "at_least_once": [
+        (0.15, "kill mirror"),
+        (0.30, "kill mirror"),
+        (0.45, "kill mirror"),
+        (0.60, "restart target"),
+        (0.75, "restart source"),
+    ],
+    "exactly_once": [
+        (0.08, "kill mirror"),
+        (0.16, "kill mirror b"),
+        (0.26, "kill target broker"),
+        (0.42, "freeze source"),
+        (0.54, "freeze mirror past its session"),
+        (0.76, "kill mirror b for good"),
+    ],
+}
+ZOMBIE_SESSION_S = 6  # the exactly-once soak's session timeout; a mirror frozen twice as long is a zombie
 
 
-def _read(bootstrap: str, topic: str) -> dict[int, list[tuple[int, bytes, bytes]]]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "soak-checker", "enable.auto.commit": False, **QUIET}
-    )
-    out: dict[int, list] = defaultdict(list)
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        remaining = sum(ends.values())
-        deadline = time.monotonic() + 600
-        while remaining > 0 and time.monotonic() < deadline:
-            for m in consumer.consume(10_000, 1.0):
-                if not m.error() and m.offset() < ends[m.partition()]:
-                    out[m.partition()].append((m.offset(), m.key(), m.value()))
-                    remaining -= 1
-    finally:
-        consumer.close()
-    return out
-
-
-def check(source_records, target_records, windows) -> tuple[int, int, int, int]:
-    """(lost, duplicates, duplicates outside in-flight windows, per-key order violations)."""
-    source_offset = {(key, value): (p, off) for p, recs in source_records.items() for off, key, value in recs}
-    seen: dict[tuple[bytes, bytes], int] = defaultdict(int)
-    order_violations, last_first = 0, {}
-    for recs in target_records.values():
-        for _, key, value in recs:
-            seen[(key, value)] += 1
-            if seen[(key, value)] == 1:  # order of first occurrences per key
-                seq = int(value)
-                if seq <= last_first.get(key, -1):
-                    order_violations += 1
-                last_first[key] = seq
-    lost = sum(1 for record in source_offset if record not in seen)
-    duplicates = outside = 0
-    for record, count in seen.items():
-        if count > 1:
-            duplicates += count - 1
-            p, off = source_offset[record]
-            if not any(c[p] <= off < e[p] for c, e in windows):
-                outside += count - 1
-    return lost, duplicates, outside, order_violations
-
-
-def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) -> SoakReport:
+def run_soak(
+    records: int, rate: int, workdir: Path | None = None, log=print, delivery: str = "at_least_once"
+) -> SoakReport:
     workdir = Path(workdir or tempfile.mkdtemp(prefix="mw-soak-"))
     logs = workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    report = SoakReport(records)
+    report = SoakReport(records, delivery=delivery)
+    exactly_once = delivery == "exactly_once"
     started = time.monotonic()
     with LocalClusters(["east", "west"], workdir / "clusters") as clusters:
         east, west = clusters["east"], clusters["west"]
@@ -255,7 +221,22 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
         }
         path = workdir / "soak.yaml"
         path.write_text(yaml.safe_dump(config))
-        mirror = _start("mirror", [str(BIN / "mirror"), "run", "--config", str(path)], logs)
+        paths = {"mirror": path}
+        if exactly_once:  # two mirrors, each with its own instance (static membership, transactional id)
+            for name, instance in (("mirror", "a"), ("mirror b", "b")):
+                mirror_settings = {
+                    **config["mirror"],
+                    "delivery": "exactly_once",
+                    "instance_id": instance,
+                    "consumer": {"session.timeout.ms": ZOMBIE_SESSION_S * 1000},
+                }
+                paths[name] = workdir / f"soak-{instance}.yaml"
+                paths[name].write_text(yaml.safe_dump({**config, "mirror": mirror_settings}))
+
+        def start_mirror(name: str) -> subprocess.Popen:
+            return _start(name.replace(" ", "-"), [str(BIN / "mirror"), "run", "--config", str(paths[name])], logs)
+
+        mirrors = {name: start_mirror(name) for name in paths}
         services = [
             _start("monitor", [str(BIN / "monitor"), "run", "--config", str(path)], logs),
             _start("canary", [str(BIN / "canary"), "run", "--config", str(path)], logs),
@@ -265,42 +246,55 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
         producing = Producing(east.bootstrap, records, rate)
         producing.start()
         windows = []
-        # faults at fractions of the produced records; each waits for its turn, breaks, repairs
-        plan = [
-            (0.15, "kill mirror"),
-            (0.30, "kill mirror"),
-            (0.45, "kill mirror"),
-            (0.60, "restart target"),
-            (0.75, "restart source"),
-        ]
-        for fraction, fault in plan:
+        for fraction, fault in PLANS[delivery]:
             while producing.sent < fraction * records and producing.is_alive():
                 time.sleep(0.2)
-            t0 = time.monotonic()
-            if fault == "kill mirror":
-                mirror.send_signal(signal.SIGKILL)
-                mirror.wait()
-                windows.append(_committed_and_end(east.bootstrap))
-                time.sleep(3)  # long enough to be seen by the canary and the monitor
-                mirror = _start("mirror", [str(BIN / "mirror"), "run", "--config", str(path)], logs)
+            t0, at_record, under_load = time.monotonic(), producing.sent, producing.is_alive()
+            if fault.startswith("kill mirror"):
+                name = "mirror b" if fault.startswith("kill mirror b") else "mirror"
+                mirrors[name].send_signal(signal.SIGKILL)
+                mirrors[name].wait()
+                if not exactly_once:  # exactly-once: no window, a duplicate anywhere is a failure
+                    windows.append(_committed_and_end(east.bootstrap))
+                time.sleep(1 if exactly_once else 3)  # at-least-once: long enough for the canary and the monitor
+                if fault.endswith("for good"):
+                    mirrors.pop(name)
+                else:
+                    mirrors[name] = start_mirror(name)
+            elif fault in ("freeze source", "freeze mirror past its session"):
+                pid = east.proc.pid if fault == "freeze source" else mirrors["mirror"].pid
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(5 if fault == "freeze source" else 2 * ZOMBIE_SESSION_S)
+                os.kill(pid, signal.SIGCONT)
             else:
                 # a restart can cost the mirror its partitions (the group's session expires): it then re-sends
                 # from its last commit, which is an in-flight window like a kill's
-                windows.append(_committed_and_end(east.bootstrap))
-                cluster = west if fault == "restart target" else east
-                cluster.stop()
+                if not exactly_once:
+                    windows.append(_committed_and_end(east.bootstrap))
+                cluster = west if "target" in fault else east
+                if fault == "kill target broker":
+                    cluster.kill()
+                else:
+                    cluster.stop()
                 time.sleep(3)
                 cluster.start()
             report.faults.append(
-                {"fault": fault, "at_record": producing.sent, "start": t0, "repaired": time.monotonic()}
+                {
+                    "fault": fault,
+                    "at_record": at_record,
+                    "under_load": under_load,  # records still being written when it struck
+                    "start": t0,
+                    "repaired": time.monotonic(),
+                }
             )
-            log(f"soak: {fault} at record {producing.sent}")
+            log(f"soak: {fault} at record {at_record}")
         producing.join()
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            if mirror.poll() is not None:  # a crash is a finding, not something to wait out
-                tail = (logs / "mirror.log").read_text(errors="replace")[-1500:]
-                raise RuntimeError(f"the mirror exited with {mirror.returncode} during the soak:\n{tail}")
+            for name, mirror in mirrors.items():
+                if mirror.poll() is not None:  # a crash is a finding, not something to wait out
+                    tail = (logs / f"{name.replace(' ', '-')}.log").read_text(errors="replace")[-1500:]
+                    raise RuntimeError(f"{name} exited with {mirror.returncode} during the soak:\n{tail}")
             committed, ends = _committed_and_end(east.bootstrap)
             if committed == ends:
                 break
@@ -314,9 +308,9 @@ def run_soak(records: int, rate: int, workdir: Path | None = None, log=print) ->
                 break
             time.sleep(1)
         observer.stop.set()
-        for proc in [mirror, *services]:
+        for proc in [*mirrors.values(), *services]:
             proc.send_signal(signal.SIGTERM)
-        for proc in [mirror, *services]:
+        for proc in [*mirrors.values(), *services]:
             try:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
@@ -355,9 +349,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=20_000)
+    parser.add_argument(
+        "--delivery",
+        choices=sorted(PLANS),
+        default="at_least_once",
+        help="exactly_once: two mirrors in mirror.delivery: exactly_once, its own faults (module note)",
+    )
     args = parser.parse_args()
     with BenchRun("soak", vars(args)) as run:
-        report = run_soak(args.records, args.rate)
+        report = run_soak(args.records, args.rate, delivery=args.delivery)
         print(json.dumps(report.__dict__, indent=2))
         run.figures.update(
             {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak import SoakReport, run_soak
+from bench.soak import PLANS, SoakReport, run_soak
 
 pytestmark = [
     pytest.mark.kafka,
@@ -46,3 +46,14 @@ def test_soak_100k(tmp_path):
     # the canary and the monitor saw the mirror's deaths, and everything was green again at the end
     assert any(f["turned_non_ok"] for f in kills), _explained(report)
     assert report.faults[-1]["recovered"], _explained(report)
+
+
+def test_soak_exactly_once(tmp_path):
+    """Issue 28's fault soak at reduced size: two mirrors in exactly-once mode, each SIGKILLed, the target's broker
+    SIGKILLed, the source's frozen, one mirror frozen past its session (a zombie when thawed), the other killed for
+    good, all while records flow: a read_committed reader sees each record once, in per-key order."""
+    report = run_soak(150_000, rate=3_000, workdir=tmp_path, delivery="exactly_once")
+    print(report)
+    assert report.lost == 0 and report.duplicates == 0 and report.order_violations == 0, _explained(report)
+    assert [f["fault"] for f in report.faults] == [fault for _, fault in PLANS["exactly_once"]], _explained(report)
+    assert all(f["under_load"] for f in report.faults), _explained(report)
