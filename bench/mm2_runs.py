@@ -221,7 +221,10 @@ def throughput(
     finally:
         watcher.close()
         tail.close()
-    raise RuntimeError("timed out")
+    raise RuntimeError(
+        f"{target}: timed out after {timeout_s:.0f} s: {PARTITIONS - len(waiting)} of {PARTITIONS} partitions hold "
+        f"their share, a read_committed reader has the last record of {len(done)}"
+    )
 
 
 def records_readable(west: str, topic: str, timeout_s: float = 120) -> int:
