@@ -7,9 +7,9 @@ order on the target (the first occurrences of each key's sequence numbers must b
 monitor and canary said during each fault (did they turn non-OK, and recover?).
 
 With ``--delivery exactly_once`` (issue 28) two mirrors share the flow in exactly-once mode and the faults are
-theirs (``PLANS``): each mirror SIGKILLed, the target's broker SIGKILLed, the source's frozen, one mirror frozen past
-its session (a zombie when thawed), the other killed for good; a read_committed reader must then see no duplicate
-at all.
+theirs (``PLANS``): each mirror SIGKILLed, the source's broker frozen, one mirror frozen past its session (a
+zombie when thawed), the other killed for good, the target's broker SIGKILLed; a read_committed reader must then
+see no duplicate at all.
 
 Usage: .venv/bin/python -m bench.soak [--records 1000000] [--rate 20000] [--delivery exactly_once]
 Ends with one JSON line (bench/README.md); exit 1 if the soak failed. The suite runs ``run_soak(100_000, ...)`` (tests/test_soak.py).
@@ -158,8 +158,8 @@ def _start(name: str, argv: list[str], logs: Path) -> subprocess.Popen:
 
 
 # Faults at fractions of the produced records. At-least-once: the mirror killed three times, each cluster
-# restarted. Exactly-once (issue 28): two mirrors share the flow (scale-out), each is killed, the target's broker is
-# SIGKILLed, the source's frozen, mirror a frozen past its session (a zombie when thawed), and b killed for good.
+# restarted. Exactly-once (issue 28): two mirrors share the flow (scale-out), each is killed, the source's broker
+# frozen, mirror a frozen past its session (a zombie when thawed), b killed for good, the target's broker SIGKILLed.
 PLANS = {
     "at_least_once": [
         (0.15, "kill mirror"),
@@ -168,13 +168,13 @@ PLANS = {
         (0.60, "restart target"),
         (0.75, "restart source"),
     ],
-    "exactly_once": [
+    "exactly_once": [  # the broker's SIGKILL last: its restart is the slowest repair, the others strike first
         (0.08, "kill mirror"),
         (0.16, "kill mirror b"),
-        (0.26, "kill target broker"),
-        (0.42, "freeze source"),
-        (0.54, "freeze mirror past its session"),
-        (0.76, "kill mirror b for good"),
+        (0.26, "freeze source"),
+        (0.38, "freeze mirror past its session"),
+        (0.60, "kill mirror b for good"),
+        (0.72, "kill target broker"),
     ],
 }
 ZOMBIE_SESSION_S = 6  # the exactly-once soak's session timeout; a mirror frozen twice as long is a zombie
