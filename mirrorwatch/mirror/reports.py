@@ -31,9 +31,7 @@ class DeliveryReports:
     _stop: Any
     exactly_once: bool
     _fence_pending: KafkaError | None
-
-    def _report_failed(self, state: PartitionState, err: KafkaError) -> bool:  # transactions.py
-        raise NotImplementedError
+    _report_failed: Any  # transactions.py (a stub here would shadow it: this mixin comes first)
 
     def _segment_failed(self, state: PartitionState, entry: tuple, err: KafkaError, msg) -> None:
         """A report failed: every record of its segment (those sent since the previous report) may be the one

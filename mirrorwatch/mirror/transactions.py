@@ -177,8 +177,7 @@ class ExactlyOnce:
     def _eos_lost(self, members, partitions) -> None:
         """Another member may own them now: nothing written since the last commit may become visible."""
         self._abort("the positions group's assignment was lost")
-        self._drop(partitions)
-        self._rewind()  # partitions kept (none when all were lost) go back to their committed positions
+        self._drop(partitions)  # cooperative: the whole assignment is lost at once, nothing is kept to rewind
 
     def _drop(self, target_partitions) -> None:
         source_tps = []
@@ -316,7 +315,7 @@ class ExactlyOnce:
         )
         self.transactions_aborted += 1
         self._produced_since_commit = False
-        self.partitions.clear()  # in-flight reports of the old producer update detached states
+        self._unassign_all()  # in-flight reports of the old producer update detached states
         self._fenced_producers.append(self.producer)  # never destroyed: that could wait on its purged records
         self.producer = make_producer(
             self.target_cluster,
@@ -325,18 +324,31 @@ class ExactlyOnce:
         )
         self.publisher.bind(self.producer, self.consumer)
         self._transactions_ready = False
-        self._init_transactions()
-        self._rewind(all_assigned=True)
+        while not self._stop.is_set():  # a target still settling after an outage: wait for it, never guess
+            try:
+                self._init_transactions()
+                break
+            except KafkaException as exc:
+                self._retrying("exactly-once: starting transactions again (will retry): %s", exc)  # type: ignore[attr-defined]
+                self.probes.tick("data path")  # type: ignore[attr-defined]
+                self._stop.wait(1.0)
+        self._rewind()
 
-    def _rewind(self, all_assigned: bool = False) -> None:
-        """Every partition back to its position committed on the target (records read since are read again)."""
-        keys = list(self.partitions)
-        targets = [TopicPartition(self.target_names.get(t) or self.policy.target_topic(t), p) for t, p in keys]
-        if all_assigned:
-            targets = list(self.members.assignment())
-        if keys:
-            self._drop(targets)
-        self._take(targets)
+    def _unassign_all(self) -> None:
+        """Forget every partition and stop fetching them (their states stay detached for late reports)."""
+        self.partitions.clear()
+        self.owned = frozenset()
+        try:
+            self.consumer.incremental_unassign(self.consumer.assignment())
+        except KafkaException as exc:
+            log.debug("unassigning the source partitions: %s", exc)
+
+    def _rewind(self) -> None:
+        """Every partition the positions group gave us back to its position committed on the target (records read
+        since are read again)."""
+        self._unassign_all()
+        if not self._stop.is_set():
+            self._take(list(self.members.assignment()))
 
     def _stop_reason(self) -> bool:
         return bool(self.failures or self.fatal_error is not None or self.lost)  # type: ignore[attr-defined]
@@ -344,7 +356,9 @@ class ExactlyOnce:
     def _close_transactions(self) -> None:
         """At shutdown: commit what was written if it can be checked, else abort; leave the positions group."""
         try:
-            if self._stop_reason():
+            if not self._transactions_ready:
+                pass  # never started (refused at start-up, say): nothing was begun
+            elif self._stop_reason():
                 self._abort("stopping on a failure")
             elif self.members is not None:
                 self.publisher.emit_syncs()
