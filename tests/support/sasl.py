@@ -23,7 +23,12 @@ MIRROR_PASSWORD = f"mwSecret{uuid.uuid4().hex[:12]}Zq"
 ADMIN_PASSWORD = f"mwAdmin{uuid.uuid4().hex[:12]}Zq"
 MIRROR_USER = "mirror"
 
-_RESOURCE = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP, "cluster": ResourceType.BROKER}
+_RESOURCE = {
+    "topic": ResourceType.TOPIC,
+    "group": ResourceType.GROUP,
+    "cluster": ResourceType.BROKER,
+    "transactional id": ResourceType.TRANSACTIONAL_ID,
+}
 _PATTERN = {LITERAL: ResourcePatternType.LITERAL, PREFIXED: ResourcePatternType.PREFIXED}
 
 
