@@ -177,6 +177,15 @@ CASES: list[dict] = [
         "exit": 2,
     },
     {
+        "input": "`delivery: exactly_once` with `on_records_lost: continue` (a gap could not be marked on the target)",
+        "command": "mirror run --config m.yaml",
+        "config": _with("mirror: {delivery: exactly_once, on_records_lost: continue}\n"),
+        "message": "mirror: config error in m.yaml: mirror: delivery: exactly_once cannot be exact with "
+        "on_records_lost: continue (the gap would be skipped without a mark on the target); set on_records_lost: "
+        "stop or delivery: at_least_once",
+        "exit": 2,
+    },
+    {
         "input": "a --flow that is not defined",
         "command": "mirror run --config m.yaml --flow nope",
         "message": "mirror: flow 'nope' is not defined (defined: east-west)",
@@ -491,6 +500,21 @@ def missing_acl_cases(config) -> list[dict]:
     return cases
 
 
+def transactional_id_case(source: str = "east", target: str = "west", group: str | None = None) -> dict:
+    """``mirror.delivery: exactly_once`` without WRITE on its transactional id: ``mirror run`` stops at start, before
+    anything reaches the target (``…``: the instance, mirror.instance_id or the host name)."""
+    group = group or f"mirrorwatch-{source}-{target}"
+    return {
+        "input": "`mirror run` with `delivery: exactly_once`: the principal has every ACL but WRITE on its "
+        "transactional id",
+        "command": "mirror run --config m.yaml",
+        "exit": 1,
+        "message": f"mirror: not authorised to WRITE transactional id {group}-… on cluster '{target}' "
+        "(principal User:mirror): grant it (see docs/security.md)",
+        "test": "tests/test_security.py::test_exactly_once_without_transactional_id_acl_stops_at_start",
+    }
+
+
 def doctor_cases(
     source: str = "east", target: str = "west", topic: str = "orders", canary: str = "mw.canary"
 ) -> dict[str, dict]:
@@ -531,6 +555,12 @@ def doctor_cases(
             acl_test,
             f"ACL READ group {group} (mirror) | MISSING | refused… | {grant}Read --group '{group}'",
         ),
+        "write-transactional-id": (
+            "`delivery: exactly_once`, the principal lacks WRITE on the transactional ids (prefixed)",
+            "tests/test_doctor.py::test_sasl_pair_exactly_once_names_the_missing_transactional_id_acl",
+            f"ACL WRITE transactional id {group}-* (prefixed) (mirror) | MISSING | refused: … | "
+            f"{grant}Write --transactional-id '{group}-' --resource-pattern-type prefixed",
+        ),
     }
     return {
         key: {
@@ -555,7 +585,7 @@ def sasl_cases() -> list[dict]:
             "flows": {"east-west": {"source": "east", "target": "west", "topics": ["orders"]}},
         }
     )
-    return CREDENTIAL_CASES + missing_acl_cases(config) + list(doctor_cases().values())
+    return CREDENTIAL_CASES + missing_acl_cases(config) + [transactional_id_case()] + list(doctor_cases().values())
 
 
 def message_pattern(message: str) -> re.Pattern:
@@ -575,9 +605,12 @@ def render() -> str:
         "row says otherwise the line goes to stderr; with `--json`, stdout also holds exactly one JSON object",
         '`{"error": <the line without the program name>, "exit_code": <n>, ...}`.',
         "",
-        "Exit codes: `mirror`, `monitor` 0 fine, 1 the mirror stopped on a record it cannot write / internal error,",
-        "2 bad input, 3 a cluster is unreachable; `canary` 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad input too);",
-        "`mirrorwatch doctor` 3 bad config; `mirrorwatch config from-strimzi`/`from-mm2` 0 written, 2 input it cannot use.",
+        "Exit codes: `mirror`, `monitor` 0 fine, 1 the mirror stopped on a record it cannot write, on an ACL or",
+        "credentials refused / internal error, 2 bad input, 3 a cluster is unreachable; `mirror run` also 4 source",
+        "records lost before they were mirrored (`on_records_lost: stop`), 5 exactly-once refused (fenced twice within",
+        "60 s: another process runs with its transactional id; give each its own `mirror.instance_id`); `canary` 0 OK,",
+        "1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad input too); `mirrorwatch doctor` 3 bad config;",
+        "`mirrorwatch config from-strimzi`/`from-mm2` 0 written, 2 input it cannot use.",
         "",
         "| # | input | command | message | exit |",
         "|---|---|---|---|---|",

@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from mirrorwatch.core import access
-from mirrorwatch.core.acls import LITERAL, PREFIXED, is_literal, mirror_needs
+from mirrorwatch.core.acls import LITERAL, PREFIXED, AclNeed, exactly_once_needs, is_literal, mirror_needs
 from mirrorwatch.core.config_loading import config_from_dict
 
 
@@ -104,3 +104,91 @@ def test_mirror_needs_prefix_policy():
     assert ("target", "CREATE", "topic", "east.", PREFIXED) in needs
     assert ("target", "WRITE", "topic", "mw.offset-syncs.east.internal", LITERAL) in needs
     assert not any(n[1] == "ALTER" for n in needs)  # partition growth is optional
+
+
+def _eos_config(policy: str = "prefix", delivery: str = "exactly_once", **flow):
+    return config_from_dict(
+        {
+            "clusters": {"east": {"bootstrap.servers": "a:1"}, "west": {"bootstrap.servers": "b:1"}},
+            "flows": {
+                "east-west": {"source": "east", "target": "west", "topics": ["orders"], "policy": policy, **flow}
+            },
+            "mirror": {"delivery": delivery},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "config,expected",
+    [
+        (_eos_config(delivery="at_least_once"), set()),
+        (
+            _eos_config(),
+            {
+                ("WRITE", "transactional id", "mirrorwatch-east-west-", PREFIXED),
+                ("READ", "group", "mirrorwatch-east-west.eos", LITERAL),
+                ("READ", "topic", "east.", PREFIXED),
+            },
+        ),
+        (
+            _eos_config(group="mm-orders"),  # a configured group names the transactional ids and positions group
+            {
+                ("WRITE", "transactional id", "mm-orders-", PREFIXED),
+                ("READ", "group", "mm-orders.eos", LITERAL),
+                ("READ", "topic", "east.", PREFIXED),
+            },
+        ),
+        (
+            _eos_config(policy="identity"),  # target topics keep their names: one literal READ each
+            {
+                ("WRITE", "transactional id", "mirrorwatch-east-west-", PREFIXED),
+                ("READ", "group", "mirrorwatch-east-west.eos", LITERAL),
+                ("READ", "topic", "orders", LITERAL),
+                ("READ", "topic", "heartbeats", LITERAL),
+                ("READ", "topic", "mw.canary", LITERAL),
+            },
+        ),
+    ],
+    ids=["at-least-once", "exactly-once", "configured-group", "identity"],
+)
+def test_exactly_once_needs(config, expected):
+    needs = exactly_once_needs(config, None)
+    assert {(n.operation, n.resource_type, n.name, n.pattern) for n in needs} == expected
+    assert all(n.role == "target" and n.component == "mirror" and n.required for n in needs)
+    assert set(needs) <= set(mirror_needs(config, None))  # the doctor and the docs read mirror_needs
+
+
+@pytest.mark.parametrize(
+    "need,command",
+    [
+        (
+            AclNeed("mirror", "target", "WRITE", "transactional id", "mirrorwatch-east-west-", PREFIXED),
+            "--operation Write --transactional-id 'mirrorwatch-east-west-' --resource-pattern-type prefixed",
+        ),
+        (
+            AclNeed("mirror", "target", "READ", "group", "mirrorwatch-east-west.eos"),
+            "--operation Read --group 'mirrorwatch-east-west.eos'",
+        ),
+        (
+            AclNeed("mirror", "target", "READ", "topic", "east.", PREFIXED),
+            "--operation Read --topic 'east.' --resource-pattern-type prefixed",
+        ),
+        (
+            AclNeed("mirror", "target", "DESCRIBE_CONFIGS", "topic", "orders"),
+            "--operation DescribeConfigs --topic 'orders'",
+        ),
+    ],
+)
+def test_doctor_names_the_kafka_acls_command(need, command):
+    from types import SimpleNamespace
+
+    from mirrorwatch.doctor.report import _grant
+
+    cluster = SimpleNamespace(
+        bootstrap_servers="west:9093",
+        properties={"security.protocol": "SASL_SSL", "sasl.username": "mirror", "sasl.password": "s3cret"},
+    )
+    assert _grant(need, SimpleNamespace(cluster=cluster)) == (
+        "kafka-acls.sh --bootstrap-server west:9093 --command-config <admin.properties> --add "
+        f"--allow-principal User:mirror {command}"
+    )

@@ -14,6 +14,7 @@ import yaml
 from mirrorwatch.core.acls import all_needs
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.naming import offset_syncs_topic
+from mirrorwatch.doctor.probes import OK, ClusterProbe
 
 from .error_cases import doctor_cases, message_pattern
 from .support.helpers import create_topic
@@ -150,3 +151,40 @@ def test_sasl_pair_names_missing_write_and_group_read(sasl_pair, tmp_path):
     }, writes
     reads = {r["check"]: r["status"] for r in rows if r["check"].startswith(f"ACL READ topic {topic} ")}
     assert list(reads.values()) == ["OK"], reads
+
+
+def test_sasl_pair_exactly_once_names_the_missing_transactional_id_acl(sasl_pair, tmp_path):
+    """``delivery: exactly_once`` adds three target ACLs (core/acls.py exactly_once_needs): the transactional ids
+    (asked with init_transactions on a probe id under the prefix), the positions group and the target topics
+    (READ, from the authorised operations). Withheld, the transactional-id row is MISSING with its grant; granted,
+    it turns OK."""
+    tag = uuid.uuid4().hex[:6]
+    alias, topic, canary = f"x{tag}", f"orders-{tag}", f"canary-{tag}"
+    cfg = sasl_pair.config(alias, "west", topics=[topic])
+    cfg["mirror"] = {"heartbeats_topic": f"hb-{tag}", "metrics_port": None, "delivery": "exactly_once"}
+    cfg["canary"] = {"topic": canary, "metrics_port": None}
+    config = config_from_dict(cfg)
+    needs = [n for n in all_needs(config, None) if n.required]
+    withheld = [n for n in needs if n.resource_type == "transactional id"]
+    assert len(withheld) == 1
+    sasl_pair.grant([n for n in needs if n not in withheld])
+    create_topic(sasl_pair.east.bootstrap, topic, 1, auth=sasl_pair.east.client_config())
+    create_topic(sasl_pair.west.bootstrap, f"{alias}.{topic}", 1, auth=sasl_pair.west.client_config())
+    sasl_pair.load_coordinators("target")  # the doctor's answers, not the first use of a fresh cluster, under test
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    proc = doctor(path, "--json")
+    case = doctor_cases(source=alias, topic=topic, canary=canary)["write-transactional-id"]
+    assert proc.returncode == case["exit"], proc.stdout + proc.stderr
+    missing = [row_line(r) for r in rows_of(proc) if r["status"] == "MISSING"]
+    assert len(missing) == 1 and message_pattern(case["message"]).fullmatch(missing[0]), missing
+    group = f"mirrorwatch-{alias}-west"
+    statuses = {r["check"]: r["status"] for r in rows_of(proc)}
+    assert statuses[f"ACL READ group {group}.eos (mirror)"] == "OK"
+    assert statuses[f"ACL READ topic {alias}.* (prefixed) (mirror)"] == "OK"  # answered on the existing target topic
+
+    # granted: the same probe answers OK (asked directly: a second full doctor run cost ~10 s on a busy machine)
+    sasl_pair.grant(withheld)
+    probe = ClusterProbe("west", config.clusters["west"])
+    assert probe.connect()[0]
+    assert probe.check(withheld[0]) == (OK, "")

@@ -4,6 +4,7 @@ take apart one entry at a time, and docs/security.md explains.
 Every entry is needed by the component as configured (a test removes each in turn and sees the component
 stop with a line naming it), except those marked ``required=False``: they serve one feature and their absence
 only disables it (config sync onto existing target topics, partition growth, checkpoints of other groups).
+With ``mirror.delivery: exactly_once`` the mirror needs three more on the target (``exactly_once_needs``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,14 @@ import re
 from dataclasses import dataclass
 
 from .config import Config, FlowConfig
-from .naming import ReplicationPolicy, checkpoints_topic, mirror_group, offset_syncs_topic
+from .naming import (
+    ReplicationPolicy,
+    checkpoints_topic,
+    mirror_group,
+    offset_syncs_topic,
+    positions_group,
+    transactional_id,
+)
 
 LITERAL, PREFIXED, MATCHING = "literal", "prefixed", "matching"  # MATCHING: a regex; grant what it matches
 
@@ -22,7 +30,7 @@ class AclNeed:
     component: str  # mirror, canary, monitor
     role: str  # source or target: which cluster of the flow
     operation: str  # Kafka's AclOperation name: READ, WRITE, CREATE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS, ALTER
-    resource_type: str  # topic, group, cluster
+    resource_type: str  # topic, group, cluster, transactional id
     name: str
     pattern: str = LITERAL
     why: str = ""
@@ -160,6 +168,50 @@ def mirror_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
                 required=False,
             )
         )
+    return needs + exactly_once_needs(config, flow_name)
+
+
+def exactly_once_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
+    """What ``mirror.delivery: exactly_once`` adds, all on the target (mirror/transactions.py). The transactional
+    producer needs no IDEMPOTENT_WRITE on the cluster: Kafka's InitProducerId and Produce check only WRITE on the
+    transactional id when the request carries one (read in the 4.4 broker's KafkaApis)."""
+    if config.mirror.delivery != "exactly_once":
+        return []
+    name, flow = config.flow(flow_name)
+    policy = ReplicationPolicy(flow.policy, flow.source, flow.target, flow.separator)
+    group = mirror_group(flow.source, flow.target, flow.group, name)
+    needs = [
+        AclNeed(
+            "mirror",
+            "target",
+            "WRITE",
+            "transactional id",
+            transactional_id(group, ""),  # "<group>-": one prefixed ACL covers every process's "<group>-<instance>"
+            PREFIXED,
+            "open, commit and abort its transactions (its id is <group>-<mirror.instance_id or host name>)",
+        ),
+        AclNeed(
+            "mirror",
+            "target",
+            "READ",
+            "group",
+            positions_group(group),
+            LITERAL,
+            "join the positions group and commit the source positions inside each transaction",
+        ),
+    ]
+    needs += [
+        AclNeed(
+            "mirror",
+            "target",
+            "READ",
+            "topic",
+            topic,
+            kind,
+            "the positions group subscribes to the target topics and commits its offsets on them",
+        )
+        for topic, kind in _target_topics(policy, _source_topics(config, flow))
+    ]
     return needs
 
 

@@ -7,6 +7,12 @@ operations the broker says the caller may perform on the resource (KIP-430: ``de
 both. A topic that does not exist yet has no such answer, so READ and WRITE on it stay "unverified" (a prefixed
 WRITE is answered on an existing topic the prefix covers); a broker too old to answer (before Kafka 2.3) gets a
 fetch from the end of each partition by an assign()-only consumer for READ.
+
+WRITE on a transactional id (exactly-once) has no such answer: no describe call reports the operations on one,
+and a principal rarely may list ACLs. It is asked by a transactional producer's ``init_transactions`` with a
+probe id under the prefix (never an id a mirror uses: that would fence it). The broker checks WRITE on the id
+first; granted, it records the probe id's empty state in ``__transaction_state`` (expired after
+``transactional.id.expiration.ms``, 7 days by default); no transaction is begun, nothing reaches a topic.
 """
 
 from __future__ import annotations
@@ -78,7 +84,8 @@ class ClusterProbe:
         if need.pattern == LITERAL:
             return [need.name]
         if need.pattern == PREFIXED:
-            if need.resource_type == "topic" and need.operation == "WRITE":  # needs an existing topic (see above)
+            # READ and WRITE are answered on an existing topic only (see above)
+            if need.resource_type == "topic" and need.operation in ("READ", "WRITE"):
                 covered = sorted(t for t in self.topics if t.startswith(need.name))[:1]
                 if covered:
                     return covered
@@ -134,7 +141,21 @@ class ClusterProbe:
                 )
         if kind == "group":
             return self._group(name, op)
+        if kind == "transactional id" and op == "WRITE":
+            return self._transactional_id(name)
         return UNVERIFIED, "not probed"
+
+    def _transactional_id(self, name: str) -> tuple[str, str]:
+        """WRITE on a transactional id: init_transactions with it (see the module note: only ever a probe id)."""
+        producer = make_producer(self.cluster, "mirrorwatch-doctor", **{"transactional.id": name})
+        try:
+            producer.init_transactions(TIMEOUT_S)
+            return OK, ""
+        except KafkaException as exc:
+            err = error_of(exc)
+            if err is not None and err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                return MISSING, "refused"
+            return UNVERIFIED, f"no answer: {exc}"
 
     def _authorized(self, topic: str, op: str) -> tuple[str, str]:
         """OK or MISSING from the operations the broker says the caller may perform on an existing topic."""

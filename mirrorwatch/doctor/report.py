@@ -98,9 +98,12 @@ def _acl_rows(config: Config, flow_name: str, probes: dict[str, ClusterProbe]) -
 
 
 def _grant(need: AclNeed, probe: ClusterProbe) -> str:
-    resource = {"topic": f"--topic '{need.name}'", "group": f"--group '{need.name}'", "cluster": "--cluster"}[
-        need.resource_type
-    ]
+    resource = {
+        "topic": f"--topic '{need.name}'",
+        "group": f"--group '{need.name}'",
+        "cluster": "--cluster",
+        "transactional id": f"--transactional-id '{need.name}'",
+    }[need.resource_type]
     if need.pattern == PREFIXED:
         resource += " --resource-pattern-type prefixed"
     elif need.pattern != LITERAL:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -23,7 +24,12 @@ MIRROR_PASSWORD = f"mwSecret{uuid.uuid4().hex[:12]}Zq"
 ADMIN_PASSWORD = f"mwAdmin{uuid.uuid4().hex[:12]}Zq"
 MIRROR_USER = "mirror"
 
-_RESOURCE = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP, "cluster": ResourceType.BROKER}
+_RESOURCE = {
+    "topic": ResourceType.TOPIC,
+    "group": ResourceType.GROUP,
+    "cluster": ResourceType.BROKER,
+    "transactional id": ResourceType.TRANSACTIONAL_ID,
+}
 _PATTERN = {LITERAL: ResourcePatternType.LITERAL, PREFIXED: ResourcePatternType.PREFIXED}
 
 
@@ -75,6 +81,22 @@ class SaslPair:
                 for future in admin.create_acls(bindings).values():
                     future.result(30)
         time.sleep(0.5)  # the authorizer applies new ACLs from the metadata log; give it a moment
+
+    def load_coordinators(self, role: str) -> None:
+        """Have the cluster's group and transaction coordinators answer: their internal topics are created on
+        first use, and loading them (50 partitions of __transaction_state) outlasted the doctor's 10 s answers
+        on a busy machine. Once per session, whichever test asks first."""
+        producer = Producer({**self.cluster(role).client_config(), "transactional.id": "mirrorwatch-test-load"})
+        producer.init_transactions(120)  # retried inside until the transaction coordinator has loaded
+        admin, group, deadline = self.admin(role), "mirrorwatch-test-load", time.monotonic() + 120
+        while True:
+            try:
+                admin.describe_consumer_groups([group])[group].result(30)
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def revoke_all(self, principal: str = f"User:{MIRROR_USER}") -> None:
         for role in ("source", "target"):
