@@ -144,12 +144,6 @@ def test_each_missing_mirror_acl_is_named(missing_acl_outcomes, index):
     assert code == case["exit"] and message_pattern(case["message"]).fullmatch(lines[-1]), "\n".join(lines[-8:])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: after the refused init_transactions, the shutdown commits a transaction never begun "
-    "(transactions.py _close_transactions), replaces the producer and ends in 'internal error: KafkaException' "
-    "instead of the AccessProblem line; fix: skip the commit/abort when not self._transactions_ready",
-)
 def test_exactly_once_without_transactional_id_acl_stops_at_start(sasl_pair, tmp_path):
     """``delivery: exactly_once`` as a principal with every ACL the mode needs but WRITE on its transactional id:
     init_transactions is refused, ``mirror run`` exits 1 with the one line docs/errors.md shows, and the target
