@@ -74,8 +74,10 @@ class ConsumerGuard:
     def _on_stats(self, stats_json: str) -> None:
         """librdkafka's statistics callback, served inside the data path's poll()/consume()."""
         self.group_state = group_state(stats_json)
+        # exactly-once: the watched group is the positions group, on the target (transactions.py)
+        role = "target" if getattr(self, "exactly_once", False) else "source"
         self.outside_group_since = outside_group_since(
-            self.outside_group_since, time.monotonic(), self.watch.up.get("source", True), self.group_state
+            self.outside_group_since, time.monotonic(), self.watch.up.get(role, True), self.group_state
         )
 
     def _guard_consumer(self) -> None:
@@ -93,6 +95,11 @@ class ConsumerGuard:
         self._replace_consumer()
 
     def _replace_consumer(self) -> None:
+        if getattr(self, "exactly_once", False):
+            self._replace_members()  # transactions.py: its group is the one on the target
+            self.group_state = self.outside_group_since = None
+            self.consumer_replacements += 1
+            return
         old = self.consumer
         try:
             # never to join again: if it found a broker later it would take partitions nobody reads from it
@@ -115,3 +122,5 @@ class ConsumerGuard:
 
     def _make_consumer(self) -> Any:  # the engine's
         raise NotImplementedError
+
+    _replace_members: Any  # transactions.py

@@ -38,6 +38,7 @@ from ..core.access import Denied, error_of
 from ..core.clients import make_consumer, make_producer
 from ..core.naming import positions_group, transactional_id
 from .acknowledgement import MirrorFailure
+from .consumer_guard import STATS_INTERVAL_MS
 from .partition_state import PartitionState
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -48,6 +49,7 @@ Key = tuple[str, int]
 PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
 COMMIT_TIMEOUT_S = 5.0  # one try; a retriable failure (a coordinator moving, a target away) is tried again
 FENCED_AGAIN_S = 60.0  # fenced twice within this long: another process uses our transactional id
+STUCK_COMMIT_S = 30.0  # commits failing this long while the target answers: the producer is replaced
 
 
 class TransactionRefused(MirrorFailure):
@@ -84,6 +86,7 @@ class ExactlyOnce:
         self._fence_pending: KafkaError | None = None  # the producer failed fatally (seen inside a poll)
         self._fenced_producers: list[Any] = []
         self._transactions_ready = False
+        self._commit_failing_since: float | None = None
         instance = self.settings.instance_id or socket.gethostname()
         self.transactional_id = transactional_id(self.group, instance)
 
@@ -104,6 +107,9 @@ class ExactlyOnce:
         }
         if self.settings.instance_id:
             props["group.instance.id"] = self.settings.instance_id
+        # its group state, watched as the source consumer's is under at-least-once (consumer_guard.py)
+        props["statistics.interval.ms"] = STATS_INTERVAL_MS
+        props["stats_cb"] = self._on_stats  # type: ignore[attr-defined]
         return make_consumer(
             self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", positions_group(self.group), **props
         )
@@ -192,6 +198,24 @@ class ExactlyOnce:
                 log.debug("unassigning %s: %s", source_tps, exc)
         self.owned = frozenset(self.partitions)
 
+    def _replace_members(self) -> None:
+        """The positions group's consumer stayed outside its group while the target answered (the librdkafka
+        state consumer_guard.py describes): abort what it cannot commit, leave it (never closed: see there) and
+        join with a new one, which takes partitions and positions afresh."""
+        self._abort("the positions group's consumer is being replaced", always=True)
+        self._unassign_all()
+        old = self.members
+        try:
+            old.unsubscribe()
+        except Exception as exc:
+            log.debug("unsubscribing the replaced positions consumer: %s", exc)
+        self._replaced_consumers.append(old)  # type: ignore[attr-defined]
+        self.members = self._make_members()
+        with self._subscription_lock:  # type: ignore[attr-defined]
+            if self._pending_subscription is None:  # type: ignore[attr-defined]
+                self._pending_subscription = list(self._subscribed)  # type: ignore[attr-defined]
+            self._subscribed = []
+
     # ------------------------------------------------------------------ transactions
     def _serve_members(self) -> None:
         """From the data loop: serve the positions group (its rebalances run their callbacks here) and a fatal
@@ -246,6 +270,7 @@ class ExactlyOnce:
                 if not self._retry_commit(exc):
                     return False
         self.transactions_committed += 1
+        self._commit_failing_since = None
         self._produced_since_commit = False
         for state, tp in moved:
             state.txn_position = tp.offset
@@ -268,9 +293,20 @@ class ExactlyOnce:
         if err is None:
             raise exc
         if err.retriable() and not err.txn_requires_abort() and not err.fatal() and not self._stop.is_set():
-            self._retrying("transaction commit (will retry): %s", err.str())  # type: ignore[attr-defined]
-            self.probes.tick("data path")  # type: ignore[attr-defined]
-            return True
+            now = time.monotonic()
+            failing_since = self._commit_failing_since = self._commit_failing_since or now
+            if now - failing_since < STUCK_COMMIT_S or not self.watch.all_up():  # type: ignore[attr-defined]
+                self._retrying("transaction commit (will retry): %s", err.str())  # type: ignore[attr-defined]
+                self.probes.tick("data path")  # type: ignore[attr-defined]
+                self._stop.wait(0.2)
+                return True
+            # the target answers others but not this producer (the librdkafka state consumer_guard.py describes)
+            log.warning(
+                "exactly-once: commits failing for %.0f s while the target answers (%s)", now - failing_since, err.str()
+            )
+            self._replace_producer()
+            return False
+        self._commit_failing_since = None
         if err.fatal():
             self._fenced(err)
         else:
@@ -313,6 +349,12 @@ class ExactlyOnce:
         log.warning(
             "exactly-once: producer fenced (%s); replacing it and resuming from the target's positions", err.str()
         )
+        self._replace_producer()
+
+    def _replace_producer(self) -> None:
+        """A new producer with the same transactional id (its start aborts whatever the old one left open), and
+        every partition back to its position on the target."""
+        self._commit_failing_since = None
         self.transactions_aborted += 1
         self._produced_since_commit = False
         self._unassign_all()  # in-flight reports of the old producer update detached states
