@@ -22,7 +22,8 @@ round for each partition that had reports (``reports.py``).
 Beside it: ``partition_state.py`` (one assignment's positions and report callback), ``acknowledgement.py``
 (where ``acked_next`` lands, what may be committed, and the failures the engine stops on; pure),
 ``reports.py`` (delivery reports, failures, the producer's fatal error), ``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties),
-``lifecycle.py`` (start-up, outages), ``subscription.py`` (the topic thread and the subscription it hands over), ``access_guard.py`` (credentials and ACLs), ``records_lost.py`` (records removed from the source before mirrored).
+``lifecycle.py`` (start-up, outages), ``subscription.py`` (the topic thread and the subscription it hands over), ``access_guard.py`` (credentials and ACLs), ``records_lost.py`` (records removed from the source before mirrored),
+``rebalances.py`` (the source group's rebalances, at-least-once), ``transactions.py`` (exactly-once).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from .outage import ClustersUnreachable
 from .own_topics import internal_topic_names
 from .partition_state import PartitionState
 from .publisher import PositionPublisher
+from .rebalances import SourceGroupRebalances
 from .records_lost import RecordsLostDetection
 from .reports import DeliveryReports
 from .subscription import EngineSubscription
@@ -62,7 +64,14 @@ IDLE_FLUSH_S = 0.2  # this long without records (and nothing in flight) is idle:
 
 
 class MirrorEngine(
-    DeliveryReports, EngineLifecycle, EngineSubscription, RecordsLostDetection, EngineAccess, ConsumerGuard, ExactlyOnce
+    DeliveryReports,
+    EngineLifecycle,
+    EngineSubscription,
+    RecordsLostDetection,
+    EngineAccess,
+    ConsumerGuard,
+    ExactlyOnce,
+    SourceGroupRebalances,
 ):
     def __init__(self, config: Config, flow_name: str | None = None):
         self.flow_name, self.flow = config.flow(flow_name)
@@ -124,49 +133,6 @@ class MirrorEngine(
             props.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
             props.setdefault("stats_cb", self._on_stats)  # the group state, for consumer_guard.py
         return make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **props)
-
-    # ------------------------------------------------------------------ rebalances
-    def _on_assign(self, consumer, partitions) -> None:
-        # A rebalance callback must never raise: the exception would surface from consume() and end the engine.
-        self.rebalances += 1
-        if not partitions:
-            return
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            # read_next and acked_next are learned below, or from the first fetched record
-            self.partitions[key] = PartitionState(key, self)
-        try:
-            for tp in consumer.committed(partitions, timeout=30):
-                state = self.partitions[(tp.topic, tp.partition)]
-                if tp.offset >= 0:
-                    state.committed = state.read_next = state.acked_next = tp.offset
-                else:
-                    low, _ = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)
-                    state.read_next = state.acked_next = low
-        except Exception as exc:  # a cluster restarting: the first fetched record tells where we start
-            log.warning("could not look up start positions (%s); taking them from the first records", exc)
-        self.owned = frozenset(self.partitions)
-        log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
-
-    def _on_revoke(self, consumer, partitions) -> None:
-        self.rebalances += 1
-        try:
-            # hand the partitions over cleanly: everything sent must be acknowledged and committed first
-            self._flush(30)
-            self.publisher.commit([(tp.topic, tp.partition) for tp in partitions])
-            self.publisher.emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
-        except Exception as exc:  # never raise from a rebalance callback; the next owner resumes from the commit
-            log.warning("handing over revoked partitions: %s", exc)
-        for tp in partitions:
-            self.partitions.pop((tp.topic, tp.partition), None)
-        self.owned = frozenset(self.partitions)
-
-    def _on_lost(self, consumer, partitions) -> None:
-        self.rebalances += 1
-        for tp in partitions:  # another worker owns them now: committing would be wrong
-            self.partitions.pop((tp.topic, tp.partition), None)
-        self.owned = frozenset(self.partitions)
-        # their in-flight records still get reports; those update the detached states (see the module note)
 
     # ------------------------------------------------------------------ the data path
     def _send(self, messages) -> None:
