@@ -409,3 +409,16 @@ def test_cli_refuses_with_one_line_and_exit_2(tmp_path, capsys, command, content
 def test_problems_are_import_problems():
     with pytest.raises(ImportProblem):
         from_strimzi("a: [", "x.yaml")
+
+
+def test_mm2_properties_exactly_once_marks_the_flow_transactional():
+    """MM2's exactly-once source support (worker-wide, or per target cluster in dedicated mode) makes every source
+    task write in transactions: the imported flow says so, and the monitor stops reading progress off the target's
+    end offsets (docs/monitor.md)."""
+    props = "clusters = east, west\neast.bootstrap.servers = e:9092\nwest.bootstrap.servers = w:9092\n"
+    props += "east->west.enabled = true\nwest->east.enabled = true\nwest.exactly.once.source.support = enabled\n"
+    imported = from_mm2_properties(props, "mm2.properties")
+    text, config = _config(imported)
+    assert config.flows["east-west"].mirror.exactly_once is True  # the east->west herder runs against west
+    assert config.flows["west-east"].mirror.exactly_once is False
+    assert "west.exactly.once.source.support = enabled" in text

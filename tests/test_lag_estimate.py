@@ -63,6 +63,73 @@ def test_never_above_the_truth_on_a_source_with_gaps():
             assert truth - est <= gaps
 
 
+# A transactional target: source offsets 0.. copied in order, each transaction followed by its commit marker, some
+# transactions aborted (their records stay in the log, invisible to read_committed). Columns as TABLE, plus what the
+# old extrapolation u + (T − d) would have said: with markers it overshoots the truth (lag under-reported).
+# Target log of "three transactions of 10": records 0-9 @0-9, marker @10, 10-19 @11-20, marker @21, 20-29 @22-31,
+# marker @32 → T = 33; the newest sync is source 9 @ 9 (acked_next 10).
+TRANSACTIONAL = [
+    # name, S, committed, u, d, A, T, expected (truth), the old extrapolation
+    ("markers after the sync: no extrapolation", 40, 5, 9, 9, 10, 33, 10, 33),
+    ("committed newer than the sync (source group written after each commit)", 40, 30, 9, 9, 10, 33, 30, 33),
+    # an aborted transaction of 10 after the sync (target 11-20, its marker @21), the retry 10-19 @22-31, marker @32
+    ("aborted records and markers after the sync", 40, 5, 9, 9, 10, 33, 10, 33),
+    # MM2 publishes no acked_next: the synced record itself is proven committed (the sync follows the commit)
+    ("MM2: no acked_next, the synced record + 1", 40, 5, 9, 9, -1, 33, 10, 33),
+    ("MM2: committed (Connect offsets, same transaction) ahead of the sync", 40, 25, 9, 9, -1, 33, 25, 33),
+    ("the sync's record is the last one before a marker (T = d + 2)", 40, 5, 9, 9, -1, 11, 10, 11),
+    ("target truncated below d: the sync proves nothing", 40, 5, 9, 9, -1, 9, 5, 5),
+    ("no sync yet: the commit", 40, 5, -1, -1, -1, 33, 5, 5),
+    ("idle and caught up: the commit is the source end", 40, 40, 39, 51, 40, 53, 40, 40),
+]
+
+
+@pytest.mark.parametrize(
+    "name,end,committed,up,down,acked,tend,expected,extrapolated", TRANSACTIONAL, ids=[r[0] for r in TRANSACTIONAL]
+)
+def test_transactional_target_never_extrapolates(name, end, committed, up, down, acked, tend, expected, extrapolated):
+    got = target_side_acked_next([end], [committed], [up], [down], [acked], [tend], True, transactional=True)
+    assert got.tolist() == [expected]
+    # the trap this guards against: the plain-target estimate counts the markers and aborted records as copies
+    plain = target_side_acked_next([end], [committed], [up], [down], [acked], [tend], True)
+    assert plain.tolist() == [min(max(extrapolated, expected), end)]
+
+
+def test_never_above_the_truth_on_a_transactional_target():
+    """Random transactional targets (transactions of 1-20 records, a commit marker after each, one in four
+    aborted and retried), syncs at random committed records: the estimate never passes the true acked_next (the
+    next source offset not yet committed on the target), while the plain estimate sometimes does."""
+    rng = np.random.default_rng(28)
+    overshoots = 0
+    for _ in range(2000):
+        target: list[int] = []  # per target offset: the source offset of a committed copy, -1 marker/aborted
+        next_source = 0
+        while len(target) < 300:
+            size = int(rng.integers(1, 21))
+            if rng.random() < 0.25:  # aborted: its records and its marker, none of them visible
+                target += [-1] * (size + 1)
+            target += list(range(next_source, next_source + size)) + [-1]
+            next_source += size
+        cut = int(rng.integers(1, len(target) + 1))  # the target end at sampling (whole transactions or not)
+        visible = [s for s in target[:cut] if s >= 0]
+        if not visible:
+            continue
+        # records of a transaction not yet committed at the cut are not acknowledged: the truth ends at the last
+        # committed transaction (its marker inside the cut)
+        last_marker = max((i for i in range(cut) if target[i] == -1 and i > 0 and target[i - 1] >= 0), default=-1)
+        committed_copies = [s for s in target[: last_marker + 1] if s >= 0]
+        if not committed_copies:
+            continue
+        truth = committed_copies[-1] + 1
+        synced_at = [i for i in range(last_marker + 1) if target[i] >= 0]
+        d = int(rng.choice(synced_at))
+        u = target[d]
+        est = int(target_side_acked_next([10**6], [-1], [u], [d], [-1], [cut], True, transactional=True)[0])
+        assert u + 1 <= est <= truth
+        overshoots += int(target_side_acked_next([10**6], [-1], [u], [d], [-1], [cut], True)[0]) > truth
+    assert overshoots > 100  # the trap is real: the plain estimate passes the truth on such targets
+
+
 # log start, committed → records lost
 @pytest.mark.parametrize(
     "start,committed,expected",
@@ -113,3 +180,21 @@ def test_arrival_age_bound(samples, acked, now, expected):
 
     got = arrival_age_bound([(ts, [end]) for ts, end in samples], [acked], now)
     assert got.tolist() == [expected]
+
+
+def test_which_targets_are_transactional():
+    """core.delivery: the configuration's answer, the one every target-offset figure asks."""
+    from mirrorwatch.core.config_loading import config_from_dict
+    from mirrorwatch.core.delivery import transactional_target
+
+    clusters = {"a": {"bootstrap.servers": "a:9092"}, "b": {"bootstrap.servers": "b:9092"}}
+    flows = {"ours": {"source": "a", "target": "b"}, "mm2": {"source": "b", "target": "a", "mirror": {"kind": "mm2"}}}
+
+    def answers(body):
+        config = config_from_dict({"clusters": clusters, "flows": flows, **body})
+        return {name: transactional_target(config, flow) for name, flow in config.flows.items()}
+
+    assert answers({}) == {"ours": False, "mm2": False}
+    assert answers({"mirror": {"delivery": "exactly_once"}}) == {"ours": True, "mm2": False}
+    flows["mm2"]["mirror"]["exactly_once"] = True
+    assert answers({}) == {"ours": False, "mm2": True}

@@ -88,7 +88,13 @@ def make_consumer(cluster: ClusterConfig, client_id: str, group_id: str | None =
     The client library insists on a group.id even then; an assign()-only consumer that never commits does
     not join or create that group on the broker, so nothing is left behind.
     """
-    base: dict[str, Any] = {"enable.auto.commit": False, "group.id": group_id or "mirrorwatch-assign-only"}
+    # read_committed whatever a cluster's properties say: on a transactional target (exactly-once mirroring) every
+    # reader here (syncs, checkpoints, canary, positions) must skip aborted records, as the mirror does on a source
+    base: dict[str, Any] = {
+        "enable.auto.commit": False,
+        "group.id": group_id or "mirrorwatch-assign-only",
+        "isolation.level": "read_committed",
+    }
     base.update(overrides)
     return Consumer(client_properties(cluster, client_id, base))
 

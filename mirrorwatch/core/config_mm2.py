@@ -84,6 +84,11 @@ class MirrorMaker2Settings(Section):
         60.0, gt=0, description="offset.flush.interval.ms / 1000: how often MM2 commits its source positions"
     )
     emit_checkpoints_interval_s: float = Field(60.0, gt=0, description="emit.checkpoints.interval.seconds")
+    exactly_once: bool = Field(
+        False,
+        description="MM2 runs with exactly.once.source.support=enabled: its target partitions hold transaction "
+        "markers, so the monitor does not read progress off the target's end offsets (docs/monitor.md)",
+    )
     refresh_groups_interval_s: float = Field(
         600.0,
         gt=0,

@@ -90,6 +90,7 @@ def target_side_acked_next(
     sync_acked_next: ArrayLike,
     target_end: ArrayLike,
     one_to_one: ArrayLike = True,
+    transactional: ArrayLike = False,
 ) -> np.ndarray:
     """A fresh, never-too-high ``acked_next`` per partition from the target's end offset (-1 = unknown).
 
@@ -109,12 +110,24 @@ def target_side_acked_next(
     of them); 0 on a source without gaps. Where ``one_to_one`` is False (identity: other writers share the
     target partition) the target end proves nothing and the sync-only value ``max(committed, sync_acked_next)``
     is returned. Capped at ``source_end``; an unknown ``T``/``u``/``d`` also falls back to the sync-only value.
+
+    ``transactional`` (the target is written in transactions: our engine's ``delivery: exactly_once``, MirrorMaker 2
+    with exactly-once source support; ``core.delivery.transactional_target``): every transaction leaves a commit
+    marker in the partition, and an aborted one leaves records no ``read_committed`` reader sees, each taking an
+    offset. ``T − d`` then counts markers and aborted records as copies, so ``u + (T − d)`` could pass the true
+    ``acked_next`` and under-report lag. There the target end is used only to prove the synced record itself is
+    still there (``T > d``): ``max(committed, sync_acked_next, u + 1)``. ``u + 1`` is never too high: MM2 sends a
+    sync from ``commitRecord``, which its exactly-once task calls only after the transaction committed (connect-runtime
+    ``ExactlyOnceWorkerSourceTask.commitTransaction``), and our engine's sync claims ``acked_next ≥ u + 1`` itself.
+    Bound: the estimate is as old as the newer of the sync and the commit (lag over-reported by what was mirrored
+    since), never newer than the truth; exact again when the mirror is idle.
     """
     end, com, up, down = _a(source_end), _a(committed), _a(sync_upstream), _a(sync_downstream)
     acked, tend = _a(sync_acked_next), _a(target_end)
     conservative = np.maximum(acked, com)  # -1 loses to any known value
     usable = np.asarray(one_to_one, bool) & (up >= 0) & (down >= 0) & (tend > down)
-    from_target = up + (tend - down)
+    # past d, a transactional target's offsets are not all copies: only the synced record itself is proven there
+    from_target = up + np.where(np.asarray(transactional, bool), 1, tend - down)
     from_target = np.where(end >= 0, np.minimum(from_target, end), from_target)
     return np.asarray(np.where(usable, np.maximum(conservative, from_target), conservative))
 
@@ -138,7 +151,9 @@ def target_behind(target_end: ArrayLike, sync_downstream: ArrayLike) -> np.ndarr
     must end beyond ``downstream_offset``. This is the check that cannot give a false alarm; a stricter
     "downstream + (acked_next − upstream)" would, because source compaction and transaction markers leave
     source offsets with no target record. It catches a target that lost data (truncation, an unclean leader
-    election, a recreated topic) that the sync still claims.
+    election, a recreated topic) that the sync still claims. On a transactional target the end offset also counts
+    markers and aborted records: the check stays free of false alarms there and catches a loss that reaches back
+    to ``downstream_offset`` itself.
     """
     end, down = _a(target_end), _a(sync_downstream)
     return (end >= 0) & (down >= 0) & (end <= down)

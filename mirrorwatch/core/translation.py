@@ -24,11 +24,28 @@ def downstream_of(syncs: list[tuple[int, int]], upstream: int) -> int | None:
     return None if best is None else best[1] + (upstream - best[0])
 
 
-def checkpoint_redelivery(syncs: list[tuple[int, int]], cp_upstream: int, cp_downstream: int) -> int | None:
+def checkpoint_redelivery(
+    syncs: list[tuple[int, int]], cp_upstream: int, cp_downstream: int, transactional: bool = False
+) -> int | None:
     """Records a consumer resuming at a checkpoint's downstream offset reads again before reaching the record
-    the group had not consumed yet (MM2 translates to the newest sync it kept, plus one)."""
-    exact = downstream_of(syncs, cp_upstream)
-    return None if exact is None else max(0, exact - cp_downstream)
+    the group had not consumed yet (MM2 translates to the newest sync it kept, plus one).
+
+    On a plain target, target offsets past a sync are copies one-to-one, so the commit's own target offset is
+    extrapolated (:func:`downstream_of`) and the re-delivery is the distance in target offsets (exact on a source
+    without gaps). On a ``transactional`` target that distance would count commit markers and aborted records,
+    which a read_committed consumer skips, and extrapolating from an older sync would put the commit too early
+    (too few re-deliveries). There it is counted in SOURCE offsets from the newest sync ``(u, d)`` at or below the
+    checkpoint's downstream offset: the first record read is ``u`` itself (``d`` = the checkpoint's offset) or a
+    later one, so at most ``cp_upstream − u`` (or ``− u − 1``) records come again: never fewer than the truth, exact
+    when MM2 resumed one past that sync (its translation) on a source without gaps. None without such a sync."""
+    if not transactional:
+        exact = downstream_of(syncs, cp_upstream)
+        return None if exact is None else max(0, exact - cp_downstream)
+    below = [(u, d) for u, d in syncs if d <= cp_downstream]  # syncs sorted by upstream are sorted by downstream
+    if not below:
+        return None
+    u, d = below[-1]
+    return max(0, cp_upstream - u - (0 if d == cp_downstream else 1))
 
 
 @dataclass(frozen=True)

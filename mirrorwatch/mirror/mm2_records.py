@@ -37,15 +37,23 @@ class Mm2State:
     assigned_groups: set[str] | None = None  # the groups MM2's checkpoint tasks have found (None: unknown)
 
     def acked_next(
-        self, target_ends: dict[tuple[str, int], int], one_to_one: bool = True
+        self, target_ends: dict[tuple[str, int], int], one_to_one: bool = True, transactional: bool = False
     ) -> dict[tuple[str, int], int]:
-        """Target-side estimate of the next source offset not yet on the target (uncapped: the caller has the ends)."""
+        """Target-side estimate of the next source offset not yet on the target (uncapped: the caller has the ends;
+        ``transactional``: MM2 with exactly-once support, see ``core.lag.target_side_acked_next``)."""
         out = {}
         for key in set(self.latest_sync) | set(self.positions):
             u, d = self.latest_sync.get(key, (-1, -1))
             value = int(
                 target_side_acked_next(
-                    [-1], [self.positions.get(key, -1)], [u], [d], [-1], [target_ends.get(key, -1)], one_to_one
+                    [-1],
+                    [self.positions.get(key, -1)],
+                    [u],
+                    [d],
+                    [-1],
+                    [target_ends.get(key, -1)],
+                    one_to_one,
+                    transactional,
                 )[0]
             )
             if value >= 0:

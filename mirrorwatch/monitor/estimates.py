@@ -1,5 +1,6 @@
-"""Two per-partition estimates of a sampling cycle, a mix-in of :class:`~.sampler.Sampler`: time lag (RPO seconds;
-exact from record timestamps, or interpolated from the source end's history) and the catch-up forecast."""
+"""Per-partition estimates of a sampling cycle, a mix-in of :class:`~.sampler.Sampler`: time lag (RPO seconds;
+exact from record timestamps, or interpolated from the source end's history), the catch-up forecast, and whether a
+flow's target is transactional (so the target-side acked_next must not extrapolate past the newest sync)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.clients import make_consumer
+from ..core.delivery import transactional_target
 from ..core.lag import catch_up_seconds, rate
+from ..core.topic_selection import policy_of
 from .followers import UNUSED_GROUP
 from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
 
@@ -89,3 +92,25 @@ class SamplerEstimates:
             )[0]
             per_topic[topic] = float(value)
         return per_partition, per_topic
+
+    def _transactional(self, name: str, state: _GroupState, dst, target_keys, target_ends) -> bool:
+        """Whether the flow's target is written in transactions (``core.delivery``), or has shown an open
+        transaction: a last stable offset below the end offset. A target the configuration does not declare is
+        checked every cycle until then (one more ListOffsets): only under prefix, the one policy that reads progress
+        off the target's end offsets."""
+        flow = self.config.flows[name]
+        if transactional_target(self.config, flow) or state.open_transaction_seen:
+            return True
+        if policy_of(flow).kind != "prefix" or not target_keys:
+            return False
+        stable = dst.stable_end_offsets(target_keys)
+        if any(0 <= stable.get(k, -1) < target_ends.get(k, -1) for k in target_keys):
+            state.open_transaction_seen = True
+            log.warning(
+                "flow %s: its target has an open transaction, so it is written transactionally; the monitor no "
+                "longer reads progress off the target's end offsets (declare it: mirror.delivery or "
+                "flows.%s.mirror.exactly_once)",
+                name,
+                name,
+            )
+        return state.open_transaction_seen

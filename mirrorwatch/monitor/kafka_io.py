@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from ..core.access import connection_problem, serve_callbacks
@@ -59,17 +59,22 @@ class ClusterReader:
         """Log-end offsets (high watermarks); -1 for a partition that could not be read."""
         return self._offsets(partitions, OffsetSpec.latest())
 
+    def stable_end_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """Last stable offsets (what a read_committed reader's end is: below the first record of a transaction
+        still open); -1 for a partition that could not be read. Below the end offset = a transaction is open."""
+        return self._offsets(partitions, OffsetSpec.latest(), isolation_level=IsolationLevel.READ_COMMITTED)
+
     def start_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Log-start offsets (the oldest offset still there); -1 for a partition that could not be read."""
         return self._offsets(partitions, OffsetSpec.earliest())
 
-    def _offsets(self, partitions: Iterable[TP], spec) -> dict[TP, int]:
+    def _offsets(self, partitions: Iterable[TP], spec, **options) -> dict[TP, int]:
         partitions = list(partitions)
         if not partitions:
             return {}
         request = {TopicPartition(t, p): spec for t, p in partitions}
         try:
-            futures = self.admin.list_offsets(request, request_timeout=self.timeout_s)
+            futures = self.admin.list_offsets(request, request_timeout=self.timeout_s, **options)
         except KafkaException as exc:
             raise self._fail("cannot list offsets", exc) from None
         out: dict[TP, int] = {}

@@ -57,6 +57,9 @@ class _GroupState:
     history: deque = field(default_factory=lambda: deque(maxlen=RATE_SAMPLES))  # (ts, source_end, acked)
     sync_ts: np.ndarray | None = None
     last_ok_ms: int | None = None
+    # an open transaction was seen on the flow's target (its last stable offset below its end): from then on the
+    # target counts as transactional even where the configuration does not say so
+    open_transaction_seen: bool = False
 
 
 class Sampler(SamplerEstimates):
@@ -228,7 +231,9 @@ class Sampler(SamplerEstimates):
         pos = adapter(self, name, flow, group, state, keys)
         policy = policy_of(flow)
         ts_target = now_ms()  # what was on the target at this moment is what time lag / RPO is measured at
-        target_ends = dst.end_offsets([(policy.target_topic(t), p) for t, p in keys])
+        target_keys = [(policy.target_topic(t), p) for t, p in keys]
+        target_ends = dst.end_offsets(target_keys)
+        transactional = self._transactional(name, state, dst, target_keys, target_ends)
         ts = now_ms()
         ends = src.end_offsets(keys)  # after the target's: the estimate describes an earlier moment, never too low
         starts = src.start_offsets(keys)
@@ -246,6 +251,7 @@ class Sampler(SamplerEstimates):
             pos.sync_acked_next,
             target_end,
             one_to_one=policy.kind == "prefix",
+            transactional=transactional,
         )
         unknown = np.full(n, -1, np.int64)
         read = pos.sync_read_position if pos.sync_read_position is not None else unknown

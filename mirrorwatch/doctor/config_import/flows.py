@@ -40,6 +40,8 @@ class Mm2Flow:
     flush_ms: Any  # the Connect worker's offset.flush.interval.ms (None: unset)
     flush_from: str  # where it was (or would be) set
     connect_configs_topic: str | None = None  # None: mirrorwatch's default (dedicated mode's) is right
+    exactly_once: Any = None  # the Connect worker's exactly.once.source.support (None: unset, MM2's "disabled")
+    exactly_once_from: str = "exactly.once.source.support"
 
 
 def add_flow(imported: Imported, f: Mm2Flow) -> None:
@@ -130,6 +132,10 @@ def _mirror(imported: Imported, f: Mm2Flow, path: tuple[str, ...]) -> dict[str, 
         imported.comments[(*mpath, key)] = (
             f"{setting} = {value}" if number is not None else f"{setting}: MM2's default, {shown}"
         )
+    if str(f.exactly_once or "disabled").strip().lower() == "enabled":
+        # every source task of such a worker writes in transactions: markers in the target partitions
+        mirror["exactly_once"] = True
+        imported.comments[(*mpath, "exactly_once")] = f"{f.exactly_once_from} = {f.exactly_once}"
     _cannot_carry(imported, f)
     return mirror
 

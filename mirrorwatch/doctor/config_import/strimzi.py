@@ -224,6 +224,8 @@ def _resource(imported: Imported, resource: dict[str, Any], origin: str) -> None
                 connect_configs_topic=configs,
                 flush_ms=worker.get("offset.flush.interval.ms"),
                 flush_from="the Connect cluster's offset.flush.interval.ms",
+                exactly_once=worker.get("exactly.once.source.support"),
+                exactly_once_from="the Connect cluster's exactly.once.source.support",
             ),
         )
         imported.trailers[("flows", flow, "mirror")] = [

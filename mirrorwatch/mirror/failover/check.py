@@ -16,6 +16,7 @@ from ...core.cli import UserError
 from ...core.clients import make_admin, make_consumer
 from ...core.config import ConfigError
 from ...core.config_loading import load_config
+from ...core.delivery import transactional_target
 from ...core.lag import records_lost, target_side_acked_next
 from ...core.mm2 import is_mm2
 from ...core.naming import mirror_group, offset_syncs_topic
@@ -126,6 +127,7 @@ def _check(config_path, flow, groups, as_json):
         acked = mm2.acked_next(
             target_end_offsets(config, f, sorted(set(mm2.latest_sync) | set(mm2.positions))),
             one_to_one=policy.kind == "prefix",
+            transactional=transactional_target(config, f),
         )
         own_group = None
     else:
@@ -145,6 +147,7 @@ def _check(config_path, flow, groups, as_json):
             [s.acked_next for s in rows],
             [target_ends.get(k, -1) for k in synced],
             one_to_one=policy.kind == "prefix",
+            transactional=transactional_target(config, f),
         )
         acked = {k: int(a) for k, a in zip(synced, estimate) if a >= 0}
     true_lag, age, lost = source_positions(source, sorted(acked), acked)
@@ -199,7 +202,9 @@ def _check(config_path, flow, groups, as_json):
             approximate = None
             if cp is not None and mm2 is not None:
                 # MM2 translates to the newest sync it kept (+1): the re-delivery that adds, from the sync history
-                duplicates = checkpoint_redelivery(mm2.syncs.get((t, p), []), cp.upstream_offset, cp.downstream_offset)
+                duplicates = checkpoint_redelivery(
+                    mm2.syncs.get((t, p), []), cp.upstream_offset, cp.downstream_offset, transactional_target(config, f)
+                )
                 redelivery[(group, t, p)] = duplicates
                 last = mm2.latest_sync.get((t, p))
                 if last is not None and c > last[0] + 1:
