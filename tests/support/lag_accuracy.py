@@ -7,6 +7,10 @@ written to the target topic by someone else (identity policy, active-active) bef
 independent reader (its own AdminClient) reads target then source end offsets just before and just after each
 monitor cycle; the truth at any moment of the cycle lies in ``[S_before − T_after, S_after − T_before]``.
 
+On a transactional target (``counter``: tests/support/transactional_mirror.py's read_committed ``CommittedCounter``)
+the target's end offset counts commit markers and aborted records, so the records on the target are counted
+instead: those a read_committed reader finds below the last stable offset read before and after the cycle.
+
 Replication latency, independently: a consumer on the target topic takes (receive time − record timestamp) of
 every record it reads (the engine keeps the source CreateTime).
 """
@@ -66,6 +70,7 @@ class LatencyReader(threading.Thread):
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 5,
                 "fetch.min.bytes": 1,
+                "isolation.level": "read_committed",  # on a transactional target: when a record became readable
             }
         )
         self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
@@ -123,8 +128,10 @@ def measure(
     local: list[int],
     cycles: int,
     every_s: float,
+    counter=None,
 ) -> Measurement:
-    """``cycles`` monitor cycles ``every_s`` apart, each bracketed by the independent reader."""
+    """``cycles`` monitor cycles ``every_s`` apart, each bracketed by the independent reader (on a transactional
+    target, ``counter``'s count of committed records instead of the target's end offsets)."""
     src, dst = (
         AdminClient({"bootstrap.servers": source_bootstrap}),
         AdminClient({"bootstrap.servers": target_bootstrap}),
@@ -132,13 +139,15 @@ def measure(
     sampler.sample()  # warm-up, not counted: the first cycle behind creates the time-lag reader's consumer
     m = Measurement(start_ms=time.time() * 1000)
     for _ in range(cycles):
-        t_before = _ends(dst, target_topic, partitions)
+        t_before = _ends(dst, target_topic, partitions) if counter is None else counter.stable_ends()
         s_before = _ends(src, topic, partitions)
         t0 = time.perf_counter()
         view = sampler.sample().views[0]
         m.cycle_ms.append((time.perf_counter() - t0) * 1000)
-        t_after = _ends(dst, target_topic, partitions)
+        t_after = _ends(dst, target_topic, partitions) if counter is None else counter.stable_ends()
         s_after = _ends(src, topic, partitions)
+        if counter is not None:  # records on the target, not offsets: markers and aborted records left out
+            t_before, t_after = counter.count_below(t_before), counter.count_below(t_after)
         for i, p in enumerate(view.partitions):
             m.lower.append(max(0, s_before[p] - (t_after[p] - local[p])))
             m.upper.append(max(0, s_after[p] - (t_before[p] - local[p])))
