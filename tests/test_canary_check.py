@@ -255,9 +255,14 @@ def test_bad_input_is_unknown_one_line(tmp_path, mirror_config, topic_name):
 # ---------------------------------------------------------------- injected duplicates and reorders
 
 
-def _fake_mirror(source_bootstrap, target_bootstrap, src_topic, tgt_topic, starts, before_p0=(), copies_p0=1):
+def _fake_mirror(
+    source_bootstrap, target_bootstrap, src_topic, tgt_topic, starts, before_p0=(), copies_p0=1, aborted_first=False
+):
     """Copies the next event of each partition to the target, as a broken mirror would: ``before_p0`` records
-    first, then ``copies_p0`` copies of partition 0's event; all in one produce batch per partition."""
+    first, then ``copies_p0`` copies of partition 0's event; all in one produce batch per partition.
+    ``aborted_first`` (a transactional producer, initialised): as an exactly-once mirror that failed once would, a
+    copy of every event in a transaction it aborts (on the target, invisible to read_committed), then the copies
+    in one it commits."""
     consumer = Consumer(
         {"bootstrap.servers": source_bootstrap, "group.id": "never-committed", "enable.auto.commit": False}
     )
@@ -269,13 +274,24 @@ def _fake_mirror(source_bootstrap, target_bootstrap, src_topic, tgt_topic, start
             if not m.error() and is_canary(m):  # not the check's warm-up record
                 got[m.partition()] = m
     consumer.close()
-    producer = Producer({"bootstrap.servers": target_bootstrap, "linger.ms": 50, "enable.idempotence": True})
+    producer = aborted_first or Producer(
+        {"bootstrap.servers": target_bootstrap, "linger.ms": 50, "enable.idempotence": True}
+    )
+    if aborted_first:
+        producer.begin_transaction()
+        for p, m in sorted(got.items()):
+            producer.produce(tgt_topic, value=m.value(), partition=p, headers=m.headers())
+        producer.flush(10)
+        producer.abort_transaction(30)
+        producer.begin_transaction()
     for value in before_p0:
         producer.produce(tgt_topic, value=value, partition=0, headers=[("mw.canary", b"1")])
     for p, m in sorted(got.items()):
         for _ in range(copies_p0 if p == 0 else 1):
             producer.produce(tgt_topic, value=m.value(), partition=p, headers=m.headers())
     producer.flush(10)
+    if aborted_first:
+        producer.commit_transaction(30)
 
 
 def _check_through_fake_mirror(source, target, mirror_config, topic_name, tmp_path, **fake):
@@ -293,6 +309,10 @@ def _check_through_fake_mirror(source, target, mirror_config, topic_name, tmp_pa
         # machine, and the check then rightly says UNKNOWN)
         assert run_check(path, timeout_s=3).rc == 2
         src_topic, tgt_topic = cfg["canary"]["topic"], f"east.{cfg['canary']['topic']}"
+        if fake.get("aborted_first"):
+            # before the check: a cluster's first transactional producer waits seconds for its coordinator
+            fake["aborted_first"] = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": tgt_topic})
+            fake["aborted_first"].init_transactions(60)
         copier = threading.Thread(
             target=_fake_mirror,
             args=(source.bootstrap, target.bootstrap, src_topic, tgt_topic, end_offsets(source.bootstrap, src_topic)),
@@ -305,7 +325,11 @@ def _check_through_fake_mirror(source, target, mirror_config, topic_name, tmp_pa
 
 
 def test_duplicate_on_target_is_warning(source, target, mirror_config, topic_name, tmp_path):
-    run = _check_through_fake_mirror(source, target, mirror_config, topic_name, tmp_path, copies_p0=2)
+    """One duplicate, counted once: the copies of every event in a transaction the fake mirror aborted first are on
+    the target too, and are no duplicates (the check reads read_committed: a transactional target, issue 28)."""
+    run = _check_through_fake_mirror(
+        source, target, mirror_config, topic_name, tmp_path, copies_p0=2, aborted_first=True
+    )
     assert run.rc == 1, run.stdout
     assert run.body["status"] == "WARNING" and run.body["duplicates"] == 1 and run.body["reordered"] == 0
     assert run.body["partitions_seen"] == 3 and "1 duplicate" in run.body["message"]

@@ -52,10 +52,12 @@ class TransactionalMirror(threading.Thread):
         syncs_topic: str,
         interval_s: float = 0.1,
         abort_every: int = 5,
+        max_records: int = 100_000,
     ):
         super().__init__(daemon=True, name="transactional-mirror")
         self.topic, self.target_topic, self.partitions = topic, target_topic, partitions
         self.syncs_topic, self.interval_s, self.abort_every = syncs_topic, interval_s, abort_every
+        self.max_records = max_records  # per transaction: a small one gives many syncs (and markers) on little data
         self.consumer = Consumer(
             {
                 "bootstrap.servers": source,
@@ -88,9 +90,10 @@ class TransactionalMirror(threading.Thread):
         first: dict[int, int] = {}  # partition → first source offset in this transaction
         copied: dict[int, tuple[int, int]] = {}  # partition → (source offset, target offset) of the last copy
         self.producer.begin_transaction()
-        deadline = time.monotonic() + self.interval_s
-        while time.monotonic() < deadline:
-            for msg in self.consumer.consume(500, max(0.0, deadline - time.monotonic())):
+        deadline, count = time.monotonic() + self.interval_s, 0
+        while time.monotonic() < deadline and count < self.max_records:
+            for msg in self.consumer.consume(min(500, self.max_records - count), max(0.0, deadline - time.monotonic())):
+                count += 1
                 if msg.error():
                     continue
                 p, offset = msg.partition(), msg.offset()

@@ -1,0 +1,151 @@
+"""A target written in transactions (issue 28), on the real brokers: what its offsets mean to the readers here, and
+failover translation landing where it must with commit markers and aborted records between the copies.
+
+The transactional writer is tests/support/transactional_mirror.py's (the engine's exactly-once mode is written
+elsewhere); everything read back goes through the code under test or an independent read_committed consumer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from mirrorwatch.core.clients import make_consumer
+from mirrorwatch.core.config import ClusterConfig
+from mirrorwatch.core.naming import offset_syncs_topic
+from mirrorwatch.monitor.kafka_io import ClusterReader
+
+from .support.helpers import create_topic, produce_numbered
+from .support.mirror_harness import wait_until
+from .support.transactional_mirror import CommittedCounter, TransactionalMirror, ensure_syncs_topic
+from .test_mirror_failover import consume_and_commit, run_cli
+
+
+def _read_all(consumer: Consumer, idle_s: float = 1.0) -> list:
+    out, quiet_since = [], time.monotonic()
+    while time.monotonic() - quiet_since < idle_s:
+        batch = [m for m in consumer.consume(100, 0.2) if not m.error()]
+        if batch:
+            out += batch
+            quiet_since = time.monotonic()
+    return out
+
+
+def test_readers_see_committed_records_and_the_last_stable_offset(target, topic_name):
+    """One committed transaction (2 records + marker), one aborted (2 records + marker), one still open (1 record):
+    every consumer of ours reads read_committed, even when the cluster's properties ask otherwise; the consumer's
+    watermark is the last stable offset (librdkafka under read_committed), the admin's end offset the high
+    watermark; the monitor's stable_end_offsets is the former."""
+    create_topic(target.bootstrap, topic_name, 1)
+    producer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"facts-{topic_name}"})
+    producer.init_transactions(30)
+    for commit in (True, False, None):
+        producer.begin_transaction()
+        for i in range(1 if commit is None else 2):
+            producer.produce(topic_name, value=f"{commit}-{i}".encode(), partition=0)
+        producer.flush(10)
+        if commit:
+            producer.commit_transaction(30)
+        elif commit is False:
+            producer.abort_transaction(30)
+    # offsets: 0-1 committed, 2 marker, 3-4 aborted, 5 marker, 6 open → LSO 6, HW 7
+    cluster = ClusterConfig.model_validate(
+        {"bootstrap.servers": target.bootstrap, "isolation.level": "read_uncommitted"}
+    )
+    consumer = make_consumer(cluster, "facts")
+    try:
+        tp = TopicPartition(topic_name, 0)
+        assert consumer.get_watermark_offsets(tp, timeout=10, cached=False) == (0, 6)
+        reader = ClusterReader("west", cluster)
+        assert reader.end_offsets([(topic_name, 0)]) == {(topic_name, 0): 7}
+        assert reader.stable_end_offsets([(topic_name, 0)]) == {(topic_name, 0): 6}
+        consumer.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
+        assert [m.value() for m in _read_all(consumer)] == [b"True-0", b"True-1"]  # nothing aborted, nothing open
+        producer.commit_transaction(30)  # the open one: its record, then its marker at 7
+        assert [m.value() for m in _read_all(consumer)] == [b"None-0"]
+        # the consumer's position is past the trailing marker (what a drain to the end offset waits for)
+        assert consumer.position([tp])[0].offset == 8 == consumer.get_watermark_offsets(tp, timeout=10)[1]
+    finally:
+        consumer.close()
+
+
+def test_failover_translation_with_markers_between_reads_each_record_once(
+    source, target, topic_name, write_config, tmp_path
+):
+    """A group moving to a transactional target: `mirror failover translate --apply` lands it where a read_committed
+    consumer reads every record from the group's commit on exactly once, after no more re-deliveries than the plan
+    says, though commit markers and aborted transactions sit between the copies."""
+    create_topic(source.bootstrap, topic_name, 2)
+    produce_numbered(source.bootstrap, topic_name, 600, partitions=2)
+    target_topic = f"east.{topic_name}"
+    create_topic(target.bootstrap, target_topic, 2)
+    ensure_syncs_topic(target.bootstrap, offset_syncs_topic("east"))
+    mirror = TransactionalMirror(
+        source.bootstrap,
+        target.bootstrap,
+        topic_name,
+        target_topic,
+        2,
+        f"mw-mirror-{topic_name}",
+        offset_syncs_topic("east"),
+        interval_s=0.02,
+        abort_every=3,
+        max_records=100,  # a sync every ~50 records per partition
+    )
+    counter = CommittedCounter(target.bootstrap, target_topic, 2)
+    mirror.start()
+    counter.start()
+    try:
+        wait_until(lambda: sum(counter.count_below(counter.stable_ends())) == 600, 60, 0.3, "mirrored")
+    finally:
+        mirror.stop()
+        counter.stop()
+    ends = counter.stable_ends()
+    assert all(end > 300 for end in ends) and mirror.aborted > 0  # markers and aborted records among the copies
+    group = f"app-{topic_name}"
+    commits = {0: 137, 1: 300}
+    for partition, upto in commits.items():
+        consume_and_commit(source.bootstrap, topic_name, group, partition, upto)
+    path = write_config(
+        {
+            "clusters": {"east": source.config(), "west": target.config()},
+            "flows": {
+                "east-west": {
+                    "source": "east",
+                    "target": "west",
+                    "topics": [topic_name],
+                    "group": f"mw-mirror-{topic_name}",
+                    "checkpoint_groups": [group],
+                }
+            },
+            "mirror": {"delivery": "exactly_once"},
+        }
+    )
+    done = run_cli("failover", "translate", "--config", str(path), "--group", group, "--apply", "--json")
+    assert done.returncode == 0, done.stderr
+    plan = {r["partition"]: r for r in json.loads(done.stdout)["partitions"]}
+    assert {p: r["source_offset"] for p, r in plan.items()} == commits
+    # the group on the target, as its consumers would start: from the applied offsets, read_committed
+    consumer = Consumer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "error",
+        }
+    )
+    try:
+        applied = consumer.committed([TopicPartition(target_topic, p) for p in (0, 1)], timeout=10)
+        assert {tp.partition: tp.offset for tp in applied} == {p: r["target_offset"] for p, r in plan.items()}
+        consumer.assign(applied)
+        read = _read_all(consumer)
+    finally:
+        consumer.close()
+    for partition, commit in commits.items():
+        sources = [int(m.value()) for m in read if m.partition() == partition]
+        again = [s for s in sources if s < commit]
+        assert sources[len(again) :] == list(range(commit, 300)), partition  # from the commit on: each once, in order
+        assert again == list(range(commit - len(again), commit))  # re-delivered: only the records just before it
+        assert len(again) <= plan[partition]["max_duplicates"]
