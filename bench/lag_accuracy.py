@@ -1,16 +1,16 @@
 """How exact the monitor's true lag and RPO seconds are under steady traffic, and what a cycle costs.
 
-Run: .venv/bin/python -m bench.lag_accuracy [--cycles 40] [--targets plain,transactional] [--skip-clusters]
+Run: .venv/bin/python -m bench.lag_accuracy [--cycles 40] [--targets plain,exactly_once,harness] [--skip-clusters]
 
 1. On fresh local clusters with the real engine (`mirror run`) and the monitor's real Sampler: steady traffic
    at 200 and 5,000 records/s (3 partitions), prefix and identity policy. Per monitor cycle an independent
    reader brackets the ground truth (tests/lag_accuracy.py explains how); prints how far true lag was above
    it (p50/p99/max, records) against the bound (one monitor interval's records per partition), the RPO
    seconds distribution beside the independently measured replication latency, and the cycle time.
-   ``transactional`` (issue 28): the same on a target written in transactions (a commit marker after each, every
-   fifth aborted), by tests/support/transactional_mirror.py's mirror (which publishes the engine's offset syncs and
-   commits; the engine's own ``delivery: exactly_once`` replaces it once it lands), the monitor told
-   ``mirror.delivery: exactly_once``, the ground truth counted by an independent read_committed reader.
+   Transactional targets (issue 28), the ground truth counted by an independent read_committed reader (the end
+   offsets count commit markers): ``exactly_once``, the engine with ``mirror.delivery: exactly_once``; ``harness``,
+   tests/support/transactional_mirror.py's mirror, which publishes what the engine does and also aborts every fifth
+   transaction (aborted records on the target), the monitor told ``delivery: exactly_once``.
 2. The pure part of a monitor cycle at 10,000 partitions (no Kafka: a real 10k-partition pair of clusters is
    too heavy for this machine): building the arrays from the sampled dicts, the target-side estimate, the
    lags, records lost, the evaluator and the forecast — the work that grows with the partition count. The
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,12 @@ def accuracy(cycles: int, targets: list[str]) -> dict:
     from tests.support.helpers import create_topic, produce_numbered
     from tests.support.lag_accuracy import LatencyReader, RateProducer, measure
     from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
-    from tests.support.transactional_mirror import CommittedCounter, TransactionalMirror, ensure_syncs_topic
+    from tests.support.transactional_mirror import (
+        CommittedCounter,
+        TransactionalMirror,
+        ensure_syncs_topic,
+        harness_or_engine,
+    )
 
     parts, interval_s = 3, 1.0
     figures: dict = {}
@@ -54,7 +58,7 @@ def accuracy(cycles: int, targets: list[str]) -> dict:
         east, west = (clusters.clusters[n].bootstrap for n in ("east", "west"))
         runs = [(k, p, r) for k in targets for p in ("prefix", "identity") for r in (200, 5000)]
         for kind, policy, rate_ in runs:
-            transactional = kind == "transactional"
+            transactional = kind != "plain"
             topic = f"bench-{kind}-{policy}-{rate_}"
             target_topic = topic if policy == "identity" else f"east.{topic}"
             create_topic(east, topic, parts)
@@ -89,7 +93,7 @@ def accuracy(cycles: int, targets: list[str]) -> dict:
             counter = CommittedCounter(west, target_topic, parts) if transactional else None
             harness = (
                 TransactionalMirror(east, west, topic, target_topic, parts, f"g-{topic}", offset_syncs_topic("east"))
-                if transactional
+                if kind == "harness"
                 else None
             )
             try:
@@ -143,22 +147,6 @@ def accuracy(cycles: int, targets: list[str]) -> dict:
     return figures
 
 
-@contextmanager
-def harness_or_engine(harness, counter, engine):
-    """The transactional harness and its counter (started, stopped after), or the real engine (``mirror run``)."""
-    if harness is None:
-        with engine() as mirror:
-            yield mirror
-        return
-    harness.start()
-    counter.start()
-    try:
-        yield None
-    finally:
-        harness.stop()
-        counter.stop()
-
-
 def pure_cycle_cost(partitions: int, rounds: int = 20) -> dict:
     rng = np.random.default_rng(1)
     keys = [(f"topic-{i // 100:04d}", i % 100) for i in range(partitions)]
@@ -206,15 +194,15 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument(
         "--targets",
-        default="plain,transactional",
-        help="comma-separated: plain (the engine, at-least-once) and/or transactional (a target written in "
-        "transactions, issue 28)",
+        default="plain,exactly_once,harness",
+        help="comma-separated: plain (the engine, at-least-once), exactly_once (the engine, delivery: "
+        "exactly_once), harness (a transactional test mirror that also aborts transactions)",
     )
     parser.add_argument("--skip-clusters", action="store_true")
     args = parser.parse_args()
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-    if not targets or set(targets) - {"plain", "transactional"}:
-        parser.error(f"--targets: plain and/or transactional, not {args.targets!r}")
+    if not targets or set(targets) - {"plain", "exactly_once", "harness"}:
+        parser.error(f"--targets: plain, exactly_once and/or harness, not {args.targets!r}")
     print(machine())
     with BenchRun("lag_accuracy", vars(args)) as run:
         run.figures["pure_cycle"] = pure_cycle_cost(args.partitions)

@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_left
+from contextlib import contextmanager
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -204,3 +205,24 @@ class CommittedCounter(threading.Thread):
     def stop(self) -> None:
         self.stop_event.set()
         self.join(10)
+
+
+@contextmanager
+def harness_or_engine(harness: TransactionalMirror | None, counter: CommittedCounter | None, engine):
+    """The harness (started, stopped after), or the real engine (``engine()``: a ``MirrorProcess``, yielded); the
+    counter, when there is one, runs alongside either."""
+    if counter is not None:
+        counter.start()
+    try:
+        if harness is None:
+            with engine() as mirror:
+                yield mirror
+            return
+        harness.start()
+        try:
+            yield None
+        finally:
+            harness.stop()
+    finally:
+        if counter is not None:
+            counter.stop()
