@@ -108,6 +108,9 @@ def read_whole(bootstrap: str, topic: str) -> list[bytes]:
             "bootstrap.servers": bootstrap,
             "group.id": "mirrorwatch-assign-only",
             "enable.auto.commit": False,
+            # a transactional target (exactly-once mirroring) ends with a commit marker no record stands for: the
+            # end-of-partition event marks the partition read, instead of waiting out read_to_end's timeout
+            "enable.partition.eof": True,
             "logger": client_log,
         }
     )
