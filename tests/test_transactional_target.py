@@ -149,3 +149,46 @@ def test_failover_translation_with_markers_between_reads_each_record_once(
         assert sources[len(again) :] == list(range(commit, 300)), partition  # from the commit on: each once, in order
         assert again == list(range(commit - len(again), commit))  # re-delivered: only the records just before it
         assert len(again) <= plan[partition]["max_duplicates"]
+
+
+def test_an_undeclared_transactional_target_is_found_by_its_open_transactions(source, target, topic_name, caplog):
+    """A flow whose configuration does not say its target is transactional (MM2 with exactly-once on, say, left
+    undeclared): the monitor sees an open transaction on the target (its last stable offset below its end) within a
+    few cycles, says so once, and from then on true lag is never below a read_committed reader's count."""
+    from mirrorwatch.core.config_loading import config_from_dict
+    from mirrorwatch.monitor.sampler import Sampler
+
+    from .support.lag_accuracy import RateProducer, measure
+
+    create_topic(source.bootstrap, topic_name, 1)
+    target_topic = f"east.{topic_name}"
+    create_topic(target.bootstrap, target_topic, 1)
+    ensure_syncs_topic(target.bootstrap, offset_syncs_topic("east"))
+    flow = {"source": "east", "target": "west", "topics": [topic_name], "group": f"mw-mirror-{topic_name}"}
+    cfg = {
+        "clusters": {"east": source.config(), "west": target.config()},
+        "flows": {"east-west": {**flow, "checkpoint_groups": []}},
+        "monitor": {"interval_s": 1.0, "window": 3, "history": False},
+    }
+    sampler = Sampler(config_from_dict(cfg))
+    mirror = TransactionalMirror(
+        source.bootstrap, target.bootstrap, topic_name, target_topic, 1, flow["group"], offset_syncs_topic("east")
+    )
+    counter = CommittedCounter(target.bootstrap, target_topic, 1)
+    producer = RateProducer(source.bootstrap, topic_name, 300, 1)
+    caplog.set_level("WARNING", logger="mirrorwatch.monitor.sampler")
+    try:
+        mirror.start()
+        counter.start()
+        producer.start()
+        wait_until(
+            lambda: sampler.sample() and "has an open transaction" in caplog.text, 30, 0.1, "an open transaction seen"
+        )
+        m = measure(sampler, source.bootstrap, target.bootstrap, topic_name, target_topic, 1, [0], 8, 0.1, counter)
+    finally:
+        producer.stop()
+        mirror.stop()
+        counter.stop()
+        sampler.close()
+    assert caplog.text.count("has an open transaction") == 1
+    assert all(lag >= low for lag, low in zip(m.true_lag, m.lower)), list(zip(m.true_lag, m.lower))
