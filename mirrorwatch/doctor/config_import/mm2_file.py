@@ -120,12 +120,10 @@ def from_mm2_properties(text: str, origin: str) -> Imported:
                 flush_ms=props.get(f"{target}.offset.flush.interval.ms"),
                 flush_from=f"{target}.offset.flush.interval.ms",
                 connect_configs_topic=configs if configs and configs != default_connect_configs_topic(source) else None,
-                exactly_once=props.get(
-                    f"{target}.exactly.once.source.support", props.get("exactly.once.source.support")
-                ),
-                exactly_once_from=f"{target}.exactly.once.source.support"
-                if f"{target}.exactly.once.source.support" in props
-                else "exactly.once.source.support",
+                # a worker setting: MirrorMakerConfig.workerConfig takes only the target's prefixed key (a bare
+                # one is not passed on to the a->b herder's worker)
+                exactly_once=props.get(f"{target}.exactly.once.source.support"),
+                exactly_once_from=f"{target}.exactly.once.source.support",
             ),
         )
     return imported
