@@ -12,20 +12,26 @@ import time
 import uuid
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
+from mirrorwatch.localkafka.process import free_port
 from mirrorwatch.monitor.sampler import Sampler
 
 from .support.helpers import admin, create_topic, end_offsets, produce_numbered
 from .support.mirror_harness import wait_until
-from .support.mm2_checks import check_steady_traffic, connect_offsets, write_config_and_lag
+from .support.mm2_checks import check_steady_traffic, check_transactional_traffic, connect_offsets, write_config_and_lag
 from .test_canary_check import run_check
 from .test_mirror_failover import consume_and_commit, run_cli
 
 RUN = uuid.uuid4().hex[:6]
 LAG_TOPIC, FO_TOPIC, CANARY_TOPIC = f"mm2t-{RUN}-lag", f"mm2t-{RUN}-fo", f"mm2t-{RUN}-canary"
+# on west, mirrored to east by the same MM2's reverse pair with exactly-once source support (issue 28): that pair's
+# herder has its own worker (settings prefixed "east.", its own group and topics), so the east->west flow the
+# other tests watch stays at-least-once
+EOS_TOPIC = f"mm2t-{RUN}-eos"
 FAST = {
     "refresh.topics.interval.seconds": "1",
     "refresh.groups.interval.seconds": "1",
@@ -35,6 +41,11 @@ FAST = {
     "groups": f"mm2g-{RUN}-.*",
     # the Connect worker of the east->west herder runs against the target: worker settings take its prefix
     "west.offset.flush.interval.ms": "1000",
+    "west->east.enabled": "true",
+    "west->east.topics": EOS_TOPIC,
+    "east.exactly.once.source.support": "enabled",  # every source task of the west->east worker: transactional
+    "east.offset.flush.interval.ms": "1000",
+    "dedicated.mode.enable.internal.rest": "true",  # documented as needed for exactly-once in dedicated mode
 }
 
 
@@ -53,9 +64,15 @@ def mm2_env(source, target, tmp_path_factory):
         create_topic(source.bootstrap, topic, partitions)
     # LogAppendTime: record timestamps are arrival times on the source, so RPO's ground truth needs no producer clock
     create_topic(source.bootstrap, LAG_TOPIC, 3, {"message.timestamp.type": "LogAppendTime"})
+    create_topic(target.bootstrap, EOS_TOPIC, 3)
     workdir = tmp_path_factory.mktemp("mm2")
     props = mm2_properties(
-        {"east": source.bootstrap, "west": target.bootstrap}, "east", "west", f"mm2t-{RUN}-.*", **FAST
+        {"east": source.bootstrap, "west": target.bootstrap},
+        "east",
+        "west",
+        f"mm2t-{RUN}-.*",
+        **FAST,
+        listeners=f"http://127.0.0.1:{free_port()}",
     )
     mm2 = LocalMirrorMaker2(workdir, props).start()
     body = {
@@ -79,8 +96,6 @@ def mm2_env(source, target, tmp_path_factory):
         "monitor": {"interval_s": 1, "history": False, "http_port": None, "metrics_port": None},
     }
     path = workdir / "mirrorwatch.yaml"
-    import yaml
-
     path.write_text(yaml.safe_dump(body))
     try:
         # MM2 is up when it has mirrored a first record of each topic
@@ -323,8 +338,6 @@ def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
     """MM2 killed under traffic: the evaluator goes to ERR (partitions STOP), heartbeats go stale, the canary goes
     CRITICAL, and the shipped alerts fire on a real Prometheus scraping the real `monitor run` and `canary run`
     (every ``for:`` 5 s, thresholds lowered as the live grafana tests once did). Restarted: all recover."""
-    import yaml
-
     from .support.prometheus_server import free_port, prometheus_server, write_rules_copy
     from .support.real_stack import BIN, Traffic
     from .support.services import Service
@@ -408,10 +421,40 @@ def test_monitor_lag_with_a_config_written_from_mm2_properties(mm2_env, tmp_path
     """`mirrorwatch config from-mm2` on this MM2's own mm2.properties writes a config that watches it with no hand
     edits: `monitor lag` has MM2's committed position, true lag and RPO on every partition."""
     env = mm2_env
-    body = write_config_and_lag("from-mm2", env.mm2.dir / "mm2.properties", tmp_path / "from-mm2.yaml")
+    out = tmp_path / "from-mm2.yaml"
+    body = write_config_and_lag("from-mm2", env.mm2.dir / "mm2.properties", out, source="east")
     assert body["mirror"] == "mm2" and (body["source"], body["target"]) == ("east", "west")
+    # the reverse pair runs with exactly-once source support (east.exactly.once.source.support): said, the other not
+    imported = config_from_dict(yaml.safe_load(out.read_text()))
+    assert [imported.flows[f].mirror.exactly_once for f in ("east-west", "west-east")] == [False, True]
     rows = [r for r in body["partitions"] if r["topic"] in (LAG_TOPIC, FO_TOPIC)]
     assert {(r["topic"], r["partition"]) for r in rows} >= {(FO_TOPIC, 0), (FO_TOPIC, 1)}
     for r in rows:
         if r["source_end"] > 0:  # MM2 keeps no position for a partition it never had a record of
             assert None not in (r["committed"], r["committed_lag"], r["true_lag"], r["time_lag_s"]), r
+
+
+def test_exactly_once_mm2_true_lag_never_below_a_read_committed_count(mm2_env):
+    """MM2 with exactly-once source support (the module's MM2, its west->east pair): the monitor, told so
+    (``exactly_once: true``), never reports less true lag than a read_committed reader's count says there is."""
+    body = {
+        "clusters": mm2_env.config_dict["clusters"],
+        "flows": {
+            "we": {
+                "source": "west",
+                "target": "east",
+                "topics": [EOS_TOPIC],
+                "checkpoint_groups": [],
+                "mirror": {"kind": "mm2", "exactly_once": True, "offset_flush_interval_s": 1},
+            }
+        },
+        "monitor": {"interval_s": 1, "history": False, "http_port": None, "metrics_port": None},
+    }
+    sampler = Sampler(config_from_dict(body))
+    try:
+        figures = check_transactional_traffic(
+            sampler, "we", mm2_env.target.bootstrap, mm2_env.source.bootstrap, EOS_TOPIC, f"west.{EOS_TOPIC}"
+        )
+    finally:
+        sampler.close()
+    print(f"MM2 exactly-once: {figures}")
