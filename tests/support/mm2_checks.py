@@ -9,7 +9,7 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from .helpers import admin, end_offsets
+from .helpers import admin, end_offsets, produce_numbered
 from .mirror_harness import wait_until
 
 
@@ -161,6 +161,14 @@ def check_transactional_traffic(sampler, flow: str, source: str, target: str, to
     counter.start()
     try:
         wait_until(lambda: all(t.caught_up.is_set() for t in sampler.mm2[flow].all[:2]), 60, 0.5, "trackers caught up")
+        # MM2 mirroring (its exactly-once worker fences and starts its tasks first) and the monitor seeing it
+        produce_numbered(source, topic, parts, parts)
+        wait_until(
+            lambda: all(int(v) == 0 for v in next(v for v in sampler.sample().flow_views() if v.flow == flow).true_lag),
+            180,
+            0.5,
+            "MM2 mirroring a first record of each partition",
+        )
         producer.start()
         time.sleep(2)
         m = measure(sampler, source, target, topic, target_topic, parts, [0] * parts, 12, 0.3, counter)
