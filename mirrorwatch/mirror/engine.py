@@ -384,6 +384,7 @@ class MirrorEngine(
         return len(self.producer)
 
     def _shutdown(self) -> None:
+        self._stop.set()  # also after an exception: nothing below may wait for a cluster as if still running
         if self.heartbeats:
             self.heartbeats.stop()
         if self.checkpoints:

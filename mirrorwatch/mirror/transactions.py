@@ -320,14 +320,25 @@ class ExactlyOnce:
         if not (self._produced_since_commit or always):
             return
         log.warning("exactly-once: aborting the open transaction: %s", why)
-        try:
-            self.producer.abort_transaction(30)
-        except KafkaException as exc:
-            err = error_of(exc)
-            if err is not None and err.fatal():
-                self._fenced(err)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.producer.abort_transaction(10)
+                break
+            except KafkaException as exc:
+                err = error_of(exc)
+                if err is not None and err.fatal():
+                    self._fenced(err)
+                    return
+                if err is not None and err.retriable() and not self._stop.is_set() and time.monotonic() < deadline:
+                    self._retrying("exactly-once: aborting (will retry): %s", err.str())  # type: ignore[attr-defined]
+                    self.probes.tick("data path")  # type: ignore[attr-defined]
+                    self._stop.wait(0.5)
+                    continue
+                # not abortable from this producer: a new one with our transactional id aborts it on the target
+                log.warning("exactly-once: the abort failed (%s); replacing the producer", exc)
+                self._replace_producer()
                 return
-            raise
         self.transactions_aborted += 1
         self._produced_since_commit = False
         self.producer.begin_transaction()

@@ -132,7 +132,14 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / "mirror"), *args], capture_output=True, text=True, timeout=180)
 
 
-def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_path: str | None = None) -> dict:
+def run_drill(
+    mode: str,
+    records: int,
+    workdir: Path,
+    say=click.echo,
+    config_path: str | None = None,
+    delivery: str = "at_least_once",
+) -> dict:
     from ...localkafka import LocalClusters
 
     run_id = f"{int(time.time())}"
@@ -167,6 +174,7 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
                 "checkpoint_interval_s": 1,
                 "offset_sync_every": 100,
                 "metrics_port": None,
+                "delivery": delivery,
             },
             "canary": {"metrics_port": None},
         }
@@ -274,6 +282,7 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
     duplicates = len(on_east) + len(on_west) - len(seen)
     result = {
         "mode": mode,
+        "delivery": delivery,
         "records": records,
         "on_target": len(target_has),
         "consumed_on_east": len(on_east),
@@ -292,6 +301,13 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
 @click.option("--mode", type=click.Choice(["checkpoint", "time"]), default="checkpoint", show_default=True)
 @click.option("--records", default=20_000, show_default=True)
 @click.option(
+    "--delivery",
+    type=click.Choice(["at_least_once", "exactly_once"]),
+    default="at_least_once",
+    show_default=True,
+    help="the drill's mirror.delivery (exactly_once: the target holds commit markers; docs/exactly-once.md)",
+)
+@click.option(
     "--config",
     "config_path",
     default=None,
@@ -300,7 +316,7 @@ def run_drill(mode: str, records: int, workdir: Path, say=click.echo, config_pat
 )
 @click.option("--i-know", "i_know", is_flag=True, help="allow clusters that are not on this machine's loopback")
 @click.option("--json", "as_json", is_flag=True)
-def drill(mode, records, config_path, i_know, as_json):
+def drill(mode, records, delivery, config_path, i_know, as_json):
     if config_path is not None:
         cfg = load_config(config_path)
         name, flow = cfg.flow(None)
@@ -312,7 +328,7 @@ def drill(mode, records, config_path, i_know, as_json):
                 2,
             )
     say = (lambda *_: None) if as_json else click.echo
-    result = run_drill(mode, records, Path(tempfile.mkdtemp(prefix="mw-drill-")), say, config_path)
+    result = run_drill(mode, records, Path(tempfile.mkdtemp(prefix="mw-drill-")), say, config_path, delivery)
     if as_json:
         click.echo(json.dumps(result))
     else:
