@@ -38,7 +38,7 @@ from mirrorwatch.localkafka import LocalClusters
 from mirrorwatch.localkafka.launcher import free_port
 
 from .jsonline import BenchRun
-from .soak_check import GROUP, PARTITIONS, QUIET, TOPIC, _committed_and_end, _read, check
+from .soak_check import GROUP, PARTITIONS, QUIET, TOPIC, _committed_and_end, _read, check, wait_settled
 
 BIN = Path(sys.executable).parent
 KEYS = 1000
@@ -315,6 +315,8 @@ def run_soak(
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if exactly_once and not wait_settled(west.bootstrap, f"east.{TOPIC}"):
+            log("soak: a transaction stayed open on the target for 120 s; the reader stops before it")
         source_records, target_records = _read(east.bootstrap, TOPIC), _read(west.bootstrap, f"east.{TOPIC}")
     report.lost, report.duplicates, report.duplicates_outside_windows, report.order_violations = check(
         source_records, target_records, windows

@@ -87,3 +87,24 @@ def check(source_records, target_records, windows) -> tuple[int, int, int, int]:
             if not any(c[p] <= off < e[p] for c, e in windows):
                 outside += count - 1
     return lost, duplicates, outside, order_violations
+
+
+def wait_settled(bootstrap: str, topic: str, timeout_s: float = 120) -> bool:
+    """Wait until no transaction is open on the topic (each partition's last stable offset is its end offset).
+    A mirror killed and not restarted leaves its transaction open until the target times it out, and until then a
+    read_committed reader stops before records committed after it: reading then would count them lost."""
+    from confluent_kafka.admin import AdminClient, IsolationLevel, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ends = {tp.partition: f.result(30).offset for tp, f in admin.list_offsets(request).items()}
+            stable = admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED)
+            if all(f.result(30).offset == ends[tp.partition] for tp, f in stable.items()):
+                return True
+        except KafkaException:
+            pass  # a broker restarting: ask again
+        time.sleep(1)
+    return False
