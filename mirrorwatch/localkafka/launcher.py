@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 from .jars import KAFKA_VERSION, LauncherError, ensure_jars, require_tool
-from .process import LOG4J2, die_with_parent, free_port, port_in_use, terminate
+from .process import LOG4J2, die_with_parent, extra_jvm_options, free_port, port_in_use, terminate
 from .tls import write_tls_files
 
 HEAP = os.environ.get("MIRRORWATCH_BROKER_HEAP", "-Xms256m -Xmx768m")
@@ -211,6 +211,7 @@ class LocalCluster:
             fmt = subprocess.run(
                 [
                     java,
+                    *extra_jvm_options(),
                     "-cp",
                     classpath,
                     f"-Dlog4j2.configurationFile={LOG4J2}",
@@ -234,6 +235,7 @@ class LocalCluster:
             *HEAP.split(),
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
+            *extra_jvm_options(),
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={LOG4J2}",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",

@@ -14,6 +14,14 @@ from typing import Self
 LOG4J2 = Path(__file__).with_name("log4j2.xml")
 
 
+def extra_jvm_options() -> list[str]:
+    """``MIRRORWATCH_JVM_OPTS``: options added to every Java process these launchers start (the storage format
+    run, brokers, Connect workers, MirrorMaker 2). Read at each start, so a test harness can set it in its own
+    environment; empty by default, so benchmarks run the JVM as shipped. The test suite sets
+    ``-XX:TieredStopAtLevel=1`` (tests/conftest.py says why)."""
+    return os.environ.get("MIRRORWATCH_JVM_OPTS", "").split()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -91,6 +99,7 @@ class ConnectRuntimeProcess:
         cmd = [
             java,
             *self.heap.split(),
+            *extra_jvm_options(),
             f"-Dlog4j2.configurationFile={LOG4J2}",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",
             "-cp",
