@@ -27,14 +27,23 @@ def test_both_clusters_hold_10k_records_on_6_partitions(source, target, topic_na
         assert all(int(m.key()[1:]) % 6 == m.partition() for m in records)
 
 
-@pytest.fixture
-def spare_cluster(tmp_path):
-    """A third cluster of its own: these tests stop and kill it."""
+@pytest.fixture(scope="module")
+def spare_cluster_once(tmp_path_factory):
+    """A third cluster of its own, one for the module (a cluster's format and first start cost a JVM each): the
+    tests stop and kill it, each on its own topic."""
     if os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP"):
         pytest.skip("stop/kill tests need the local launcher")
-    cluster = LocalCluster("spare", tmp_path).start()
+    cluster = LocalCluster("spare", tmp_path_factory.mktemp("spare")).start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def spare_cluster(spare_cluster_once):
+    """The module's spare cluster, running (a test that failed half-way may have left it stopped)."""
+    if not spare_cluster_once.is_running():
+        spare_cluster_once.start()
+    return spare_cluster_once
 
 
 def test_stop_start_keeps_data_and_address(spare_cluster):

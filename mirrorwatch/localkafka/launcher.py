@@ -16,8 +16,9 @@ import time
 import uuid
 from pathlib import Path
 
+from .classdata import ClassDataArchive
 from .jars import KAFKA_VERSION, LauncherError, ensure_jars, require_tool
-from .process import LOG4J2, die_with_parent, free_port, port_in_use, terminate
+from .process import LOG4J2, die_with_parent, extra_jvm_options, free_port, port_in_use, terminate
 from .tls import write_tls_files
 
 HEAP = os.environ.get("MIRRORWATCH_BROKER_HEAP", "-Xms256m -Xmx768m")
@@ -69,6 +70,7 @@ class LocalCluster:
             ports["internal_port"] = self.internal_port
         self._ports_file.write_text(json.dumps(ports))
         self.proc: subprocess.Popen | None = None
+        self._archive: ClassDataArchive | None = None  # the broker's class-data archive (classdata.py)
         self.startup_seconds: float | None = None
         self.tls = write_tls_files(self.dir / "tls", name) if security == "sasl_ssl" else None
 
@@ -208,9 +210,12 @@ class LocalCluster:
         if not (self.dir / "data" / "meta.properties").exists():
             # "--cluster-id=ID" form: a base64 id may start with "-", which a separate argument would turn into an option
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            format_archive = ClassDataArchive(jars.parent / "cds", "format", java)
             fmt = subprocess.run(
                 [
                     java,
+                    *extra_jvm_options(),
+                    *format_archive.options(),
                     "-cp",
                     classpath,
                     f"-Dlog4j2.configurationFile={LOG4J2}",
@@ -226,6 +231,7 @@ class LocalCluster:
                 capture_output=True,
                 text=True,
             )
+            format_archive.exited(fmt.returncode)
             if fmt.returncode != 0:
                 tail = " | ".join((fmt.stdout + fmt.stderr).strip().splitlines()[-3:])
                 raise LauncherError(f"formatting storage for Kafka cluster '{self.name}' failed: {tail}")
@@ -234,6 +240,8 @@ class LocalCluster:
             *HEAP.split(),
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
+            *extra_jvm_options(),
+            *self._archive_options(java, jars),
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={LOG4J2}",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",
@@ -249,6 +257,15 @@ class LocalCluster:
         )
         out.close()
         _REGISTRY.add(self)
+
+    def _archive_options(self, java: str, jars: Path) -> list[str]:
+        if self._archive is None:
+            self._archive = ClassDataArchive(jars.parent / "cds", "broker", java)
+        return self._archive.options()
+
+    def _exited(self) -> None:
+        if self._archive is not None and self.proc is not None:
+            self._archive.exited(self.proc.returncode)
 
     def _scram_arguments(self) -> list[str]:
         if self.security != "sasl_ssl":
@@ -300,12 +317,14 @@ class LocalCluster:
         """Clean shutdown (SIGTERM: the broker flushes and writes its clean-shutdown marker)."""
         if self.is_running():
             terminate(self.proc, timeout_s)
+            self._exited()
 
     def kill(self) -> None:
         """SIGKILL: as a machine crash looks to the broker (unflushed page cache aside)."""
         if self.is_running():
             self.proc.kill()
             self.proc.wait()
+            self._exited()
 
     def restart(self) -> LocalCluster:
         self.stop()

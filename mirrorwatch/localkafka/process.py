@@ -11,7 +11,17 @@ import subprocess
 from pathlib import Path
 from typing import Self
 
+from .classdata import ClassDataArchive
+
 LOG4J2 = Path(__file__).with_name("log4j2.xml")
+
+
+def extra_jvm_options() -> list[str]:
+    """``MIRRORWATCH_JVM_OPTS``: options added to every Java process these launchers start (the storage format
+    run, brokers, Connect workers, MirrorMaker 2). Read at each start, so a test harness can set it in its own
+    environment; empty by default, so benchmarks run the JVM as shipped. The test suite sets
+    ``-XX:TieredStopAtLevel=1`` (tests/conftest.py says why)."""
+    return os.environ.get("MIRRORWATCH_JVM_OPTS", "").split()
 
 
 def free_port() -> int:
@@ -69,6 +79,7 @@ class ConnectRuntimeProcess:
         self.properties = dict(properties)
         self.heap = heap
         self.proc: subprocess.Popen | None = None
+        self._archive: ClassDataArchive | None = None  # its class-data archive (classdata.py), once started
 
     @property
     def workdir(self) -> Path:
@@ -88,9 +99,13 @@ class ConnectRuntimeProcess:
         jars = ensure_jars("mm2")
         java = require_tool("java", "install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)")
         (self.dir / "logs").mkdir(exist_ok=True)
+        if self._archive is None:
+            self._archive = ClassDataArchive(jars.parent / "cds", self.main_class.rsplit(".", 1)[-1], java)
         cmd = [
             java,
             *self.heap.split(),
+            *extra_jvm_options(),
+            *self._archive.options(),
             f"-Dlog4j2.configurationFile={LOG4J2}",
             f"-Dkafka.logs.dir={self.dir / 'logs'}",
             "-cp",
@@ -118,10 +133,16 @@ class ConnectRuntimeProcess:
         if self.proc is not None and self.is_running():
             self.proc.kill()
             self.proc.wait()
+            self._exited()
+
+    def _exited(self) -> None:
+        if self._archive is not None and self.proc is not None:
+            self._archive.exited(self.proc.returncode)
 
     def stop(self, timeout_s: float = 60) -> None:
         if self.proc is not None and self.is_running():
             terminate(self.proc, timeout_s)
+            self._exited()
 
     def log_text(self) -> str:
         return self.out_path.read_text(errors="replace") if self.out_path.exists() else ""

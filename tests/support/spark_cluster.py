@@ -30,9 +30,17 @@ SPARK_HOME = Path(pyspark.__file__).parent
 
 
 def spark_env(work: Path) -> dict[str, str]:
-    """The environment for the cluster's processes and for drivers that talk to it."""
+    """The environment for the cluster's processes and for drivers that talk to it. The daemons and the
+    executors run with the test JVMs' options (tests/conftest.py: C1 only), through spark-defaults.conf in a
+    conf folder of the cluster's own."""
+    jvm_opts = os.environ.get("MIRRORWATCH_JVM_OPTS", "")
+    conf = work / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "spark-defaults.conf").write_text(f"spark.executor.defaultJavaOptions {jvm_opts}\n" if jvm_opts else "")
     return {
         **os.environ,
+        "SPARK_CONF_DIR": str(conf),
+        "SPARK_DAEMON_JAVA_OPTS": jvm_opts,
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(work / "logs"),
