@@ -401,7 +401,10 @@ class MirrorEngine(
             if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
                 self.publisher.commit()
             self.publisher.emit_syncs()
-        self.producer.flush(2)
+        try:
+            self.producer.flush(2)
+        except Exception as exc:  # a producer failed fatally (exactly-once: fenced) has nothing left to flush
+            log.debug("flushing the producer at shutdown: %s", exc)
         try:
             self.consumer.close()
         except Exception as exc:

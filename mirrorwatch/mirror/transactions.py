@@ -47,6 +47,19 @@ Key = tuple[str, int]
 
 # librdkafka's purge of an aborted transaction's records: their reports are expected, not a failure
 PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
+# what the target says about a record itself: it would say it again, so the engine stops rather than skip it
+RECORD_REFUSED = {
+    KafkaError.MSG_SIZE_TOO_LARGE,
+    KafkaError.RECORD_LIST_TOO_LARGE,
+    KafkaError.INVALID_RECORD,
+    KafkaError.CORRUPT_MESSAGE,
+    KafkaError.INVALID_TIMESTAMP,
+    KafkaError.POLICY_VIOLATION,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError._INVALID_ARG,
+}
 COMMIT_TIMEOUT_S = 5.0  # one try; a retriable failure (a coordinator moving, a target away) is tried again
 FENCED_AGAIN_S = 60.0  # fenced twice within this long: another process uses our transactional id
 STUCK_COMMIT_S = 30.0  # commits failing this long while the target answers: the producer is replaced
@@ -227,14 +240,19 @@ class ExactlyOnce:
 
     def _report_failed(self, state: PartitionState, err: KafkaError) -> bool:
         """A failed report under exactly-once: True when it is not a record failure. Reports of an aborted
-        transaction's records (purged) and of assignments gone are expected; a retriable error (a timeout)
-        dooms only the open transaction, which is aborted and done again."""
+        transaction's records (purged) and of assignments gone are expected; any error that is not about the
+        record itself (a timeout, an epoch the target bumped while we were frozen) dooms only the open
+        transaction, which is aborted (or its producer replaced) and done again. A record the target refuses for
+        what it is stops the engine, as at-least-once does: done again, it would be refused again."""
         if err.code() in PURGED or self.partitions.get(state.key) is not state:
             return True
-        if err.retriable() or err.code() == KafkaError._MSG_TIMED_OUT:
+        if err.code() in RECORD_REFUSED:
+            return False
+        if err.fatal():
+            self._fence_pending = self._fence_pending or err
+        else:
             self._abort_pending = self._abort_pending or err.str()
-            return True
-        return False
+        return True
 
     def _commit_transaction(self) -> bool:
         """Commit what was produced with the positions it reached. False: nothing committed (aborted or failed)."""
