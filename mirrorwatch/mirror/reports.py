@@ -78,9 +78,15 @@ class DeliveryReports:
             remaining = self.producer.flush(timeout)
         except KafkaException as exc:
             self._fatal(exc)
+            if self.exactly_once:
+                # a fenced transactional producer: flushing it again raised a SystemError inside the client; it
+                # is replaced and its records done again (transactions.py), nothing here names a record
+                return len(self.producer)
             remaining = self.producer.flush(timeout)  # the failed records' reports name the refused record
         while self.publisher.deferred or self.touched:  # the reports' offset syncs go out and are flushed too
             self._settle()
+            if self.exactly_once and self._fence_pending is not None:
+                return len(self.producer)
             remaining = self.producer.flush(max(0.0, deadline - time.monotonic()))
         return remaining
 
