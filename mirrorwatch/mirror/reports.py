@@ -83,6 +83,13 @@ class DeliveryReports:
                 # is replaced and its records done again (transactions.py), nothing here names a record
                 return len(self.producer)
             remaining = self.producer.flush(timeout)  # the failed records' reports name the refused record
+        except SystemError as exc:
+            # confluent-kafka 2.16's flush of a transactional producer the target fenced returned NULL without an
+            # exception; it is fenced all the same, and replaced like one (transactions.py)
+            if not self.exactly_once:
+                raise
+            self._fence_pending = self._fence_pending or KafkaError(KafkaError._FENCED, f"flush: {exc}", fatal=True)
+            return len(self.producer)
         while self.publisher.deferred or self.touched:  # the reports' offset syncs go out and are flushed too
             self._settle()
             if self.exactly_once and self._fence_pending is not None:
