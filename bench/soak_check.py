@@ -93,7 +93,8 @@ def wait_settled(bootstrap: str, topic: str, timeout_s: float = 120) -> bool:
     """Wait until no transaction is open on the topic (each partition's last stable offset is its end offset).
     A mirror killed and not restarted leaves its transaction open until the target times it out, and until then a
     read_committed reader stops before records committed after it: reading then would count them lost."""
-    from confluent_kafka.admin import AdminClient, IsolationLevel, OffsetSpec
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import AdminClient, OffsetSpec
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
