@@ -59,6 +59,7 @@ class SoakReport:
     final_samples: list[tuple[float, str, str]] = field(default_factory=list)
     logs: str = ""
     recovery_s: float | None = None  # from the last repair to the first of three OK/OK samples in a row
+    still_open: str | None = None  # exactly-once: transactions still open on the target when it was read
 
     def ok(self) -> bool:
         return self.lost == 0 and self.duplicates_outside_windows == 0 and self.order_violations == 0
@@ -315,8 +316,10 @@ def run_soak(
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        if exactly_once and not wait_settled(west.bootstrap, f"east.{TOPIC}"):
-            log("soak: a transaction stayed open on the target for 120 s; the reader stops before it")
+        still_open = wait_settled(west.bootstrap, f"east.{TOPIC}") if exactly_once else None
+        if still_open:
+            report.still_open = still_open
+            log(f"soak: a transaction stayed open on the target for 120 s ({still_open}); the reader stops before it")
         source_records, target_records = _read(east.bootstrap, TOPIC), _read(west.bootstrap, f"east.{TOPIC}")
     report.lost, report.duplicates, report.duplicates_outside_windows, report.order_violations = check(
         source_records, target_records, windows

@@ -89,8 +89,9 @@ def check(source_records, target_records, windows) -> tuple[int, int, int, int]:
     return lost, duplicates, outside, order_violations
 
 
-def wait_settled(bootstrap: str, topic: str, timeout_s: float = 120) -> bool:
-    """Wait until no transaction is open on the topic (each partition's last stable offset is its end offset).
+def wait_settled(bootstrap: str, topic: str, timeout_s: float = 120) -> str | None:
+    """Wait until no transaction is open on the topic (each partition's last stable offset is its end offset);
+    None then, else what was still open.
     A mirror killed and not restarted leaves its transaction open until the target times it out, and until then a
     read_committed reader stops before records committed after it: reading then would count them lost."""
     from confluent_kafka import IsolationLevel
@@ -99,13 +100,18 @@ def wait_settled(bootstrap: str, topic: str, timeout_s: float = 120) -> bool:
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
     request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
     deadline = time.monotonic() + timeout_s
+    said = "no answer"
     while time.monotonic() < deadline:
         try:
             ends = {tp.partition: f.result(30).offset for tp, f in admin.list_offsets(request).items()}
             stable = admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED)
-            if all(f.result(30).offset == ends[tp.partition] for tp, f in stable.items()):
-                return True
-        except KafkaException:
-            pass  # a broker restarting: ask again
+            stables = {tp.partition: f.result(30).offset for tp, f in stable.items()}
+            if stables == ends:
+                return None
+            said = ", ".join(
+                f"[{p}] stable {stables[p]} < end {ends[p]}" for p in sorted(ends) if stables[p] != ends[p]
+            )
+        except KafkaException as exc:
+            said = str(exc)  # a broker restarting: ask again
         time.sleep(1)
-    return False
+    return said

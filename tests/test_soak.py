@@ -24,6 +24,7 @@ def _explained(report: SoakReport) -> str:
         f"monitor/canary at the end (s after the last repair): {last}",
         f"lost {report.lost}, duplicates {report.duplicates} ({report.duplicates_outside_windows} outside windows), "
         f"order violations {report.order_violations}, {report.seconds:.0f} s",
+        f"transactions still open on the target when read: {report.still_open or 'none'}",
     ]
     lines += [str(fault) for fault in report.faults]
     lines.append(f"last samples: {report.final_samples}")
