@@ -280,8 +280,8 @@ class MirrorEngine(
             self.partitions[(topic, partition)].read_next = offset
             time.sleep(0.5)
             return True
-        if self.exactly_once and (err.code() == KafkaError._FATAL or self._fence_pending is not None):
-            return False  # a fenced producer: replaced between batches, and the records are read again
+        if self.exactly_once and self._transaction_doomed(err):
+            return False  # the open transaction is aborted (or its producer replaced) before any commit: read again
         self._failed(self.partitions[(topic, partition)], offset, target_topic, -1, err)
         return False
 

@@ -136,7 +136,9 @@ class PositionPublisher:
                 return
             except KafkaException as exc:  # refused at once when the client already knows it may not write there
                 error = error_of(exc)
-                if error is not None and error.code() == KafkaError._FATAL:
+                if error is not None and error.code() in (KafkaError._FATAL, KafkaError._STATE):
+                    # (_STATE: exactly-once, a transaction that must be aborted first; the sync is built again
+                    # after the partitions go back to their positions on the target)
                     # the producer failed fatally on a mirrored record: its delivery report stops the engine and
                     # names the record; an offset sync now would not be written anyway
                     return

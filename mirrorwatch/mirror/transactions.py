@@ -253,6 +253,18 @@ class ExactlyOnce:
             self._abort_pending = self._abort_pending or err.str()
         return True
 
+    def _transaction_doomed(self, err: KafkaError) -> bool:
+        """A produce() refused under exactly-once: True when it is the transaction's state, not the record (a
+        fenced producer, one whose transaction must be aborted first): the transaction is then aborted, or its
+        producer replaced, before anything commits, and the partitions go back to their positions."""
+        if err.code() in RECORD_REFUSED:
+            return False
+        if err.fatal() or err.code() == KafkaError._FATAL:
+            self._fence_pending = self._fence_pending or err
+        else:
+            self._abort_pending = self._abort_pending or err.str()
+        return True
+
     def _commit_transaction(self) -> bool:
         """Commit what was produced with the positions it reached. False: nothing committed (aborted or failed)."""
         self._flush(30)  # type: ignore[attr-defined]  # every report served: positions and offset syncs settled
