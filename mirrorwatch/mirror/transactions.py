@@ -60,7 +60,9 @@ RECORD_REFUSED = {
     KafkaError._INVALID_ARG,
 }
 COMMIT_TIMEOUT_S = 5.0  # one try; a retriable failure (a coordinator moving, a target away) is tried again
-FENCED_AGAIN_S = 60.0  # fenced twice within this long: another process uses our transactional id
+# fenced this often within this long: another process uses our transactional id (two of them fence each other
+# every few seconds); a zombie's thaw and a target away past the transaction timeout are one fence each
+FENCES_LIMIT, FENCES_WINDOW_S = 5, 300.0
 STUCK_COMMIT_S = 30.0  # commits failing this long while the target answers: the producer is replaced
 
 
@@ -92,7 +94,7 @@ class ExactlyOnce:
         self.transactions_committed = 0
         self.transactions_aborted = 0
         self.transaction_refused: str | None = None
-        self._fenced_at: float | None = None
+        self._fences: list[float] = []  # when the producer was fenced (monotonic), within FENCES_WINDOW_S
         self._produced_since_commit = False  # set by the engine's _send; syncs alone come with moved positions
         self._abort_pending: str | None = None  # a report failed in a way that dooms only the transaction
         self._fence_pending: KafkaError | None = None  # the producer failed fatally (seen inside a poll)
@@ -374,18 +376,19 @@ class ExactlyOnce:
 
     def _fenced(self, err: KafkaError) -> None:
         """The producer was fenced (a newer producer with our id, or the target timed our transaction out while we
-        were frozen): what it wrote is aborted. Replace it once; fenced again soon after means another process
-        runs with our transactional id, and two of them would fence each other for ever."""
+        were frozen): what it wrote is aborted, and a new producer goes on. Fenced again and again means another
+        process runs with our transactional id, and two of them would fence each other for ever: stop then."""
         self._fence_pending = None
         now = time.monotonic()
-        if self._fenced_at is not None and now - self._fenced_at < FENCED_AGAIN_S:
+        self._fences = [t for t in self._fences if now - t < FENCES_WINDOW_S] + [now]
+        if len(self._fences) >= FENCES_LIMIT:
             self.transaction_refused = (
-                f"fenced twice within {FENCED_AGAIN_S:.0f} s on {self.flow.target} ({err.str()}): another mirror runs "
-                f"with transactional id {self.transactional_id}; give each process its own mirror.instance_id"
+                f"fenced {len(self._fences)} times within {FENCES_WINDOW_S / 60:.0f} min on {self.flow.target} "
+                f"({err.str()}): another mirror runs with transactional id {self.transactional_id}; give each "
+                "process its own mirror.instance_id"
             )
             self._stop.set()
             return
-        self._fenced_at = now
         log.warning(
             "exactly-once: producer fenced (%s); replacing it and resuming from the target's positions", err.str()
         )
