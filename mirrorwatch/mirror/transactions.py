@@ -401,7 +401,12 @@ class ExactlyOnce:
         self.transactions_aborted += 1
         self._produced_since_commit = False
         self._unassign_all()  # in-flight reports of the old producer update detached states
-        self._fenced_producers.append(self.producer)  # never destroyed: that could wait on its purged records
+        old = self.producer
+        try:  # no retry of its records may reach the target after the new producer's start (a hanging transaction)
+            old.purge(in_queue=True, in_flight=True, blocking=False)
+        except Exception as exc:
+            log.debug("purging the replaced producer: %s", exc)
+        self._fenced_producers.append(old)  # never destroyed: that could wait on its purged records
         self.producer = make_producer(
             self.target_cluster,
             f"mirrorwatch-mirror-{self.flow_name}",
