@@ -178,8 +178,8 @@ PLANS = {
         (0.16, "kill mirror b"),
         (0.26, "freeze source"),
         (0.38, "freeze mirror past its session"),
-        (0.56, "kill target broker"),
-        (0.80, "kill mirror b for good"),
+        (0.50, "kill target broker"),
+        (0.70, "kill mirror b for good"),
     ],
 }
 ZOMBIE_SESSION_S = 6  # the exactly-once soak's session timeout; a mirror frozen twice as long is a zombie

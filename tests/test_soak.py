@@ -54,7 +54,7 @@ def test_soak_exactly_once(tmp_path):
     frozen, one mirror frozen past its session (a zombie when thawed), the target's broker SIGKILLed, the other
     mirror killed for good, each while records flow: a read_committed reader sees each record once, in per-key
     order (bench/soak.py says why the broker's SIGKILL comes before the last kill)."""
-    report = run_soak(150_000, rate=3_000, workdir=tmp_path, delivery="exactly_once")
+    report = run_soak(180_000, rate=3_000, workdir=tmp_path, delivery="exactly_once")
     print(report)
     assert report.lost == 0 and report.duplicates == 0 and report.order_violations == 0, _explained(report)
     assert [f["fault"] for f in report.faults] == [fault for _, fault in PLANS["exactly_once"]], _explained(report)
