@@ -4,6 +4,7 @@ what may be committed, and which failed record the engine names. Pure: plain val
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError
 
 from mirrorwatch.mirror.acknowledgement import (
     AckReason,
@@ -100,3 +101,24 @@ def test_other_errors_name_the_first_record_without_a_size():
 def test_unknown_size_is_not_printed_and_no_failure_no_message():
     assert "bytes" not in failure_message([failure(3, -1)], "west")
     assert failure_message([], "west") is None
+
+
+@pytest.mark.parametrize(
+    "code, fatal, outcome",
+    [
+        (KafkaError.MSG_SIZE_TOO_LARGE, False, "record"),  # refused again if done again: stop, never skip
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, False, "record"),
+        (KafkaError.POLICY_VIOLATION, False, "record"),
+        (KafkaError._MSG_TIMED_OUT, False, "abort"),  # the target away past the transaction timeout
+        (KafkaError.REQUEST_TIMED_OUT, False, "abort"),
+        (KafkaError._STATE, False, "abort"),  # a transaction that must be aborted first
+        (KafkaError.INVALID_PRODUCER_EPOCH, False, "abort"),  # the target timed the transaction out
+        (KafkaError._FENCED, True, "fenced"),  # a newer producer with our id
+        (KafkaError.INVALID_PRODUCER_EPOCH, True, "fenced"),
+        (KafkaError._FATAL, False, "fenced"),
+    ],
+)
+def test_exactly_once_failure_outcomes(code, fatal, outcome):
+    from mirrorwatch.mirror.transactions import transaction_failure
+
+    assert transaction_failure(code, fatal) == outcome

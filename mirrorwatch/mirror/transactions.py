@@ -66,6 +66,15 @@ FENCES_LIMIT, FENCES_WINDOW_S = 5, 300.0
 STUCK_COMMIT_S = 30.0  # commits failing this long while the target answers: the producer is replaced
 
 
+def transaction_failure(code: int, fatal: bool) -> str:
+    """What a failed report or produce() means under exactly-once (pure): ``"record"`` the target refuses the
+    record itself (stop, as at-least-once does), ``"fenced"`` the producer is done (replace it), ``"abort"`` only
+    the open transaction is (abort it); in both latter cases the partitions go back to their positions."""
+    if code in RECORD_REFUSED:
+        return "record"
+    return "fenced" if fatal or code == KafkaError._FATAL else "abort"
+
+
 class TransactionRefused(MirrorFailure):
     """Exactly-once cannot go on: fenced again and again (another process with our transactional id); exits 5."""
 
@@ -247,25 +256,17 @@ class ExactlyOnce:
         what it is stops the engine, as at-least-once does: done again, it would be refused again."""
         if err.code() in PURGED or self.partitions.get(state.key) is not state:
             return True
-        if err.code() in RECORD_REFUSED:
-            return False
-        if err.fatal():
-            self._fence_pending = self._fence_pending or err
-        else:
-            self._abort_pending = self._abort_pending or err.str()
-        return True
+        return self._transaction_doomed(err)
 
     def _transaction_doomed(self, err: KafkaError) -> bool:
-        """A produce() refused under exactly-once: True when it is the transaction's state, not the record (a
-        fenced producer, one whose transaction must be aborted first): the transaction is then aborted, or its
-        producer replaced, before anything commits, and the partitions go back to their positions."""
-        if err.code() in RECORD_REFUSED:
-            return False
-        if err.fatal() or err.code() == KafkaError._FATAL:
+        """A produce() or report refused under exactly-once: True when it is the transaction's state, not the
+        record: the transaction is then aborted, or its producer replaced, before anything commits."""
+        outcome = transaction_failure(err.code(), err.fatal())
+        if outcome == "fenced":
             self._fence_pending = self._fence_pending or err
-        else:
+        elif outcome == "abort":
             self._abort_pending = self._abort_pending or err.str()
-        return True
+        return outcome != "record"
 
     def _commit_transaction(self) -> bool:
         """Commit what was produced with the positions it reached. False: nothing committed (aborted or failed)."""
