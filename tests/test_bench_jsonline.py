@@ -93,6 +93,7 @@ def test_every_bench_script_prints_its_json_line():
         "detection_floor.py",
         "detection_watch.py",
         "mm2_runs.py",
+        "soak_check.py",
     }
     scripts = [p for p in BENCH.glob("*.py") if p.name not in helpers]
     assert len(scripts) >= 10

@@ -31,6 +31,7 @@ LABEL_VALUES = {
     "role": "source",
     "mirror": "mirrorwatch",
     "service": "monitor",
+    "outcome": "committed",  # mirrorwatch_mirror_transactions_total (exactly-once)
     # MM2 connector state (docs/metrics.md): one RUNNING series, so that no connector alert holds
     "connector": "src->dst.MirrorSourceConnector",
     "task": "0",
