@@ -97,28 +97,29 @@ class ConsumerGuard:
     def _replace_consumer(self) -> None:
         if getattr(self, "exactly_once", False):
             self._replace_members()  # transactions.py: its group is the one on the target
-            self.group_state = self.outside_group_since = None
-            self.consumer_replacements += 1
-            return
-        old = self.consumer
-        try:
-            # never to join again: if it found a broker later it would take partitions nobody reads from it
-            old.unsubscribe()
-        except Exception as exc:
-            log.debug("unsubscribing the replaced consumer: %s", exc)
-        # Not closed: close() runs the rebalance callbacks on the closing thread and waits for a coordinator
-        # this consumer cannot find. Kept referenced so that no garbage collection closes it either.
-        self._replaced_consumers.append(old)
-        self.partitions.clear()  # lost, as in _on_lost: in-flight reports update the detached states
-        self.owned = frozenset()
-        self.consumer = self._make_consumer()
-        self.publisher.bind(self.producer, self.consumer)
-        with self._subscription_lock:
+        else:
+            self._retire(self.consumer)
+            self.partitions.clear()  # lost, as in _on_lost: in-flight reports update the detached states
+            self.owned = frozenset()
+            self.consumer = self._make_consumer()
+            self.publisher.bind(self.producer, self.consumer)
+        with self._subscription_lock:  # the new consumer subscribes from the data path (subscription.py)
             if self._pending_subscription is None:
                 self._pending_subscription = list(self._subscribed)
             self._subscribed = []
         self.group_state = self.outside_group_since = None
         self.consumer_replacements += 1
+
+    def _retire(self, old: Any) -> None:
+        """Leave a stuck consumer's group and keep it. Never to join again: if it found a broker later it would take
+        partitions nobody reads from it. Not closed: close() runs the rebalance callbacks on the closing thread and
+        waits for a coordinator this consumer cannot find. Kept referenced so that no garbage collection closes it
+        either."""
+        try:
+            old.unsubscribe()
+        except Exception as exc:
+            log.debug("unsubscribing the replaced consumer: %s", exc)
+        self._replaced_consumers.append(old)
 
     def _make_consumer(self) -> Any:  # the engine's
         raise NotImplementedError

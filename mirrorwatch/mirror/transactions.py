@@ -227,17 +227,8 @@ class ExactlyOnce:
         join with a new one, which takes partitions and positions afresh."""
         self._abort("the positions group's consumer is being replaced", always=True)
         self._unassign_all()
-        old = self.members
-        try:
-            old.unsubscribe()
-        except Exception as exc:
-            log.debug("unsubscribing the replaced positions consumer: %s", exc)
-        self._replaced_consumers.append(old)  # type: ignore[attr-defined]
-        self.members = self._make_members()
-        with self._subscription_lock:  # type: ignore[attr-defined]
-            if self._pending_subscription is None:  # type: ignore[attr-defined]
-                self._pending_subscription = list(self._subscribed)  # type: ignore[attr-defined]
-            self._subscribed = []
+        self._retire(self.members)  # type: ignore[attr-defined]
+        self.members = self._make_members()  # it subscribes as the source consumer would (consumer_guard.py)
 
     # ------------------------------------------------------------------ transactions
     def _serve_members(self) -> None:
@@ -452,8 +443,7 @@ class ExactlyOnce:
             elif self._stop_reason():
                 self._abort("stopping on a failure")
             elif self.members is not None:
-                self.publisher.emit_syncs()
-                self._commit_transaction()
+                self._commit_positions()  # type: ignore[attr-defined]  # the engine's: syncs, then the transaction
         except Exception as exc:
             log.warning("exactly-once: closing the transaction: %s", exc)
         if self.members is not None:
