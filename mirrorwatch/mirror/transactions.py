@@ -11,8 +11,9 @@ subscribes to the flow's target topics and never fetches (its partitions stay pa
 ``assign``s the source partitions matching what the group gave it (same number, 1:1). Zombie fencing is Kafka's
 own (KIP-447): ``send_offsets_to_transaction`` carries the member's generation, and the group coordinator refuses
 it from a member that is no longer in the current generation, so a mirror frozen past its session cannot commit
-anything it wrote after it lost its partitions; its transaction is aborted. A new owner reads the positions with
-``isolation.level=read_committed``, which waits for a transaction still open on them (KIP-447's stable offsets).
+anything it wrote after it lost its partitions; its transaction is aborted. A new owner reads the positions as
+stable offsets only (KIP-447): a partition a transaction still holds waits for it, the others start at once
+(positions.py).
 Rejected designs and the costs: docs/design.md, "Exactly-once mirroring".
 
 What makes every commit safe, the invariant the methods keep:
@@ -32,14 +33,14 @@ import socket
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_STORED, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ..core.access import Denied, error_of
-from ..core.clients import make_consumer, make_producer
+from ..core.clients import make_admin, make_producer
 from ..core.naming import positions_group, transactional_id
 from .acknowledgement import MirrorFailure
-from .consumer_guard import STATS_INTERVAL_MS
 from .partition_state import PartitionState
+from .positions import PositionReads, PositionsGroup
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -81,7 +82,7 @@ class TransactionRefused(MirrorFailure):
     exit_code = 5
 
 
-class ExactlyOnce:
+class ExactlyOnce(PositionsGroup):
     # the engine's, set in MirrorEngine.__init__
     producer: Any
     consumer: Any
@@ -100,6 +101,10 @@ class ExactlyOnce:
     def _init_exactly_once(self) -> None:
         self.exactly_once = self.settings.delivery == "exactly_once"
         self.members: Any = None  # the positions group's consumer on the target
+        self.position_reads: PositionReads | None = None  # partitions assigned, waiting for their positions
+        if self.exactly_once:
+            admin = make_admin(self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}-positions")
+            self.position_reads = PositionReads(admin, positions_group(self.group), self._retrying)  # type: ignore[attr-defined]
         self.transactions_committed = 0
         self.transactions_aborted = 0
         self.transaction_refused: str | None = None
@@ -118,24 +123,6 @@ class ExactlyOnce:
             "transactional.id": self.transactional_id,
             "transaction.timeout.ms": int(self.settings.transaction_timeout_s * 1000),
         }
-
-    def _make_members(self) -> Any:
-        props: dict[str, Any] = {
-            "isolation.level": "read_committed",  # positions: wait for a transaction still open on them
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": self.settings.consumer.get("session.timeout.ms", 10_000),
-            "heartbeat.interval.ms": 2_000,
-        }
-        if self.settings.instance_id:
-            props["group.instance.id"] = self.settings.instance_id
-        # its group state, watched as the source consumer's is under at-least-once (consumer_guard.py)
-        props["statistics.interval.ms"] = STATS_INTERVAL_MS
-        props["stats_cb"] = self._on_stats  # type: ignore[attr-defined]
-        return make_consumer(
-            self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", positions_group(self.group), **props
-        )
 
     # ------------------------------------------------------------------ start-up
     def _init_transactions(self) -> None:
@@ -156,89 +143,7 @@ class ExactlyOnce:
         self._transactions_ready = True
         log.info("exactly-once: transactional id %s", self.transactional_id)
 
-    # ------------------------------------------------------------------ the positions group's callbacks
-    def _eos_assign(self, members, partitions) -> None:
-        members.incremental_assign(partitions)
-        members.pause(partitions)  # it never fetches: its offsets are source positions, not target ones
-        self._take(partitions)
-
-    def _take(self, target_partitions) -> None:
-        """Start mirroring the source partitions of these target partitions from the positions on the target."""
-        if not target_partitions:
-            return
-        while True:  # never guess a position: wait for the target to answer (a stop ends the wait)
-            try:
-                committed = self.members.committed(target_partitions, timeout=30)
-                break
-            except KafkaException as exc:
-                if self._stop.is_set():
-                    return
-                self._retrying("exactly-once: reading positions (will retry): %s", exc)  # type: ignore[attr-defined]
-                self.probes.tick("data path")  # type: ignore[attr-defined]
-        source_tps = []
-        for tp in committed:
-            topic = self.policy.source_topic(tp.topic)
-            if topic is None:
-                continue
-            key = (topic, tp.partition)
-            state = self.partitions[key] = PartitionState(key, self)  # type: ignore[arg-type]
-            if tp.offset >= 0:
-                state.committed = state.read_next = state.acked_next = tp.offset
-                state.txn_position = tp.offset
-                source_tps.append(TopicPartition(topic, tp.partition, tp.offset))
-            else:
-                # never committed here: the source group's commit (a flow that ran at-least-once before), else
-                # auto.offset.reset; the first fetched record then says where it starts
-                source_tps.append(TopicPartition(topic, tp.partition, OFFSET_STORED))
-        self.consumer.incremental_assign(source_tps)
-        self.owned = frozenset(self.partitions)
-        log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in source_tps))
-
-    def _eos_revoke(self, members, partitions) -> None:
-        """Hand over cleanly: commit what was written (still under our generation), then let go."""
-        try:
-            self._commit_transaction()
-        except Exception as exc:  # never raise from a rebalance callback: the next owner resumes from the target
-            log.warning("handing over revoked partitions: %s", exc)
-        self._drop(partitions)
-        members.incremental_unassign(partitions)
-
-    def _eos_lost(self, members, partitions) -> None:
-        """Another member may own them now: nothing written since the last commit may become visible."""
-        self._abort("the positions group's assignment was lost")
-        self._drop(partitions)  # cooperative: the whole assignment is lost at once, nothing is kept to rewind
-
-    def _drop(self, target_partitions) -> None:
-        source_tps = []
-        for tp in target_partitions:
-            topic = self.policy.source_topic(tp.topic)
-            if topic is not None and self.partitions.pop((topic, tp.partition), None) is not None:
-                source_tps.append(TopicPartition(topic, tp.partition))
-        if source_tps:
-            try:
-                self.consumer.incremental_unassign(source_tps)
-            except KafkaException as exc:
-                log.debug("unassigning %s: %s", source_tps, exc)
-        self.owned = frozenset(self.partitions)
-
-    def _replace_members(self) -> None:
-        """The positions group's consumer stayed outside its group while the target answered (the librdkafka
-        state consumer_guard.py describes): abort what it cannot commit, leave it (never closed: see there) and
-        join with a new one, which takes partitions and positions afresh."""
-        self._abort("the positions group's consumer is being replaced", always=True)
-        self._unassign_all()
-        self._retire(self.members)  # type: ignore[attr-defined]
-        self.members = self._make_members()  # it subscribes as the source consumer would (consumer_guard.py)
-
     # ------------------------------------------------------------------ transactions
-    def _serve_members(self) -> None:
-        """From the data loop: serve the positions group (its rebalances run their callbacks here) and a fatal
-        producer error seen inside a poll (replaced here, between batches, never under _send's feet)."""
-        self.members.poll(0)
-        err, self._fence_pending = self._fence_pending, None
-        if err is not None:
-            self._fenced(err)
-
     def _report_failed(self, state: PartitionState, err: KafkaError) -> bool:
         """A failed report under exactly-once: True when it is not a record failure. Reports of an aborted
         transaction's records (purged) and of assignments gone are expected; any error that is not about the
@@ -415,22 +320,6 @@ class ExactlyOnce:
                 self.probes.tick("data path")  # type: ignore[attr-defined]
                 self._stop.wait(1.0)
         self._rewind()
-
-    def _unassign_all(self) -> None:
-        """Forget every partition and stop fetching them (their states stay detached for late reports)."""
-        self.partitions.clear()
-        self.owned = frozenset()
-        try:
-            self.consumer.incremental_unassign(self.consumer.assignment())
-        except KafkaException as exc:
-            log.debug("unassigning the source partitions: %s", exc)
-
-    def _rewind(self) -> None:
-        """Every partition the positions group gave us back to its position committed on the target (records read
-        since are read again)."""
-        self._unassign_all()
-        if not self._stop.is_set():
-            self._take(list(self.members.assignment()))
 
     def _stop_reason(self) -> bool:
         return bool(self.failures or self.fatal_error is not None or self.lost)  # type: ignore[attr-defined]

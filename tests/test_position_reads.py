@@ -1,0 +1,76 @@
+"""Exactly-once: a new owner's positions are read as stable offsets, per partition, without blocking
+(mirrorwatch/mirror/positions.py). The rule is pure; the reads run against the real broker, with a real transaction
+holding offsets on some partitions of the positions group."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from mirrorwatch.core.clients import make_admin
+from mirrorwatch.core.config import ClusterConfig
+from mirrorwatch.mirror.positions import PositionReads, sort_answers
+
+from .support.helpers import create_topic
+
+UNSTABLE = KafkaError.UNSTABLE_OFFSET_COMMIT
+A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
+
+
+@pytest.mark.parametrize(
+    ("answers", "wanted", "asked", "found", "held"),
+    [
+        # stable partitions start; one a transaction holds waits
+        ([(A0, 5, None), (A1, -1, UNSTABLE)], {A0: 1, A1: 1}, {A0: 1, A1: 1}, [(A0, 5)], [A1]),
+        # never committed in the group: start from the source group's commit (offset < 0 is passed on)
+        ([(A0, -1001, None)], {A0: 1}, {A0: 1}, [(A0, -1001)], []),
+        # revoked while the request was out: dropped
+        ([(A0, 5, None), (B0, 7, None)], {B0: 1}, {A0: 1, B0: 1}, [(B0, 7)], []),
+        # revoked and assigned again since the request left: a new owner may have moved it, ask again
+        ([(A0, 5, None)], {A0: 2}, {A0: 1}, [], []),
+        # another error on a partition (a coordinator loading, say): neither, so it is asked again
+        ([(A0, 5, KafkaError.COORDINATOR_LOAD_IN_PROGRESS)], {A0: 1}, {A0: 1}, [], []),
+    ],
+)
+def test_which_answers_start_a_partition(answers, wanted, asked, found, held):
+    assert sort_answers(answers, wanted, asked) == (found, held)
+
+
+def poll_until(reads: PositionReads, want: int, timeout: float = 20) -> list:
+    found: list = []
+    deadline = time.monotonic() + timeout
+    while len(found) < want and time.monotonic() < deadline:
+        found += reads.poll()
+        time.sleep(0.02)
+    return found
+
+
+def test_an_open_transaction_holds_only_its_own_partitions(target, topic_name):
+    """Offsets of partitions 0 and 1 are pending in an open transaction: 2 and 3 start at once, 0 and 1 after the
+    abort, at the offsets committed before it (never the aborted ones)."""
+    create_topic(target.bootstrap, topic_name, 4)
+    group = f"{topic_name}.eos"
+    committer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(topic_name, p, 5) for p in range(4)], asynchronous=False)
+    producer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"{topic_name}-holder"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"held", partition=0)
+    producer.send_offsets_to_transaction(
+        [TopicPartition(topic_name, 0, 9), TopicPartition(topic_name, 1, 9)], committer.consumer_group_metadata()
+    )
+    admin = make_admin(ClusterConfig.model_validate({"bootstrap.servers": target.bootstrap}), "test-position-reads")
+    said: list = []
+    reads = PositionReads(admin, group, lambda *args: said.append(args))
+    reads.want([(topic_name, p) for p in range(4)])
+    try:
+        assert sorted(poll_until(reads, 2)) == [((topic_name, 2), 5), ((topic_name, 3), 5)]
+        time.sleep(1.5)  # asked again and again meanwhile: still held
+        assert reads.poll() == [] and sorted(reads.wanted) == [(topic_name, 0), (topic_name, 1)]
+        producer.abort_transaction(30)
+        assert sorted(poll_until(reads, 2)) == [((topic_name, 0), 5), ((topic_name, 1), 5)]
+        assert not reads.wanted and not said
+    finally:
+        committer.close()
