@@ -61,9 +61,9 @@ def test_an_open_transaction_holds_only_its_own_partitions(target, topic_name):
     producer.send_offsets_to_transaction(
         [TopicPartition(topic_name, 0, 9), TopicPartition(topic_name, 1, 9)], committer.consumer_group_metadata()
     )
-    admin = make_admin(ClusterConfig.model_validate({"bootstrap.servers": target.bootstrap}), "test-position-reads")
+    cluster = ClusterConfig.model_validate({"bootstrap.servers": target.bootstrap})
     said: list = []
-    reads = PositionReads(admin, group, lambda *args: said.append(args))
+    reads = PositionReads(lambda: make_admin(cluster, "test-position-reads"), group, lambda *args: said.append(args))
     reads.want([(topic_name, p) for p in range(4)])
     try:
         assert sorted(poll_until(reads, 2)) == [((topic_name, 2), 5), ((topic_name, 3), 5)]
@@ -74,3 +74,29 @@ def test_an_open_transaction_holds_only_its_own_partitions(target, topic_name):
         assert not reads.wanted and not said
     finally:
         committer.close()
+
+
+def test_positions_are_read_again_after_the_target_restarts(target, topic_name):
+    """A request that failed (the target killed) is asked again with a new admin client once it is back: librdkafka
+    2.16's long-lived admin client kept timing out on group requests for minutes after a broker's restart."""
+    if target.local is None:
+        pytest.skip("restarts a local broker")
+    create_topic(target.bootstrap, topic_name, 2)
+    group = f"{topic_name}.eos"
+    committer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(topic_name, p, 7) for p in range(2)], asynchronous=False)
+    committer.close()
+    cluster = ClusterConfig.model_validate({"bootstrap.servers": target.bootstrap})
+    said: list = []
+    reads = PositionReads(lambda: make_admin(cluster, "test-position-reads"), group, lambda *args: said.append(args))
+    target.local.kill()
+    try:
+        reads.want([(topic_name, p) for p in range(2)])
+        deadline = time.monotonic() + 60
+        while not said and time.monotonic() < deadline:  # the first request fails: the target is away
+            assert reads.poll() == []
+            time.sleep(0.1)
+        assert said
+    finally:
+        target.local.start()
+    assert sorted(poll_until(reads, 2, timeout=60)) == [((topic_name, 0), 7), ((topic_name, 1), 7)]

@@ -11,7 +11,9 @@ partitions or none: called from the data loop, one frozen peer's open transactio
 this mirror, its own open transaction included, which could then outlive its own timeout.
 
 So the positions are asked with the admin client's ``list_consumer_group_offsets(require_stable=True)``: one
-request, an answer per partition, UNSTABLE_OFFSET_COMMIT on those a transaction still holds. The data loop polls
+request, an answer per partition, UNSTABLE_OFFSET_COMMIT on those a transaction still holds. (That call crashes
+confluent-kafka 2.16 when the cluster has no group coordinator at all, before ``__consumer_offsets`` exists; it is
+only made once this mirror's positions-group consumer has joined its group, so the coordinator exists.) The data loop polls
 the answer (never waits for it); the stable partitions start at once, the others are asked again until their
 transaction is committed or aborted. Kafka Streams does the same for its tasks (KIP-572: a task whose committed
 offsets are not stable waits, the others run).
@@ -36,7 +38,7 @@ log = logging.getLogger("mirrorwatch.mirror")
 Key = tuple[str, int]
 
 ASK_AGAIN_S = 0.5  # a partition a transaction still holds: how soon to ask again
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 10.0  # a target away: fail and ask again with a new client (below)
 
 
 def sort_answers(
@@ -61,8 +63,9 @@ def sort_answers(
 class PositionReads:
     """The partitions waiting for their position on the target, and the one request asking for them."""
 
-    def __init__(self, admin: Any, group: str, retrying: Callable[..., None]) -> None:
-        self.admin = admin
+    def __init__(self, new_admin: Callable[[], Any], group: str, retrying: Callable[..., None]) -> None:
+        self.new_admin = new_admin
+        self.admin = new_admin()
         self.group = group
         self.retrying = retrying  # the engine's: a warning, unless the cluster watch already said the target is away
         self.wanted: dict[Key, int] = {}  # partition → token of the assignment that wants it
@@ -108,6 +111,9 @@ class PositionReads:
         except Exception as exc:  # a target away, a coordinator loading or moving: ask again, never guess
             self.retrying("exactly-once: reading positions (will retry): %s", exc)
             self._next_ask = time.monotonic() + ASK_AGAIN_S
+            # with a new client: after a broker's restart, librdkafka 2.16's admin client kept timing out on
+            # group requests for minutes while a new one was answered at once (as monitor/kafka_io.py found)
+            self.admin = self.new_admin()
             return []
         answers = [
             ((tp.topic, tp.partition), tp.offset, tp.error.code() if tp.error is not None else None)

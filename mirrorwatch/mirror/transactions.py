@@ -103,8 +103,12 @@ class ExactlyOnce(PositionsGroup):
         self.members: Any = None  # the positions group's consumer on the target
         self.position_reads: PositionReads | None = None  # partitions assigned, waiting for their positions
         if self.exactly_once:
-            admin = make_admin(self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}-positions")
-            self.position_reads = PositionReads(admin, positions_group(self.group), self._retrying)  # type: ignore[attr-defined]
+            target, client_id = self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}-positions"
+            self.position_reads = PositionReads(
+                lambda: make_admin(target, client_id),
+                positions_group(self.group),
+                self._retrying,  # type: ignore[attr-defined]
+            )
         self.transactions_committed = 0
         self.transactions_aborted = 0
         self.transaction_refused: str | None = None
