@@ -77,6 +77,20 @@ BAD_FILES = [
         "config error in {path}: mirror.provenance_header: flow 'ew' uses the identity policy, which needs the header to "
         "stop active-active loops; remove the setting or set it to true",
     ),
+    (
+        GOOD + "monitor: {hanging_transaction_s: 0}\n",
+        "config error in {path}: monitor.hanging_transaction_s: Input should be greater than 0 (got 0)",
+    ),
+    (
+        GOOD + "monitor: {hanging_transaction_s: soon}\n",
+        "config error in {path}: monitor.hanging_transaction_s: Input should be a valid number, unable to parse string "
+        "as a number (got 'soon')",
+    ),
+    (
+        GOOD + "mirror: {delivery: exactly_once}\nmonitor: {hanging_transaction_s: 10}\n",
+        "config error in {path}: monitor.hanging_transaction_s: 10 s is not longer than mirror.transaction_timeout_s "
+        "(10 s): a crashed mirror's transaction, which the target aborts by then, would be called hanging; raise it",
+    ),
 ]
 
 

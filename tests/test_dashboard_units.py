@@ -98,6 +98,14 @@ def test_evaluator_statuses_in_words(status, partitions, light, words):
     assert v.light == light and words in v.why()
 
 
+def test_a_hanging_transaction_is_said_as_such_not_as_lag():
+    row = {"topic": "east.orders", "partition": 0, "open_s": 300.0, "last_stable_offset": 12, "target_end": 40}
+    reason = "hanging transaction on target partition east.orders[0]: ... abort it: kafka-transactions.sh ..."
+    v = judge(flow("WARN", ("WARN", "OK"), hanging_transactions=[row], reasons=[reason]))
+    assert v.light == AMBER and "1 target partition with a hanging transaction" in v.why() and reason in v.why()
+    assert "lag is not going down" not in v.why()
+
+
 def test_unknown_carries_the_monitors_reason():
     v = judge(flow("UNKNOWN", ("UNKNOWN",), reason="cluster east unreachable: timed out"))
     assert v.light == GREY and "cluster east unreachable" in v.why()

@@ -192,3 +192,89 @@ def test_an_undeclared_transactional_target_is_found_by_its_open_transactions(so
         sampler.close()
     assert caplog.text.count("has an open transaction") == 1
     assert all(lag >= low for lag, low in zip(m.true_lag, m.lower)), list(zip(m.true_lag, m.lower))
+
+
+def test_a_hanging_transaction_on_the_target_is_reported_until_it_is_aborted(source, target, topic_name, capsys):
+    """A transaction left open on a transactional flow's target partition (a producer that began it, wrote one record
+    and went quiet, as a coordinator that lost the markers leaves one): past monitor.hanging_transaction_s the sampler
+    names the partition, the flow is WARN with the commands to run, and the exporter, the API and `monitor lag` show
+    it; the other partition stays OK. Aborted, it clears at the next sample."""
+    from mirrorwatch.core.config_loading import config_from_dict
+    from mirrorwatch.core.status import GroupStatus, PartitionStatus
+    from mirrorwatch.monitor.api import flow_body
+    from mirrorwatch.monitor.commands import print_tables
+    from mirrorwatch.monitor.exporter import TextRenderer
+    from mirrorwatch.monitor.sampler import Sampler
+
+    create_topic(source.bootstrap, topic_name, 2)
+    target_topic = f"east.{topic_name}"
+    create_topic(target.bootstrap, target_topic, 2)
+    ensure_syncs_topic(target.bootstrap, offset_syncs_topic("east"))
+    flow = {"source": "east", "target": "west", "topics": [topic_name], "group": f"mw-mirror-{topic_name}"}
+    cfg = {
+        "clusters": {"east": source.config(), "west": target.config()},
+        "flows": {"east-west": {**flow, "checkpoint_groups": []}},
+        "mirror": {"delivery": "exactly_once", "transaction_timeout_s": 2},  # declared transactional
+        "monitor": {"interval_s": 1.0, "window": 3, "history": False, "hanging_transaction_s": 3},
+    }
+    sampler = Sampler(config_from_dict(cfg))
+    producer = Producer(
+        {
+            "bootstrap.servers": target.bootstrap,
+            "transactional.id": f"hanging-{topic_name}",
+            "transaction.timeout.ms": 60000,  # the broker would abort it after a minute: the test ends before
+        }
+    )
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(target_topic, value=b"open", partition=1)
+        producer.flush(10)
+        opened = time.monotonic()
+
+        def flow_view():
+            return sampler.sample().view("east", flow["group"])
+
+        view = flow_view()
+        assert view.transactions is not None and not view.transactions.hanging.any()  # open, not hanging yet
+        wait_until(lambda: flow_view().transactions.hanging.any(), 30, 0.5, "a hanging transaction reported")
+        view = flow_view()
+        assert time.monotonic() - opened > 3
+        assert view.transactions.hanging.tolist() == [False, True]
+        assert view.group_status == GroupStatus.WARN
+        assert [int(s) for s in view.status] == [PartitionStatus.OK, PartitionStatus.WARN]
+        (reason,) = view.reasons
+        assert f"hanging transaction on target partition {target_topic}[1]" in reason
+        assert f"kafka-transactions.sh --bootstrap-server {target.bootstrap} find-hanging --broker-id" in reason
+        assert f"abort --topic {target_topic} --partition 1 --start-offset 0" in reason
+        # the API's flow answer
+        body = flow_body(view)
+        (row,) = body["hanging_transactions"]
+        assert (row["topic"], row["partition"], row["last_stable_offset"], row["target_end"]) == (target_topic, 1, 0, 1)
+        assert row["open_s"] > 3 and body["reasons"] == [reason] and body["status"] == "WARN"
+        by_partition = {r["partition"]: r for r in body["partitions"]}
+        assert by_partition[1]["open_transaction_s"] > 3 and by_partition[1]["target_stable_end"] == 0
+        assert by_partition[0]["open_transaction_s"] == 0 and by_partition[0]["target_stable_end"] == 0
+        # the exporter: the flow's count and the partition's age
+        text = TextRenderer().render(sampler.sample()).decode()
+        labels = f'flow="east-west",source="east",target="west",group="{flow["group"]}"'
+        assert f"mirrorwatch_hanging_transactions{{{labels}}} 1" in text
+        age = next(
+            line
+            for line in text.splitlines()
+            if line.startswith("mirrorwatch_open_transaction_seconds{") and 'partition="1"' in line
+        )
+        assert float(age.rsplit(" ", 1)[1]) > 3
+        # `monitor lag`: the column and the reason line
+        print_tables(sampler.sample())
+        out = capsys.readouterr().out
+        assert "OPEN-TXN" in out and f"hanging transaction on target partition {target_topic}[1]" in out
+
+        producer.abort_transaction(30)
+        view = flow_view()
+        assert not view.transactions.hanging.any() and view.transactions.age_s.tolist() == [0.0, 0.0]
+        assert view.group_status == GroupStatus.OK and view.reasons == []
+        assert flow_body(view)["hanging_transactions"] == []
+        assert f"mirrorwatch_hanging_transactions{{{labels}}} 0" in TextRenderer().render(sampler.sample()).decode()
+    finally:
+        sampler.close()

@@ -261,6 +261,14 @@ class MonitorSettings(Section):
         "partition, topic (summed / worst per topic) or flow (per flow and group); the HTTP API and the page "
         "keep every partition (docs/metrics.md)",
     )
+    hanging_transaction_s: float = Field(
+        120.0,
+        gt=0,
+        description="a transactional flow's target partition whose last stable offset stays below its end this long "
+        "has a hanging transaction (read_committed readers see nothing past it): the flow goes WARN with the command "
+        "to run. Above MM2's and Kafka's 60 s transaction.timeout.ms plus the broker's 10 s abort check "
+        '(docs/monitor.md, "Hanging transactions"); raise it for producers with a longer timeout',
+    )
 
 
 class DashboardSettings(Section):
@@ -344,6 +352,14 @@ class Config(Section):
                 f"{self.canary.heartbeat_max_age_s:g} s is not longer than "
                 f"mirror.heartbeat_interval_s ({self.mirror.heartbeat_interval_s:g} s): every heartbeat "
                 "would look stale; raise it",
+            )
+        engine_eos = self.mirror.delivery == "exactly_once" and any(f.mirror is None for f in self.flows.values())
+        if engine_eos and self.monitor.hanging_transaction_s <= self.mirror.transaction_timeout_s:
+            raise _KeyedError(
+                "monitor.hanging_transaction_s",
+                f"{self.monitor.hanging_transaction_s:g} s is not longer than mirror.transaction_timeout_s "
+                f"({self.mirror.transaction_timeout_s:g} s): a crashed mirror's transaction, which the target aborts "
+                "by then, would be called hanging; raise it",
             )
         ports: dict[tuple[str, int], str] = {}
         for key, host, port in (

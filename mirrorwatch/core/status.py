@@ -59,6 +59,12 @@ _ERROR_CODES = {int(c) for c in PARTITION_ERRORS}
 # Group statuses the MirrorGroupNotOK alert fires on (ERR through REWIND; not NOTFOUND, not UNKNOWN).
 GROUP_ALERTING = (GroupStatus.ERR, GroupStatus.STOP, GroupStatus.STALL, GroupStatus.REWIND)
 
+# The least a partition is rated while a transaction on its target partition has been open longer than
+# monitor.hanging_transaction_s (a hanging transaction), so its group is at least WARN. Not an error: the mirror
+# keeps mirroring and the records are on the target, committed; read_committed readers just cannot see them until
+# someone aborts the transaction (monitor/transactions.py).
+HANGING_TRANSACTION = PartitionStatus.WARN
+
 # Partition statuses from least to most severe, for folding several partitions into one exported series
 # (monitor.series: topic or flow; mirrorwatch.monitor.series). A known error outranks UNKNOWN there, so that a
 # topic's STOP is not hidden behind one unknown partition; the group rule below (UNKNOWN wins) answers another

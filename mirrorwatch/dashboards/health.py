@@ -71,12 +71,26 @@ def _judge_evaluator(flow: dict, verdict: Verdict) -> None:
         verdict.worsen(AMBER, "evaluator NOTFOUND: the mirror group has committed no offsets yet (not started?)")
         return
     counts = _count_statuses(flow.get("partitions") or [])
+    hanging = flow.get("hanging_transactions") or []
+    if hanging and isinstance(hanging, list):
+        # a hanging transaction is what made those partitions WARN (monitor/transactions.py), not their lag
+        counts[PartitionStatus.WARN.name] = counts.get(PartitionStatus.WARN.name, 0) - len(hanging)
+        if counts[PartitionStatus.WARN.name] <= 0:
+            del counts[PartitionStatus.WARN.name]
+        first = (flow.get("reasons") or [""])[0]
+        verdict.worsen(
+            AMBER,
+            f"{len(hanging)} target partition{'s' if len(hanging) > 1 else ''} with a hanging transaction: "
+            f"read_committed readers there see nothing past it{f' ({first})' if first else ''}",
+        )
     parts = [
         f"{n} partition{'s' if n > 1 else ''} {s} ({PARTITION_MEANING[s]})"
         for s, n in sorted(counts.items())
         if s in PARTITION_MEANING
     ]
     detail = ": " + ", ".join(parts) if parts else ""
+    if hanging and not parts:
+        return  # the hanging transactions alone, said above
     verdict.worsen(AMBER if status == GroupStatus.WARN.name else RED, f"evaluator {status}{detail}")
 
 

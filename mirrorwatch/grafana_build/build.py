@@ -57,6 +57,7 @@ GRAFANA_UNLESS = {
             "MirrorwatchHeartbeatStale",
             "MirrorwatchMonitorSampleStale",
             "MirrorwatchTranslationCoverageLow",
+            "MirrorwatchHangingTransaction",
             "MirrorwatchMm2ConnectorFailed",
             "MirrorwatchMm2ConnectorPaused",
             "MirrorwatchMm2ConnectUnreachable",

@@ -86,8 +86,9 @@ def group_status_body(v: GroupView, all_partitions: bool) -> dict:
         body["reason"] = redact_text(v.error)
     if v.kind == "mirror":
         body["flow"], body["target"], body["mirror"] = v.flow, v.target, v.engine
-    if v.connect is not None:
+    if v.connect is not None or v.transactions is not None:
         body["reasons"] = v.reasons
+    if v.connect is not None:
         body["connect"] = connect_body(v)
     return body
 
@@ -130,11 +131,14 @@ def flow_body(v: GroupView) -> dict:
         "partitions": rows,
         "mirror": v.engine,
         "coverage": v.coverage,
+        # target partitions whose transaction has been open past monitor.hanging_transaction_s (None: the target
+        # is not transactional, so not watched); what to run is in reasons
+        "hanging_transactions": v.hanging_transactions(),
+        "reasons": v.reasons,
     }
     if v.engine == "mm2":
         body["heartbeat_age_s"] = None if v.heartbeat_age_s is None else round(v.heartbeat_age_s, 3)
         body["connect"] = connect_body(v)
-        body["reasons"] = v.reasons
     if v.error:
         body["reason"] = redact_text(v.error)
     return body

@@ -171,9 +171,12 @@ def print_tables(snap: Snapshot) -> None:
             title = f"group {v.group} on {v.cluster}"
         table = Table(title=f"{title} — {v.status_name}", title_justify="left")
         mirror = v.kind == "mirror"
+        txns = v.transactions is not None  # a transactional target: its last stable offset and open transaction
         headers = ["TOPIC", "PARTITION", "SOURCE-END", "COMMITTED", "COMMITTED-LAG"]
         if mirror:
             headers += ["READ-LAG", "TRUE-LAG", "RPO", "TARGET-END", "FORECAST"]
+        if txns:
+            headers += ["TARGET-LSO", "OPEN-TXN"]
         headers += ["LOST", "STATUS"]
         for h in headers:
             table.add_column(h, justify="left" if h in ("TOPIC", "STATUS", "FORECAST") else "right")
@@ -189,6 +192,8 @@ def print_tables(snap: Snapshot) -> None:
                     _n(r["target_end"]) + flag,
                     r["forecast"],
                 ]
+            if txns:
+                cells += [_n(r["target_stable_end"]), _t(r["open_transaction_s"])]
             cells += [_n(r["records_lost"]), r["status"]]
             table.add_row(*cells)
         if not rows and v.group_status == GroupStatus.UNKNOWN:
@@ -203,8 +208,8 @@ def print_tables(snap: Snapshot) -> None:
             )
         if v.connect is not None:
             console.print(connect_line(v), highlight=False, soft_wrap=True)
-            for line in v.reasons:  # whole lines: a trace's first line is long, and people grep for it
-                console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
+        for line in v.reasons:  # whole lines: a trace's first line, a command to copy; people grep for them
+            console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
         if v.error:
             console.print(f"  reason: {v.error}")
 

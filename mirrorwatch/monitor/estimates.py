@@ -1,11 +1,13 @@
 """Per-partition estimates of a sampling cycle, a mix-in of :class:`~.sampler.Sampler`: time lag (RPO seconds;
-exact from record timestamps, or interpolated from the source end's history), the catch-up forecast, and whether a
-flow's target is transactional (so the target-side acked_next must not extrapolate past the newest sync)."""
+exact from record timestamps, or interpolated from the source end's history), the catch-up forecast, whether a
+flow's target is transactional (so the target-side acked_next must not extrapolate past the newest sync) and, if so,
+its open transactions (a hanging one pins what read_committed readers see)."""
 
 from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,9 +15,11 @@ import numpy as np
 from ..core.clients import make_consumer
 from ..core.delivery import transactional_target
 from ..core.lag import catch_up_seconds, rate
+from ..core.redact import redact_text
 from ..core.topic_selection import policy_of
 from .followers import UNUSED_GROUP
 from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
+from .transactions import OpenTransactions, hanging, hanging_reasons
 
 if TYPE_CHECKING:
     from .sampler import _GroupState
@@ -93,16 +97,20 @@ class SamplerEstimates:
             per_topic[topic] = float(value)
         return per_partition, per_topic
 
-    def _transactional(self, name: str, state: _GroupState, dst, target_keys, target_ends) -> bool:
+    def _transactional(
+        self, name: str, state: _GroupState, dst, target_keys, target_ends
+    ) -> tuple[bool, dict[tuple[str, int], int] | None]:
         """Whether the flow's target is written in transactions (``core.delivery``), or has shown an open
-        transaction: a last stable offset below the end offset. A target the configuration does not declare is
-        checked every cycle until then (one more ListOffsets): only under prefix, the one policy that reads progress
-        off the target's end offsets."""
+        transaction: a last stable offset below the end offset; and the last stable offsets read this cycle (None
+        when none were read). A transactional target's are read every cycle, for the hanging-transaction watch
+        (:meth:`_open_transactions`); a target the configuration does not declare is checked every cycle until it
+        shows one (one more ListOffsets, the same one): only under prefix, the one policy that reads progress off
+        the target's end offsets."""
         flow = self.config.flows[name]
         if transactional_target(self.config, flow) or state.open_transaction_seen:
-            return True
+            return True, dst.stable_end_offsets(target_keys)
         if policy_of(flow).kind != "prefix" or not target_keys:
-            return False
+            return False, None
         stable = dst.stable_end_offsets(target_keys)
         if any(0 <= stable.get(k, -1) < target_ends.get(k, -1) for k in target_keys):
             state.open_transaction_seen = True
@@ -113,4 +121,24 @@ class SamplerEstimates:
                 name,
                 name,
             )
-        return state.open_transaction_seen
+        return state.open_transaction_seen, stable
+
+    def _open_transactions(
+        self, name: str, state: _GroupState, dst, target_keys, target_ends, stable, ts_ms: int
+    ) -> OpenTransactions:
+        """The flow's open transactions this cycle (monitor/transactions.py), from the offsets already read."""
+        n = len(target_keys)
+        end = np.fromiter((target_ends.get(k, -1) for k in target_keys), np.int64, n)
+        lso = np.fromiter((stable.get(k, -1) for k in target_keys), np.int64, n)
+        age = state.txn_clock.sample(target_keys, end, lso, ts_ms)
+        threshold = self.config.monitor.hanging_transaction_s
+        found = OpenTransactions(threshold, [t for t, _ in target_keys], lso, end, age, hanging(age, threshold))
+        rows = found.hanging_rows([p for _, p in target_keys])
+        if not rows:
+            return found
+        cluster = self.config.clusters[self.config.flows[name].target]
+        secured = cluster.properties.get("security.protocol", "plaintext").lower() != "plaintext"
+        leaders = dst.leaders((r["topic"], r["partition"]) for r in rows)
+        bootstrap = redact_text(cluster.bootstrap_servers)
+        reasons = hanging_reasons(rows, bootstrap, leaders, threshold, secured)
+        return replace(found, reasons=reasons)

@@ -160,6 +160,15 @@ class TextRenderer:
                     families["mirrorwatch_flow_rpo_seconds"].append(
                         f"mirrorwatch_flow_rpo_seconds{{{g}}} {_num(worst)}"
                     )
+            if values.open_transaction_s is not None:
+                out_txn = families["mirrorwatch_open_transaction_seconds"]
+                for l, t in zip(labels, values.open_transaction_s.tolist()):
+                    if not math.isnan(t):
+                        out_txn.append(f"mirrorwatch_open_transaction_seconds{{{l}}} {_num(t)}")
+            if v.transactions is not None:  # one series per flow: what the alert counts (no per-partition threshold)
+                families["mirrorwatch_hanging_transactions"].append(
+                    f"mirrorwatch_hanging_transactions{{{g}}} {int(v.transactions.hanging.sum())}"
+                )
             if values.records_lost is not None:
                 out_lost = families["mirrorwatch_records_lost"]
                 out_lost.extend(
@@ -201,6 +210,10 @@ _FAMILIES = {
     "mirrorwatch_flow_rpo_seconds": "RPO of the flow: the largest of its partitions'",
     "mirrorwatch_records_lost": "Records removed from the source (retention, DeleteRecords, a recreated topic) "
     "before they reached the target (a mirror) or the group (a watched group): log start − acked_next / committed",
+    "mirrorwatch_open_transaction_seconds": "Transactional targets: seconds the target partition's last stable offset "
+    "has stood below its end offset (0 = no transaction open)",
+    "mirrorwatch_hanging_transactions": "Transactional targets: target partitions whose transaction has been open "
+    "longer than monitor.hanging_transaction_s (read_committed readers see nothing past it)",
     "mirrorwatch_catch_up_seconds": "Forecast time to catch up; +Inf when not catching up",
     "mirrorwatch_partition_status": codes_help(PartitionStatus),
     "mirrorwatch_group_status": codes_help(GroupStatus),

@@ -30,6 +30,7 @@ class ClusterReader:
         self.admin = self._new_admin()
         self._stale = False
         self._topics: dict[str, int] = {}
+        self._metadata = None  # the newest list_topics answer (partition leaders for the hanging-transaction advice)
 
     def _new_admin(self):
         # short reconnect backoff: an unreachable cluster should be noticed back soon after it returns
@@ -53,7 +54,19 @@ class ClusterReader:
         except KafkaException as exc:
             raise self._fail("cannot list topics", exc) from None
         self._topics = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+        self._metadata = md
         return self._topics
+
+    def leaders(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """Leader broker ids, from the metadata this cycle's topics() read (no new request); a partition without
+        a known leader is left out."""
+        topics = self._metadata.topics if self._metadata is not None else {}
+        out: dict[TP, int] = {}
+        for t, p in partitions:
+            meta = topics[t].partitions.get(p) if t in topics else None
+            if meta is not None and meta.leader >= 0:
+                out[(t, p)] = meta.leader
+        return out
 
     def end_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Log-end offsets (high watermarks); -1 for a partition that could not be read."""

@@ -14,6 +14,7 @@ import numpy as np
 from ..core.connect_rest import ConnectStates, connector_problems
 from ..core.lag import FlowFigures, describe_forecast, flow_figures
 from ..core.status import GROUP_STATUS, PARTITION_STATUS, PartitionStatus
+from .transactions import OpenTransactions
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,19 @@ class GroupView:
     heartbeat_age_s: float | None = None  # MM2 flows: newest heartbeat that crossed the mirror
     coverage: dict | None = None  # translation coverage and checkpoint age per group (monitor/coverage.py)
     connect: ConnectStates | None = None  # MM2 flows with mirror.connect: connector and task state (REST)
+    transactions: OpenTransactions | None = None  # a transactional target's open transactions (hanging ones)
 
     @property
     def reasons(self) -> list[str]:
-        """What explains the status besides the partitions: each MM2 connector or task that is not RUNNING."""
-        return connector_problems(self.connect.connectors) if self.connect is not None else []
+        """What explains the status besides the partitions: each MM2 connector or task that is not RUNNING, and each
+        target partition with a hanging transaction (with the command to run)."""
+        problems = connector_problems(self.connect.connectors) if self.connect is not None else []
+        return problems + (self.transactions.reasons if self.transactions is not None else [])
+
+    def hanging_transactions(self) -> list[dict] | None:
+        """The target partitions with a hanging transaction (monitor/transactions.py); None when the flow's target is
+        not watched for them (not transactional)."""
+        return None if self.transactions is None else self.transactions.hanging_rows(self.partitions)
 
     @cached_property
     def figures(self) -> FlowFigures:
@@ -121,6 +130,11 @@ class GroupView:
                     "forecast": describe_forecast(catch_up),
                 }
             )
+            txns = self.transactions
+            if txns is not None:  # only a transactional target's: what a read_committed reader's end is
+                age = float(txns.age_s[i])
+                row["target_stable_end"] = None if txns.stable[i] < 0 else int(txns.stable[i])
+                row["open_transaction_s"] = None if math.isnan(age) else round(age, 3)
         return row
 
     def rows(self) -> list[dict]:

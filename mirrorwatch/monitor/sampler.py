@@ -26,7 +26,7 @@ from ..core.config import Config
 from ..core.lag import mirror_lags, plain_lag, records_lost, target_behind, target_side_acked_next
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.redact import redact_text
-from ..core.status import GroupStatus, PartitionStatus
+from ..core.status import HANGING_TRANSACTION, GroupStatus, PartitionStatus
 from ..core.topic_selection import measured_topics, policy_of
 from .connect_state import connect_watches
 from .coverage import CoverageWatch
@@ -38,6 +38,7 @@ from .mm2 import mm2_positions, mm2_trackers
 from .model import GroupView, Snapshot
 from .positions import engine_positions
 from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound
+from .transactions import OpenTransactionClock
 
 log = logging.getLogger("mirrorwatch.monitor.sampler")
 
@@ -60,6 +61,7 @@ class _GroupState:
     # an open transaction was seen on the flow's target (its last stable offset below its end): from then on the
     # target counts as transactional even where the configuration does not say so
     open_transaction_seen: bool = False
+    txn_clock: OpenTransactionClock = field(default_factory=OpenTransactionClock)  # since when each LSO stands still
 
 
 class Sampler(SamplerEstimates):
@@ -233,7 +235,12 @@ class Sampler(SamplerEstimates):
         ts_target = now_ms()  # what was on the target at this moment is what time lag / RPO is measured at
         target_keys = [(policy.target_topic(t), p) for t, p in keys]
         target_ends = dst.end_offsets(target_keys)
-        transactional = self._transactional(name, state, dst, target_keys, target_ends)
+        transactional, stable = self._transactional(name, state, dst, target_keys, target_ends)
+        txns = (
+            self._open_transactions(name, state, dst, target_keys, target_ends, stable, ts_target)
+            if (transactional and stable is not None)
+            else None
+        )
         ts = now_ms()
         ends = src.end_offsets(keys)  # after the target's: the estimate describes an earlier moment, never too low
         starts = src.start_offsets(keys)
@@ -265,6 +272,8 @@ class Sampler(SamplerEstimates):
         windows.observe(ts, pos.committed, source_end, pos.alive, repeat_after_ms=commit_ms)
         statuses = windows.evaluate(ts).copy()
         statuses[lost > 0] = PartitionStatus.LOST
+        if txns is not None:  # readers cannot see past a hanging transaction: at least WARN, with the reason
+            statuses[txns.hanging & (statuses == PartitionStatus.OK)] = HANGING_TRANSACTION
         summary = summarize(windows, statuses)
 
         time_lag = self._time_lag(flow.source, keys, lags.acked_next, lags.true_lag, source_end, ts, ts_target)
@@ -303,6 +312,7 @@ class Sampler(SamplerEstimates):
             engine=pos.engine,
             heartbeat_age_s=None if pos.heartbeat_ms is None else max(0.0, (ts - pos.heartbeat_ms) / 1000.0),
             connect=pos.connect,
+            transactions=txns,
         )
 
     # ------------------------------------------------------------------ plain groups

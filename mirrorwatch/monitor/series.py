@@ -12,6 +12,7 @@ How a partition figure folds into a coarser series, one rule per kind of figure 
   totals (``core.lag.flow_figures``);
 - seconds (RPO / time lag): the **largest** known (NaN = none known): the oldest record not yet on the target
   decides how stale the topic is, as the flow's RPO;
+- open transaction age (seconds): the **largest** known, as RPO;
 - partition status: the **worst** by :data:`mirrorwatch.core.status.PARTITION_SEVERITY` (a STOP is not hidden
   behind an UNKNOWN neighbour).
 
@@ -89,6 +90,7 @@ class SeriesValues:
     lags: list[tuple[str, np.ndarray]]  # (kind, values): committed for every group; read and true for a mirror
     time_lag_s: np.ndarray | None
     records_lost: np.ndarray | None
+    open_transaction_s: np.ndarray | None = None  # transactional targets only (monitor/transactions.py)
 
 
 def _one(value: float | int | None, unknown: float | int) -> np.ndarray:
@@ -100,8 +102,13 @@ def series_values(v: GroupView, rollup: Rollup | None, level: SeriesLevel) -> Se
     kinds = [("committed", v.committed_lag)]
     if v.kind == "mirror":
         kinds += [("read", v.read_lag), ("true", v.true_lag)]
+    txn_age = v.transactions.age_s if v.transactions is not None else None
     if rollup is None:
-        return SeriesValues(v.status, [(k, a) for k, a in kinds if a is not None], v.time_lag_s, v.records_lost)
+        return SeriesValues(
+            v.status, [(k, a) for k, a in kinds if a is not None], v.time_lag_s, v.records_lost, txn_age
+        )
+    # seconds: the oldest open transaction decides, at topic and at flow level alike
+    txn_max = rollup.max_known(txn_age) if txn_age is not None else None
     status = rollup.worst_status(v.status) if v.status is not None else None
     if level == "flow":
         f = v.figures
@@ -111,10 +118,12 @@ def series_values(v: GroupView, rollup: Rollup | None, level: SeriesLevel) -> Se
             [(k, _one(totals[k], -1)) for k, a in kinds if a is not None],
             _one(f.rpo_seconds, math.nan) if v.time_lag_s is not None else None,
             _one(f.records_lost, -1) if v.records_lost is not None else None,
+            txn_max,
         )
     return SeriesValues(
         status,
         [(k, rollup.sum_known(a)) for k, a in kinds if a is not None],
         rollup.max_known(v.time_lag_s) if v.time_lag_s is not None else None,
         rollup.sum_known(v.records_lost) if v.records_lost is not None else None,
+        txn_max,
     )

@@ -54,6 +54,8 @@ def status_event(v: GroupView, previous: int) -> dict:
         "totallag": v.totallag,
         "complete": v.complete,
         "reason": redact_text(v.error) if v.error else None,
+        # what explains it besides the partitions (an MM2 connector not RUNNING, a hanging transaction and what to run)
+        "reasons": [redact_text(r) for r in v.reasons],
     }
 
 

@@ -45,6 +45,7 @@ ALERT_RULES = {
     "MirrorwatchRecordsLost",
     "MirrorwatchMirrorRecordsLost",
     "MirrorwatchTranslationCoverageLow",
+    "MirrorwatchHangingTransaction",
     "MirrorwatchMm2ConnectorFailed",
     "MirrorwatchMm2ConnectorPaused",
     "MirrorwatchMm2ConnectUnreachable",
@@ -66,6 +67,19 @@ NO_SERIES_WHEN_HEALTHY: dict[str, tuple[str, str, str]] = {
     )
     for where in ("rule {}", "grafana alert {} A")  # the rule file's and the Grafana-managed rule's query
 }
+# only a transactional flow's target is watched for hanging transactions; this stack's flow is at-least-once
+NO_SERIES_WHEN_HEALTHY.update(
+    {
+        where.format("MirrorwatchHangingTransaction"): (
+            "monitor",
+            "mirrorwatch_hanging_transactions",
+            "only a flow whose target is transactional exports it; this stack's flow is at-least-once. "
+            "tests/test_transactional_target.py checks it on the real brokers, "
+            "grafana/prometheus/tests/transactions.yml the rule with promtool",
+        )
+        for where in ("rule {}", "grafana alert {} A")
+    }
+)
 # FlowInTrouble's MM2 signal: 0 or 1 per MM2 flow from the same connector series, none on this stack
 NO_SERIES_WHEN_HEALTHY["rule flow:mirrorwatch_mm2_source_failed:bool"] = (
     "monitor",
