@@ -1,6 +1,8 @@
 """The dashboard's "Mirror and offset translation" row: what mirrors each flow (mirrorwatch's engine or
 MirrorMaker 2, from ``mirrorwatch_flow_info{mirror}``), how many source groups could fail over to their
-position (translation coverage), and each group's newest checkpoint age. Both engines export all three."""
+position (translation coverage), and each group's newest checkpoint age. Both engines export all three. On a
+transactional target (exactly-once), the age of the oldest open transaction per target partition: a hanging one
+hides everything behind it from read_committed readers while lag and RPO say 0."""
 
 from __future__ import annotations
 
@@ -60,6 +62,24 @@ def mirror_row(L: Layout) -> None:
                 "Age of each source group's newest checkpoint on the target. MirrorMaker 2 writes one only when "
                 "the group's offset moves, so an idle group's checkpoint grows old and is still current: not "
                 "alerted on (the coverage counts a checkpoint as stale only when it is old and behind the commit)."
+            ),
+        ),
+    )
+    L.add(
+        24,
+        6,
+        timeseries_panel(
+            "Oldest open transaction on the target (transactional flows)",
+            [target(f"max by (flow, topic) (mirrorwatch_open_transaction_seconds{{{F}}})", "{{flow}} {{topic}}")],
+            unit="s",
+            threshold=120,
+            description=(
+                "Exactly-once flows only (our engine's delivery: exactly_once, MM2 with exactly-once support): how "
+                "long a target partition's last stable offset has stood below its end. A mirror's own transactions "
+                "keep it under its transaction interval; past monitor.hanging_transaction_s (120 s by default, the "
+                "line) the transaction is hanging: read_committed readers see nothing behind it although lag and "
+                "RPO say 0. Alert MirrorwatchHangingTransaction names the partition and the kafka-transactions.sh "
+                "commands (docs/runbooks/MirrorwatchHangingTransaction.md)."
             ),
         ),
     )

@@ -62,6 +62,8 @@ class LocalCluster:
         saved = json.loads(self._ports_file.read_text()) if self._ports_file.exists() else {}
         self.port = port or saved.get("port") or free_port()
         self.controller_port = controller_port or saved.get("controller_port") or free_port()
+        while self.controller_port == self.port:  # a just-closed port can come back: the broker refuses two alike
+            self.controller_port = free_port()
         ports = {"port": self.port, "controller_port": self.controller_port}
         if security == "sasl_ssl":
             self.internal_port = saved.get("internal_port") or free_port()
@@ -233,7 +235,10 @@ class LocalCluster:
             )
             format_archive.exited(fmt.returncode)
             if fmt.returncode != 0:
-                tail = " | ".join((fmt.stdout + fmt.stderr).strip().splitlines()[-3:])
+                # the exception's own lines, not the stack frames under them (they said nothing of what was wrong)
+                said = [line for line in (fmt.stdout + fmt.stderr).splitlines() if line.strip()]
+                said = [line for line in said if not line.lstrip().startswith(("at ", "..."))] or said
+                tail = " | ".join(said[-3:])
                 raise LauncherError(f"formatting storage for Kafka cluster '{self.name}' failed: {tail}")
         cmd = [
             java,

@@ -10,24 +10,27 @@ its timeout, up to ``transaction.timeout.ms`` of the process that died or froze 
 partitions or none: called from the data loop, one frozen peer's open transaction would stop every partition of
 this mirror, its own open transaction included, which could then outlive its own timeout.
 
-So the positions are asked with the admin client's ``list_consumer_group_offsets(require_stable=True)``: one
-request, an answer per partition, UNSTABLE_OFFSET_COMMIT on those a transaction still holds. (That call crashes
-confluent-kafka 2.16 when the cluster has no group coordinator at all, before ``__consumer_offsets`` exists; it is
-only made once this mirror's positions-group consumer has joined its group, so the coordinator exists.) The data loop polls
-the answer (never waits for it); the stable partitions start at once, the others are asked again until their
+So the positions are read by a thread of their own (:class:`PositionReads`), and the data loop only picks up what
+arrived: first all wanted partitions in one request; if that times out (a transaction holds one of them, or the
+target is away), each alone, so the stable ones start at once and the held ones are asked again until their
 transaction is committed or aborted. Kafka Streams does the same for its tasks (KIP-572: a task whose committed
-offsets are not stable waits, the others run).
+offsets are not stable waits, the others run). Rejected: the admin client's ``list_consumer_group_offsets
+(require_stable=True)``, which answers per partition in one request, because confluent-kafka 2.16 crashes the
+whole process (SIGSEGV) in it when the group coordinator is not available, as while a restarted target broker
+loads (seen in this suite; monitor/kafka_io.py met it first).
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import queue
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_STORED, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_STORED, KafkaError, KafkaException, TopicPartition
 
+from ..core.access import error_of
 from ..core.clients import make_consumer
 from ..core.naming import positions_group
 from .consumer_guard import STATS_INTERVAL_MS
@@ -36,104 +39,162 @@ from .partition_state import PartitionState
 log = logging.getLogger("mirrorwatch.mirror")
 
 Key = tuple[str, int]
+# (partition, the token it was asked with, its offset, None, or HELD when a transaction still holds it)
+Answer = tuple[Key, int, int, str | None]
+HELD = "held"
 
-ASK_AGAIN_S = 0.5  # a partition a transaction still holds: how soon to ask again
-REQUEST_TIMEOUT_S = 10.0  # a target away: fail and ask again with a new client (below)
+ASK_AGAIN_S = 0.5  # partitions still waiting: how soon to ask again
+ALL_AT_ONCE_TIMEOUT_S = 2.0  # every wanted partition in one request: the usual case, nothing held
+ONE_TIMEOUT_S = 1.0  # one partition alone, after the request for all timed out
 
 
-def sort_answers(
-    answers: list[tuple[Key, int, int | None]], wanted: dict[Key, int], asked: dict[Key, int]
-) -> tuple[list[tuple[Key, int]], list[Key]]:
-    """Which answers to act on (pure). ``answers``: (partition, offset, error code or None) as the target gave
-    them; ``wanted``: the partitions still waiting, each with the token of the assignment that wants it; ``asked``:
-    the tokens the request was sent for. Returns (partition, offset) to start from, and the partitions a
-    transaction still holds. An answer for a partition revoked meanwhile, or revoked and assigned again since the
-    request left (a new owner may have moved it in between), is dropped: it is asked again."""
+def sort_answers(answers: list[Answer], wanted: dict[Key, int]) -> tuple[list[tuple[Key, int]], list[Key]]:
+    """Which answers to act on (pure). ``wanted``: the partitions still waiting, each with the token of the
+    assignment that wants it. Returns (partition, offset) to start from, and the partitions a transaction still
+    holds. An answer for a partition revoked meanwhile, or revoked and assigned again since it was asked (a new
+    owner may have moved it in between), is dropped: it is asked again."""
     found, held = [], []
-    for key, offset, error in answers:
-        if key not in wanted or wanted[key] != asked.get(key):
+    for key, token, offset, problem in answers:
+        if wanted.get(key) != token:
             continue
-        if error is None:
+        if problem is None:
             found.append((key, offset))
-        elif error == KafkaError.UNSTABLE_OFFSET_COMMIT:
+        elif problem == HELD:
             held.append(key)
     return found, held
 
 
 class PositionReads:
-    """The partitions waiting for their position on the target, and the one request asking for them."""
+    """The partitions waiting for their position on the target, and the thread that asks for them."""
 
-    def __init__(self, new_admin: Callable[[], Any], group: str, retrying: Callable[..., None]) -> None:
-        self.new_admin = new_admin
-        self.admin = new_admin()
-        self.group = group
+    def __init__(self, new_consumer: Callable[[], Any], retrying: Callable[..., None]) -> None:
+        self.new_consumer = new_consumer  # a read_committed consumer of the positions group that never subscribes
         self.retrying = retrying  # the engine's: a warning, unless the cluster watch already said the target is away
         self.wanted: dict[Key, int] = {}  # partition → token of the assignment that wants it
         self._token = 0
-        self._request: Any = None  # the future of the request in flight
-        self._asked: dict[Key, int] = {}
-        self._next_ask = 0.0
+        self._lock = threading.Lock()
+        self._answers: queue.SimpleQueue[Answer] = queue.SimpleQueue()
+        self._work = threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
         self._held_said: set[Key] = set()  # held partitions already logged, so a long wait is said once
 
     def want(self, keys: list[Key]) -> None:
-        self._token += 1
-        for key in keys:
-            self.wanted[key] = self._token
-        self._next_ask = 0.0
+        with self._lock:
+            self._token += 1
+            for key in keys:
+                self.wanted[key] = self._token
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="positions", daemon=True)
+            self._thread.start()
+        self._work.set()
 
     def forget(self, keys: list[Key]) -> None:
-        for key in keys:
-            self.wanted.pop(key, None)
-            self._held_said.discard(key)
+        with self._lock:
+            for key in keys:
+                self.wanted.pop(key, None)
+                self._held_said.discard(key)
 
     def clear(self) -> None:
-        self.wanted.clear()
-        self._held_said.clear()
+        with self._lock:
+            self.wanted.clear()
+            self._held_said.clear()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._work.set()
+        if self._thread is not None:
+            self._thread.join(ALL_AT_ONCE_TIMEOUT_S + 1)
 
     def poll(self) -> list[tuple[Key, int]]:
-        """From the data loop, never blocking: the partitions whose position arrived, and where each starts
-        (an offset < 0: never committed in the positions group). Sends the next request when one is due."""
-        found: list[tuple[Key, int]] = []
-        if self._request is not None and self._request.done():
-            found = self._answered(self._request)
-            self._request = None
-        if self._request is None and self.wanted and time.monotonic() >= self._next_ask:
-            self._asked = dict(self.wanted)
-            request = ConsumerGroupTopicPartitions(self.group, [TopicPartition(t, p) for t, p in self._asked])
-            self._request = self.admin.list_consumer_group_offsets(
-                [request], require_stable=True, request_timeout=REQUEST_TIMEOUT_S
-            )[self.group]
-        return found
-
-    def _answered(self, request: Any) -> list[tuple[Key, int]]:
-        try:
-            result = request.result()
-        except Exception as exc:  # a target away, a coordinator loading or moving: ask again, never guess
-            self.retrying("exactly-once: reading positions (will retry): %s", exc)
-            self._next_ask = time.monotonic() + ASK_AGAIN_S
-            # with a new client: after a broker's restart, librdkafka 2.16's admin client kept timing out on
-            # group requests for minutes while a new one was answered at once (as monitor/kafka_io.py found)
-            self.admin = self.new_admin()
+        """From the data loop, never blocking: the partitions whose position arrived, and where each starts (an
+        offset < 0: never committed in the positions group)."""
+        answers: list[Answer] = []
+        while True:
+            try:
+                answers.append(self._answers.get_nowait())
+            except queue.Empty:
+                break
+        if not answers:
             return []
-        answers = [
-            ((tp.topic, tp.partition), tp.offset, tp.error.code() if tp.error is not None else None)
-            for tp in result.topic_partitions
-        ]
-        found, held = sort_answers(answers, self.wanted, self._asked)
-        for key, _ in found:
-            del self.wanted[key]
-            self._held_said.discard(key)
-        news = [key for key in held if key not in self._held_said]
-        if news:
+        with self._lock:
+            found, held = sort_answers(answers, self.wanted)
+            for key, _ in found:
+                del self.wanted[key]
+                self._held_said.discard(key)
+            news = [key for key in dict.fromkeys(held) if key not in self._held_said]
             self._held_said.update(news)
+        if news:
             log.info(
-                "exactly-once: waiting for a transaction still open on the target before taking %s "
-                "(its positions are not stable yet)",
+                "exactly-once: waiting for a transaction still open on the target (or the target to answer) "
+                "before taking %s: their positions are not stable yet",
                 ", ".join(f"{t}[{p}]" for t, p in news),
             )
-        if self.wanted:
-            self._next_ask = time.monotonic() + ASK_AGAIN_S
         return found
+
+    # ------------------------------------------------------------------ the thread
+    def _run(self) -> None:
+        consumer = None
+        while not self._closed.is_set():
+            self._work.wait(ASK_AGAIN_S)
+            self._work.clear()
+            with self._lock:
+                asked = dict(self.wanted)
+            if not asked or self._closed.is_set():
+                continue
+            try:
+                consumer = consumer or self.new_consumer()
+                if self._ask(consumer, asked):
+                    continue
+                # nothing answered at all: every one held, or the target away; a new consumer all the same, as
+                # after a broker's restart librdkafka 2.16's long-lived clients kept timing out on group requests
+                # for minutes while a new one was answered at once (monitor/kafka_io.py met it first)
+                log.debug("exactly-once: no position answered; asking again with a new consumer")
+            except Exception as exc:  # a coordinator moving, an access problem: ask again, never guess
+                self.retrying("exactly-once: reading positions (will retry): %s", exc)
+            _close(consumer)
+            consumer = None
+            self._closed.wait(ASK_AGAIN_S)
+        _close(consumer)
+
+    def _ask(self, consumer: Any, asked: dict[Key, int]) -> int:
+        """Ask for these partitions' positions; the answers go to the data loop. Returns how many were answered."""
+        try:
+            for tp in consumer.committed([TopicPartition(t, p) for t, p in asked], timeout=ALL_AT_ONCE_TIMEOUT_S):
+                self._answers.put(((tp.topic, tp.partition), asked[(tp.topic, tp.partition)], tp.offset, None))
+            return len(asked)
+        except KafkaException as exc:
+            if not _timed_out(exc):
+                raise
+        # a transaction holds one of them (or the target is slow or away): each alone, the stable ones start now
+        answered = 0
+        for (topic, partition), token in asked.items():
+            with self._lock:
+                if self._closed.is_set() or self.wanted.get((topic, partition)) != token:
+                    continue
+            try:
+                (tp,) = consumer.committed([TopicPartition(topic, partition)], timeout=ONE_TIMEOUT_S)
+            except KafkaException as exc:
+                if not _timed_out(exc):
+                    raise
+                self._answers.put(((topic, partition), token, -1, HELD))
+                continue
+            answered += 1
+            self._answers.put(((topic, partition), token, tp.offset, None))
+        return answered
+
+
+def _timed_out(exc: KafkaException) -> bool:
+    err = error_of(exc)
+    return err is not None and err.code() == KafkaError._TIMED_OUT
+
+
+def _close(consumer: Any) -> None:
+    if consumer is not None:
+        try:
+            consumer.close()
+        except Exception as exc:
+            log.debug("closing the positions reader: %s", exc)
 
 
 class PositionsGroup:

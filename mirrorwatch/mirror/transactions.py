@@ -36,7 +36,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ..core.access import Denied, error_of
-from ..core.clients import make_admin, make_producer
+from ..core.clients import make_consumer, make_producer
 from ..core.naming import positions_group, transactional_id
 from .acknowledgement import MirrorFailure
 from .partition_state import PartitionState
@@ -103,10 +103,9 @@ class ExactlyOnce(PositionsGroup):
         self.members: Any = None  # the positions group's consumer on the target
         self.position_reads: PositionReads | None = None  # partitions assigned, waiting for their positions
         if self.exactly_once:
-            target, client_id = self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}-positions"
+            target, client_id, group = self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group
             self.position_reads = PositionReads(
-                lambda: make_admin(target, client_id),
-                positions_group(self.group),
+                lambda: make_consumer(target, client_id, positions_group(group), **{"enable.auto.commit": False}),
                 self._retrying,  # type: ignore[attr-defined]
             )
         self.transactions_committed = 0
@@ -339,6 +338,8 @@ class ExactlyOnce(PositionsGroup):
                 self._commit_positions()  # type: ignore[attr-defined]  # the engine's: syncs, then the transaction
         except Exception as exc:
             log.warning("exactly-once: closing the transaction: %s", exc)
+        if self.position_reads is not None:
+            self.position_reads.close()
         if self.members is not None:
             try:
                 self.members.close()
