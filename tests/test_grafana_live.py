@@ -47,6 +47,8 @@ GAUGE_VALUES = {
     "mirrorwatch_records_lost": 0,
     "mirrorwatch_canary_overdue_events": 0,  # healthy: nothing late
     "mirrorwatch_canary_oldest_overdue_seconds": 0,
+    "mirrorwatch_hanging_transactions": 0,  # healthy: no transaction open past monitor.hanging_transaction_s
+    "mirrorwatch_open_transaction_seconds": 0.2,
 }
 # counters are incremented by 10, except those whose alert fires on any value above 0
 COUNTER_VALUES = {"mirrorwatch_mirror_records_lost_total": 0}

@@ -29,6 +29,13 @@ A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
         ([(A0, 1, 5, None), (B0, 1, 7, None)], {B0: 1}, [(B0, 7)], []),
         # revoked and assigned again since it was asked: a new owner may have moved it, ask again
         ([(A0, 1, 5, None)], {A0: 2}, [], []),
+        # answered twice before the data loop picked the first up: started once
+        (
+            [(A0, 1, 5, None), (A0, 1, 5, None), (A1, 1, -1, HELD), (A1, 1, 6, None)],
+            {A0: 1, A1: 1},
+            [(A0, 5), (A1, 6)],
+            [],
+        ),
         # asked twice meanwhile: only the answer to the current assignment counts
         ([(A0, 1, 5, None), (A0, 2, 9, None)], {A0: 2}, [(A0, 9)], []),
     ],

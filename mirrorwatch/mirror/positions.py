@@ -53,15 +53,16 @@ def sort_answers(answers: list[Answer], wanted: dict[Key, int]) -> tuple[list[tu
     assignment that wants it. Returns (partition, offset) to start from, and the partitions a transaction still
     holds. An answer for a partition revoked meanwhile, or revoked and assigned again since it was asked (a new
     owner may have moved it in between), is dropped: it is asked again."""
-    found, held = [], []
+    found: dict[Key, int] = {}
+    held: dict[Key, None] = {}
     for key, token, offset, problem in answers:
         if wanted.get(key) != token:
             continue
         if problem is None:
-            found.append((key, offset))
+            found[key] = offset  # asked twice before the loop picked the first answer up: one start
         elif problem == HELD:
-            held.append(key)
-    return found, held
+            held[key] = None
+    return list(found.items()), [key for key in held if key not in found]
 
 
 class PositionReads:
@@ -78,6 +79,7 @@ class PositionReads:
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         self._held_said: set[Key] = set()  # held partitions already logged, so a long wait is said once
+        self._unread: set[tuple[Key, int]] = set()  # answered, not yet picked up by the data loop: not asked again
 
     def want(self, keys: list[Key]) -> None:
         with self._lock:
@@ -99,6 +101,7 @@ class PositionReads:
         with self._lock:
             self.wanted.clear()
             self._held_said.clear()
+            self._unread.clear()
 
     def close(self) -> None:
         self._closed.set()
@@ -122,6 +125,8 @@ class PositionReads:
             for key, _ in found:
                 del self.wanted[key]
                 self._held_said.discard(key)
+            for key, token, _, _ in answers:
+                self._unread.discard((key, token))
             news = [key for key in dict.fromkeys(held) if key not in self._held_said]
             self._held_said.update(news)
         if news:
@@ -139,7 +144,7 @@ class PositionReads:
             self._work.wait(ASK_AGAIN_S)
             self._work.clear()
             with self._lock:
-                asked = dict(self.wanted)
+                asked = {key: token for key, token in self.wanted.items() if (key, token) not in self._unread}
             if not asked or self._closed.is_set():
                 continue
             try:
@@ -161,7 +166,7 @@ class PositionReads:
         """Ask for these partitions' positions; the answers go to the data loop. Returns how many were answered."""
         try:
             for tp in consumer.committed([TopicPartition(t, p) for t, p in asked], timeout=ALL_AT_ONCE_TIMEOUT_S):
-                self._answers.put(((tp.topic, tp.partition), asked[(tp.topic, tp.partition)], tp.offset, None))
+                self._answer((tp.topic, tp.partition), asked[(tp.topic, tp.partition)], tp.offset)
             return len(asked)
         except KafkaException as exc:
             if not _timed_out(exc):
@@ -180,8 +185,13 @@ class PositionReads:
                 self._answers.put(((topic, partition), token, -1, HELD))
                 continue
             answered += 1
-            self._answers.put(((topic, partition), token, tp.offset, None))
+            self._answer((topic, partition), token, tp.offset)
         return answered
+
+    def _answer(self, key: Key, token: int, offset: int) -> None:
+        with self._lock:
+            self._unread.add((key, token))
+        self._answers.put((key, token, offset, None))
 
 
 def _timed_out(exc: KafkaException) -> bool:
