@@ -80,7 +80,9 @@ NO_SERIES_WHEN_HEALTHY.update(
         for where in ("rule {}", "grafana alert {} A")
     }
 )
-NO_SERIES_WHEN_HEALTHY["mirrorwatch-flows.json: panel 'Oldest open transaction on the target (transactional flows)' A"] = (
+NO_SERIES_WHEN_HEALTHY[
+    "mirrorwatch-flows.json: panel 'Oldest open transaction on the target (transactional flows)' A"
+] = (
     "monitor",
     "mirrorwatch_open_transaction_seconds",
     "only a flow whose target is transactional exports it; this stack's flow is at-least-once. "
