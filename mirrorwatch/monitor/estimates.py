@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +18,7 @@ from ..core.redact import redact_text
 from ..core.topic_selection import policy_of
 from .followers import UNUSED_GROUP
 from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
-from .transactions import OpenTransactions, hanging, hanging_reasons
+from .transactions import OpenTransactions, hanging, hanging_reasons, hanging_rows
 
 if TYPE_CHECKING:
     from .sampler import _GroupState
@@ -132,13 +131,13 @@ class SamplerEstimates:
         lso = np.fromiter((stable.get(k, -1) for k in target_keys), np.int64, n)
         age = state.txn_clock.sample(target_keys, end, lso, ts_ms)
         threshold = self.config.monitor.hanging_transaction_s
-        found = OpenTransactions(threshold, [t for t, _ in target_keys], lso, end, age, hanging(age, threshold))
-        rows = found.hanging_rows([p for _, p in target_keys])
-        if not rows:
-            return found
-        cluster = self.config.clusters[self.config.flows[name].target]
-        secured = cluster.properties.get("security.protocol", "plaintext").lower() != "plaintext"
-        leaders = dst.leaders((r["topic"], r["partition"]) for r in rows)
-        bootstrap = redact_text(cluster.bootstrap_servers)
-        reasons = hanging_reasons(rows, bootstrap, leaders, threshold, secured)
-        return replace(found, reasons=reasons)
+        is_hanging = hanging(age, threshold)
+        rows = hanging_rows(target_keys, lso, end, age, is_hanging)
+        reasons: list[str] = []
+        if rows:
+            cluster = self.config.clusters[self.config.flows[name].target]
+            secured = cluster.properties.get("security.protocol", "plaintext").lower() != "plaintext"
+            leaders = dst.leaders((r["topic"], r["partition"]) for r in rows)
+            bootstrap = redact_text(cluster.bootstrap_servers)
+            reasons = hanging_reasons(rows, bootstrap, leaders, threshold, secured)
+        return OpenTransactions(lso, age, is_hanging, rows, reasons)

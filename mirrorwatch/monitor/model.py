@@ -68,7 +68,7 @@ class GroupView:
     def hanging_transactions(self) -> list[dict] | None:
         """The target partitions with a hanging transaction (monitor/transactions.py); None when the flow's target is
         not watched for them (not transactional)."""
-        return None if self.transactions is None else self.transactions.hanging_rows(self.partitions)
+        return None if self.transactions is None else self.transactions.rows
 
     @cached_property
     def figures(self) -> FlowFigures:

@@ -77,33 +77,34 @@ class OpenTransactionClock:
         return age
 
 
+def hanging_rows(
+    target_keys: list[tuple[str, int]], stable: np.ndarray, end: np.ndarray, age_s: np.ndarray, hanging: np.ndarray
+) -> list[dict[str, Any]]:
+    """The hanging target partitions as plain values (API, CLI, reasons), oldest transaction first."""
+    rows = [
+        {
+            "topic": target_keys[i][0],
+            "partition": target_keys[i][1],
+            "open_s": round(float(age_s[i]), 3),
+            "last_stable_offset": int(stable[i]),
+            "target_end": int(end[i]),
+        }
+        for i in np.flatnonzero(hanging)
+    ]
+    return sorted(rows, key=lambda r: -r["open_s"])
+
+
 @dataclass(frozen=True)
 class OpenTransactions:
     """A transactional flow's open transactions in one cycle, per partition in the view's (source topic, partition)
-    order, with the target partition each maps to. Built once per cycle by the sampler; the exporter, the HTTP API,
+    order (``rows`` name the target partitions). Built once per cycle by the sampler; the exporter, the HTTP API,
     ``monitor lag`` and the status read it."""
 
-    threshold_s: float  # monitor.hanging_transaction_s
-    target_topics: list[str]
     stable: np.ndarray  # last stable offsets (-1 = not read)
-    target_end: np.ndarray
     age_s: np.ndarray  # open transaction age (NaN = unknown)
-    hanging: np.ndarray  # bool: age past threshold_s
+    hanging: np.ndarray  # bool: age past monitor.hanging_transaction_s
+    rows: list[dict[str, Any]] = field(default_factory=list)  # the hanging ones (hanging_rows)
     reasons: list[str] = field(default_factory=list)
-
-    def hanging_rows(self, partitions: list[int]) -> list[dict[str, Any]]:
-        """The hanging partitions as plain values (API, CLI), oldest transaction first."""
-        rows = [
-            {
-                "topic": self.target_topics[i],
-                "partition": partitions[i],
-                "open_s": round(float(self.age_s[i]), 3),
-                "last_stable_offset": int(self.stable[i]),
-                "target_end": int(self.target_end[i]),
-            }
-            for i in np.flatnonzero(self.hanging)
-        ]
-        return sorted(rows, key=lambda r: -r["open_s"])
 
 
 def hanging_reasons(
@@ -115,7 +116,7 @@ def hanging_reasons(
 ) -> list[str]:
     """One line per hanging partition (the oldest :data:`REASONS_SHOWN`, then a count): what it is and what to run.
 
-    ``rows`` as :meth:`OpenTransactions.hanging_rows`; ``leaders`` the partitions' leader broker ids where known
+    ``rows`` as :func:`hanging_rows`; ``leaders`` the partitions' leader broker ids where known
     (``find-hanging`` asks one broker); ``command_config``: the target needs client properties (SASL/TLS), which
     kafka-transactions.sh takes from a file. ``find-hanging`` lists only transactions open longer than its
     ``--max-transaction-timeout`` (minutes, 15 by default), hence 1; ``abort --start-offset`` needs no producer id."""
