@@ -151,6 +151,22 @@ def test_failover_translation_with_markers_between_reads_each_record_once(
         assert len(again) <= plan[partition]["max_duplicates"]
 
 
+def sampled_flow(source, target, topic_name: str, partitions: int, **monitor) -> tuple[str, dict, dict]:
+    """A flow east → west on ``topic_name`` whose topics and offset-syncs topic exist, and a configuration for a
+    sampler watching it every second: (target topic, flow, configuration)."""
+    create_topic(source.bootstrap, topic_name, partitions)
+    target_topic = f"east.{topic_name}"
+    create_topic(target.bootstrap, target_topic, partitions)
+    ensure_syncs_topic(target.bootstrap, offset_syncs_topic("east"))
+    flow = {"source": "east", "target": "west", "topics": [topic_name], "group": f"mw-mirror-{topic_name}"}
+    cfg = {
+        "clusters": {"east": source.config(), "west": target.config()},
+        "flows": {"east-west": {**flow, "checkpoint_groups": []}},
+        "monitor": {"interval_s": 1.0, "window": 3, "history": False, **monitor},
+    }
+    return target_topic, flow, cfg
+
+
 def test_an_undeclared_transactional_target_is_found_by_its_open_transactions(source, target, topic_name, caplog):
     """A flow whose configuration does not say its target is transactional (MM2 with exactly-once on, say, left
     undeclared): the monitor sees an open transaction on the target (its last stable offset below its end) within a
@@ -160,16 +176,7 @@ def test_an_undeclared_transactional_target_is_found_by_its_open_transactions(so
 
     from .support.lag_accuracy import RateProducer, measure
 
-    create_topic(source.bootstrap, topic_name, 1)
-    target_topic = f"east.{topic_name}"
-    create_topic(target.bootstrap, target_topic, 1)
-    ensure_syncs_topic(target.bootstrap, offset_syncs_topic("east"))
-    flow = {"source": "east", "target": "west", "topics": [topic_name], "group": f"mw-mirror-{topic_name}"}
-    cfg = {
-        "clusters": {"east": source.config(), "west": target.config()},
-        "flows": {"east-west": {**flow, "checkpoint_groups": []}},
-        "monitor": {"interval_s": 1.0, "window": 3, "history": False},
-    }
+    target_topic, flow, cfg = sampled_flow(source, target, topic_name, 1)
     sampler = Sampler(config_from_dict(cfg))
     mirror = TransactionalMirror(
         source.bootstrap, target.bootstrap, topic_name, target_topic, 1, flow["group"], offset_syncs_topic("east")
@@ -210,17 +217,8 @@ def test_a_hanging_transaction_on_the_target_is_reported_until_it_is_aborted(sou
     from mirrorwatch.monitor.exporter import TextRenderer
     from mirrorwatch.monitor.sampler import Sampler
 
-    create_topic(source.bootstrap, topic_name, 2)
-    target_topic = f"east.{topic_name}"
-    create_topic(target.bootstrap, target_topic, 2)
-    ensure_syncs_topic(target.bootstrap, offset_syncs_topic("east"))
-    flow = {"source": "east", "target": "west", "topics": [topic_name], "group": f"mw-mirror-{topic_name}"}
-    cfg = {
-        "clusters": {"east": source.config(), "west": target.config()},
-        "flows": {"east-west": {**flow, "checkpoint_groups": []}},
-        "mirror": {"delivery": "exactly_once", "transaction_timeout_s": 2},  # declared transactional
-        "monitor": {"interval_s": 1.0, "window": 3, "history": False, "hanging_transaction_s": 3},
-    }
+    target_topic, flow, cfg = sampled_flow(source, target, topic_name, 2, hanging_transaction_s=3)
+    cfg["mirror"] = {"delivery": "exactly_once", "transaction_timeout_s": 2}  # declared transactional
     sampler = Sampler(config_from_dict(cfg))
     producer = Producer(
         {
