@@ -83,20 +83,11 @@ class TransactionRefused(MirrorFailure):
 
 
 class ExactlyOnce(PositionsGroup):
-    # the engine's, set in MirrorEngine.__init__
+    # the engine's, set in MirrorEngine.__init__ (with those PositionsGroup names)
     producer: Any
-    consumer: Any
-    partitions: dict
     publisher: Any
-    settings: Any
     flow: Any
-    flow_name: str
-    group: str
-    policy: Any
-    target_cluster: Any
     target_names: dict
-    owned: frozenset
-    _stop: Any
 
     def _init_exactly_once(self) -> None:
         self.exactly_once = self.settings.delivery == "exactly_once"
