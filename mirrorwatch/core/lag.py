@@ -112,13 +112,17 @@ def target_side_acked_next(
     is returned. Capped at ``source_end``; an unknown ``T``/``u``/``d`` also falls back to the sync-only value.
 
     ``transactional`` (the target is written in transactions: our engine's ``delivery: exactly_once``, MirrorMaker 2
-    with exactly-once source support; ``core.delivery.transactional_target``): every transaction leaves a commit
+    with exactly-once source support; ``core.delivery.transactional_target``): ``target_end`` is then the last
+    stable offset (a copy at or above it is not yet readable by a ``read_committed`` reader), and every transaction leaves a commit
     marker in the partition, and an aborted one leaves records no ``read_committed`` reader sees, each taking an
     offset. ``T − d`` then counts markers and aborted records as copies, so ``u + (T − d)`` could pass the true
     ``acked_next`` and under-report lag. There the target end is used only to prove the synced record itself is
     still there (``T > d``): ``max(committed, sync_acked_next, u + 1)``. ``u + 1`` is never too high: MM2 sends a
     sync from ``commitRecord``, which its exactly-once task calls only after the transaction committed (connect-runtime
-    ``ExactlyOnceWorkerSourceTask.commitTransaction``), and our engine's sync claims ``acked_next ≥ u + 1`` itself.
+    ``ExactlyOnceWorkerSourceTask.commitTransaction``), and our engine's sync claims ``acked_next ≥ u + 1`` itself;
+    ``T > d`` with ``T`` the last stable offset proves the synced copy readable, not only written. Our engine's
+    syncs and source commits claim only records of transactions whose markers are written (mirror/transactions.py
+    holds them back one transaction), so ``committed`` and ``sync_acked_next`` are readable too.
     Bound: the estimate is as old as the newer of the sync and the commit (lag over-reported by what was mirrored
     since), never newer than the truth; exact again when the mirror is idle.
     """

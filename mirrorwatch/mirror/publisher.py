@@ -40,21 +40,30 @@ class PositionPublisher:
         self.producer: Producer | None = None
         self.deferred: deque[tuple[bytes, bytes]] = deque()  # syncs built inside delivery reports, not sent yet
         self.consumer: Consumer | None = None
+        # exactly-once: syncs are held back one transaction (``hold_syncs``, transactions.py says why). ``held``:
+        # built while the open transaction runs, they describe its records; ``released``: produced into the open
+        # transaction, they describe the records of the one committed before it.
+        self.hold_syncs = False
+        self.held: list[tuple[bytes, bytes]] = []
+        self.released: list[tuple[bytes, bytes]] = []
 
     def bind(self, producer: Producer, consumer: Consumer) -> None:
         """The engine's clients (the consumer is made with ``committed`` as its commit callback, so after us)."""
         self.producer, self.consumer = producer, consumer
 
-    def commit(self, keys: Iterable[Key] | None = None, sync: bool = True) -> None:
-        """Commit what the target acknowledged. Periodic commits under load are asynchronous (a synchronous
-        round trip on the data path showed up in p99 latency); idle, revoke and shutdown commits are not."""
+    def commit(
+        self, keys: Iterable[Key] | None = None, sync: bool = True, positions: dict[Key, int] | None = None
+    ) -> None:
+        """Commit what the target acknowledged (``positions``: these instead, for partitions still owned).
+        Periodic commits under load are asynchronous (a synchronous round trip on the data path showed up in p99
+        latency); idle, revoke and shutdown commits are not."""
         assert self.consumer is not None
         offsets = []
-        for key in keys if keys is not None else list(self.partitions):
+        for key in keys if keys is not None else list(self.partitions if positions is None else positions):
             state = self.partitions.get(key)
             if state is None:
                 continue
-            target = state.commit_position()
+            target = state.commit_position() if positions is None else positions.get(key)
             if target is None:
                 continue
             if state.committed is None or target > state.committed:
@@ -119,14 +128,33 @@ class PositionPublisher:
             if defer:
                 self.deferred.append((sync.key(), sync.to_value()))
             else:
-                self._produce(self.syncs_topic, sync.key(), sync.to_value())
+                self._publish(sync.key(), sync.to_value())
             state.synced_acked, state.synced_read = state.acked_next, state.read_next
 
     def send_deferred(self) -> None:
         """Send the syncs built inside delivery reports (the poll() this may do can add more: sent too)."""
         while self.deferred:
             key, value = self.deferred.popleft()
+            self._publish(key, value)
+
+    def _publish(self, key: bytes, value: bytes) -> None:
+        if self.hold_syncs:
+            self.held.append((key, value))
+        else:
             self._produce(self.syncs_topic, key, value)
+
+    def release_held(self) -> bool:
+        """Exactly-once, after a commit: the syncs held during the committed transaction go into the one now open.
+        True when there were any (the open transaction must then be committed too, even with no records)."""
+        self.released, self.held = self.held, []
+        for key, value in self.released:
+            self._produce(self.syncs_topic, key, value)
+        return bool(self.released)
+
+    def transaction_aborted(self) -> None:
+        """Exactly-once, after an abort: what was held described aborted records (dropped); what was released
+        described committed ones, and is held again for the next transaction."""
+        self.held, self.released = self.released, []
 
     def _produce(self, topic: str, key: bytes, value: bytes) -> None:
         assert self.producer is not None

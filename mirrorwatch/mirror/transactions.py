@@ -99,6 +99,15 @@ class ExactlyOnce(PositionsGroup):
                 lambda: make_consumer(target, client_id, positions_group(group), **{"enable.auto.commit": False}),
                 self._retrying,  # type: ignore[attr-defined]
             )
+        # What the engine publishes about its progress (offset syncs, the source group's commit) trails by one
+        # transaction: commit_transaction() returns once the coordinator has decided, and the markers that make the
+        # records readable follow asynchronously, so a sync or a commit claiming them at once could be read before a
+        # read_committed reader sees them (the monitor's true lag below the truth). The next transaction cannot add
+        # a partition before the previous one's markers are all written (the coordinator answers
+        # CONCURRENT_TRANSACTIONS until then), so whatever commits in it may claim the previous one's records.
+        self.publisher.hold_syncs = self.exactly_once
+        self._syncs_in_txn = False  # the open transaction carries the previous one's syncs: it must commit too
+        self._source_positions_due: dict[Key, int] = {}  # the last commit's positions, for the source group
         self.transactions_committed = 0
         self.transactions_aborted = 0
         self.transaction_refused: str | None = None
@@ -173,7 +182,7 @@ class ExactlyOnce(PositionsGroup):
                 name = self.target_names.get(topic) or self.policy.target_topic(topic)
                 owned.append((state, TopicPartition(name, partition, state.read_next)))
         moved = [(state, tp) for state, tp in owned if tp.offset != state.txn_position]
-        if not moved and not self._produced_since_commit:
+        if not moved and not self._produced_since_commit and not self._syncs_in_txn:
             return True
         if not owned:
             self._abort("nothing owned to commit it with")  # no generation check possible: never commit that
@@ -197,7 +206,11 @@ class ExactlyOnce(PositionsGroup):
         for state, tp in moved:
             state.txn_position = tp.offset
         self.producer.begin_transaction()
-        self.publisher.commit(sync=False)  # the source group, after the target has it
+        self._syncs_in_txn = self.publisher.release_held()
+        # the source group: the previous commit's positions, readable on the target now (see _init_exactly_once)
+        due, self._source_positions_due = self._source_positions_due, {state.key: tp.offset for state, tp in owned}
+        if due:
+            self.publisher.commit(sync=False, positions=due)
         return True
 
     def _settle_failures(self) -> None:
@@ -239,7 +252,7 @@ class ExactlyOnce(PositionsGroup):
 
     def _abort(self, why: str, always: bool = False) -> None:
         """Abort the open transaction (its records never become visible) and open the next one."""
-        if not (self._produced_since_commit or always):
+        if not (self._produced_since_commit or self._syncs_in_txn or always):
             return
         log.warning("exactly-once: aborting the open transaction: %s", why)
         deadline = time.monotonic() + 60
@@ -263,6 +276,8 @@ class ExactlyOnce(PositionsGroup):
                 return
         self.transactions_aborted += 1
         self._produced_since_commit = False
+        self._syncs_in_txn = False
+        self.publisher.transaction_aborted()
         self.producer.begin_transaction()
 
     def _fenced(self, err: KafkaError) -> None:
@@ -291,6 +306,8 @@ class ExactlyOnce(PositionsGroup):
         self._commit_failing_since = None
         self.transactions_aborted += 1
         self._produced_since_commit = False
+        self._syncs_in_txn = False
+        self.publisher.transaction_aborted()
         self._unassign_all()  # in-flight reports of the old producer update detached states
         old = self.producer
         try:  # no retry of its records may reach the target after the new producer's start (a hanging transaction)
@@ -327,6 +344,8 @@ class ExactlyOnce(PositionsGroup):
                 self._abort("stopping on a failure")
             elif self.members is not None:
                 self._commit_positions()  # type: ignore[attr-defined]  # the engine's: syncs, then the transaction
+                if self._syncs_in_txn:  # the last one's syncs and source commit trail it by one transaction
+                    self._commit_positions()  # type: ignore[attr-defined]
         except Exception as exc:
             log.warning("exactly-once: closing the transaction: %s", exc)
         if self.position_reads is not None:

@@ -249,14 +249,18 @@ class Sampler(SamplerEstimates):
         source_end = np.fromiter((ends.get(k, -1) for k in keys), np.int64, n)
         target_end = np.fromiter((target_ends.get((policy.target_topic(t), p), -1) for t, p in keys), np.int64, n)
         log_start = np.fromiter((starts.get(k, -1) for k in keys), np.int64, n)
-        # under prefix the target partition holds only this mirror's copies: its end offset is fresh evidence
+        # under prefix the target partition holds only this mirror's copies: its end offset is fresh evidence; on a
+        # transactional target a copy is there for readers only below the last stable offset
+        readable_end = target_end
+        if transactional and stable is not None:
+            readable_end = np.fromiter((stable.get((policy.target_topic(t), p), -1) for t, p in keys), np.int64, n)
         acked_est = target_side_acked_next(
             source_end,
             pos.committed,
             pos.sync_upstream,
             pos.sync_downstream,
             pos.sync_acked_next,
-            target_end,
+            readable_end,
             one_to_one=policy.kind == "prefix",
             transactional=transactional,
         )
