@@ -105,3 +105,55 @@ def test_positions_are_read_again_after_the_target_restarts(target, topic_name):
         assert sorted(poll_until(reads, 2, timeout=60)) == [((topic_name, 0), 7), ((topic_name, 1), 7)]
     finally:
         reads.close()
+
+
+def test_a_transaction_open_on_a_target_partition_holds_it_until_it_ends(target, topic_name, monkeypatch, caplog):
+    """Records of someone else's transaction are open on target partition 1 (a predecessor's that Kafka left
+    hanging, its markers never written, looks the same): what the mirror wrote there would be committed with them
+    at its next commit. Partitions 0, 2 and 3 start at once; 1 waits, says at ERROR once that the transaction hangs
+    (after HANGING_AFTER_S, shortened here) with the command to abort it, and starts after the abort."""
+    import logging
+
+    from confluent_kafka.admin import AdminClient
+
+    from mirrorwatch.mirror import positions
+    from mirrorwatch.mirror.transactions import open_transactions
+
+    monkeypatch.setattr(positions, "HANGING_AFTER_S", 1.0)
+    create_topic(target.bootstrap, topic_name, 4)
+    group = f"{topic_name}.eos"
+    committer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(topic_name, p, 5) for p in range(4)], asynchronous=False)
+    committer.close()
+    plain = Producer({"bootstrap.servers": target.bootstrap})
+    plain.produce(topic_name, b"committed", partition=1)  # the last stable offset is then 1, not 0
+    plain.flush(30)
+    producer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"{topic_name}-dangling"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"open", partition=1)
+    producer.flush(30)
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    cluster = ClusterConfig.model_validate({"bootstrap.servers": target.bootstrap})
+    said: list = []
+    reads = PositionReads(
+        lambda: make_consumer(cluster, "test-position-reads", group),
+        lambda *args: said.append(args),
+        lambda keys: open_transactions(admin, keys),
+    )
+    caplog.set_level(logging.ERROR, logger="mirrorwatch.mirror")
+    reads.want([(topic_name, p) for p in range(4)])
+    try:
+        assert sorted(poll_until(reads, 3)) == [((topic_name, p), 5) for p in (0, 2, 3)]
+        deadline = time.monotonic() + 20
+        while not any("hanging" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+            assert reads.poll() == []
+            time.sleep(0.1)
+        (line,) = [r.getMessage() for r in caplog.records if "hanging" in r.getMessage()]
+        assert f"--topic {topic_name} --partition 1 --start-offset 1" in line
+        assert sorted(reads.wanted) == [(topic_name, 1)]
+        producer.abort_transaction(30)
+        assert poll_until(reads, 1) == [((topic_name, 1), 5)]
+        assert not reads.wanted and not said
+    finally:
+        reads.close()

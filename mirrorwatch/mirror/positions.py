@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,9 @@ Answer = tuple[Key, int, int, str | None]
 HELD = "held"
 
 ASK_AGAIN_S = 0.5  # partitions still waiting: how soon to ask again
+# a transaction still open on a target partition this long after the mirror asked to take it has outlived any
+# transaction timeout: Kafka left it hanging (its markers were never written) and says so at ERROR, once
+HANGING_AFTER_S = 120.0
 ALL_AT_ONCE_TIMEOUT_S = 2.0  # every wanted partition in one request: the usual case, nothing held
 ONE_TIMEOUT_S = 1.0  # one partition alone, after the request for all timed out
 
@@ -68,9 +72,18 @@ def sort_answers(answers: list[Answer], wanted: dict[Key, int]) -> tuple[list[tu
 class PositionReads:
     """The partitions waiting for their position on the target, and the thread that asks for them."""
 
-    def __init__(self, new_consumer: Callable[[], Any], retrying: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        new_consumer: Callable[[], Any],
+        retrying: Callable[..., None],
+        open_transactions: Callable[[list[Key]], dict[Key, int]] | None = None,
+    ) -> None:
         self.new_consumer = new_consumer  # a read_committed consumer of the positions group that never subscribes
         self.retrying = retrying  # the engine's: a warning, unless the cluster watch already said the target is away
+        # target partitions with a transaction still open on them, each with its last stable offset (see _ask)
+        self.open_transactions = open_transactions
+        self._open_since: dict[Key, float] = {}  # partitions held by an open transaction, since (monotonic)
+        self._hanging_said: set[Key] = set()
         self.wanted: dict[Key, int] = {}  # partition → token of the assignment that wants it
         self._token = 0
         self._lock = threading.Lock()
@@ -165,14 +178,14 @@ class PositionReads:
     def _ask(self, consumer: Any, asked: dict[Key, int]) -> int:
         """Ask for these partitions' positions; the answers go to the data loop. Returns how many were answered."""
         try:
-            for tp in consumer.committed([TopicPartition(t, p) for t, p in asked], timeout=ALL_AT_ONCE_TIMEOUT_S):
-                self._answer((tp.topic, tp.partition), asked[(tp.topic, tp.partition)], tp.offset)
+            tps = consumer.committed([TopicPartition(t, p) for t, p in asked], timeout=ALL_AT_ONCE_TIMEOUT_S)
+            self._answer_unless_open(asked, {(tp.topic, tp.partition): tp.offset for tp in tps})
             return len(asked)
         except KafkaException as exc:
             if not _timed_out(exc):
                 raise
         # a transaction holds one of them (or the target is slow or away): each alone, the stable ones start now
-        answered = 0
+        answered: dict[Key, int] = {}
         for (topic, partition), token in asked.items():
             with self._lock:
                 if self._closed.is_set() or self.wanted.get((topic, partition)) != token:
@@ -184,9 +197,55 @@ class PositionReads:
                     raise
                 self._answers.put(((topic, partition), token, -1, HELD))
                 continue
-            answered += 1
-            self._answer((topic, partition), token, tp.offset)
-        return answered
+            answered[(topic, partition)] = tp.offset
+        self._answer_unless_open(asked, answered)
+        return len(answered)
+
+    def _answer_unless_open(self, asked: dict[Key, int], positions: dict[Key, int]) -> None:
+        """Answer these positions, except on a target partition where a transaction is still open (its last stable
+        offset below its end) that is not ours: what we write there would be committed with it, and the one open
+        could be a copy of what we are about to send again. A predecessor's transaction is aborted by our
+        init_transactions, but Kafka can leave it open for good on a partition, its markers never written (a single
+        broker's unclean restart: docs/exactly-once.md, "Known limits"); our next commit there would then commit it
+        too. Such a partition waits until the transaction ends (a person aborts a hanging one); so does every
+        partition asked when the check cannot be made (the target away): never a guess."""
+        if not positions:
+            return
+        try:
+            still_open = self.open_transactions(list(positions)) if self.open_transactions else {}
+        except Exception as exc:
+            self.retrying("exactly-once: checking the target for open transactions (will retry): %s", exc)
+            still_open = dict.fromkeys(positions, -1)
+        now = time.monotonic()
+        for key, offset in positions.items():
+            if key in still_open:
+                self._still_open(key, still_open[key], now)
+                self._answers.put((key, asked[key], -1, HELD))
+            else:
+                self._open_since.pop(key, None)
+                self._hanging_said.discard(key)
+                self._answer(key, asked[key], offset)
+
+    def _still_open(self, key: Key, stable_offset: int, now: float) -> None:
+        since = self._open_since.setdefault(key, now)
+        if now - since < HANGING_AFTER_S or key in self._hanging_said or stable_offset < 0:
+            return
+        self._hanging_said.add(key)
+        topic, partition = key
+        log.error(
+            "exactly-once: a transaction has stayed open on %s[%d] for %.0f s, past any transaction timeout: it is "
+            "hanging (Kafka never wrote its markers). The mirror does not write to %s[%d] until it ends (what it "
+            "wrote could be committed with it: duplicates). Abort it: kafka-transactions.sh --bootstrap-server "
+            "<target> abort --topic %s --partition %d --start-offset %d",
+            topic,
+            partition,
+            now - since,
+            topic,
+            partition,
+            topic,
+            partition,
+            stable_offset,
+        )
 
     def _answer(self, key: Key, token: int, offset: int) -> None:
         with self._lock:

@@ -33,7 +33,8 @@ import socket
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from ..core.access import Denied, error_of
 from ..core.clients import make_consumer, make_producer
@@ -76,6 +77,22 @@ def transaction_failure(code: int, fatal: bool) -> str:
     return "fenced" if fatal or code == KafkaError._FATAL else "abort"
 
 
+def open_transactions(admin: Any, keys: list[Key]) -> dict[Key, int]:
+    """Target partitions with a transaction open on them (last stable offset below the end), each with its last
+    stable offset: the positions thread does not start them (positions.py says why). Raises when an offset cannot be
+    read."""
+    tps = [TopicPartition(t, p) for t, p in keys]
+
+    def offsets(level: IsolationLevel) -> dict[Key, int]:
+        futures = admin.list_offsets(
+            {tp: OffsetSpec.latest() for tp in tps}, isolation_level=level, request_timeout=COMMIT_TIMEOUT_S
+        )
+        return {(tp.topic, tp.partition): f.result(COMMIT_TIMEOUT_S + 1).offset for tp, f in futures.items()}
+
+    stable, ends = offsets(IsolationLevel.READ_COMMITTED), offsets(IsolationLevel.READ_UNCOMMITTED)
+    return {key: stable[key] for key in keys if stable[key] < ends[key]}
+
+
 class TransactionRefused(MirrorFailure):
     """Exactly-once cannot go on: fenced again and again (another process with our transactional id); exits 5."""
 
@@ -98,6 +115,7 @@ class ExactlyOnce(PositionsGroup):
             self.position_reads = PositionReads(
                 lambda: make_consumer(target, client_id, positions_group(group), **{"enable.auto.commit": False}),
                 self._retrying,  # type: ignore[attr-defined]
+                lambda keys: open_transactions(self.target_admin, keys),  # type: ignore[attr-defined]
             )
         # What the engine publishes about its progress (offset syncs, the source group's commit) trails by one
         # transaction: commit_transaction() returns once the coordinator has decided, and the markers that make the
