@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from .partition_state import PartitionState
+from .resume import READ_TIMEOUT_S, newest_syncs, resume_position, target_ends
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -20,6 +21,11 @@ class SourceGroupRebalances:
     owned: frozenset
     rebalances: int
     _flush: Any
+    target_cluster: Any
+    target_admin: Any
+    syncs_topic: str
+    target_names: dict
+    policy: Any
 
     def _on_assign(self, consumer, partitions) -> None:
         # A rebalance callback must never raise: the exception would surface from consume() and end the engine.
@@ -31,17 +37,62 @@ class SourceGroupRebalances:
             # read_next and acked_next are learned below, or from the first fetched record
             self.partitions[key] = PartitionState(key, self)
         try:
-            for tp in consumer.committed(partitions, timeout=30):
+            committed = consumer.committed(partitions, timeout=30)
+            later = self._resume_from_syncs(consumer, committed)
+            for tp in committed:
                 state = self.partitions[(tp.topic, tp.partition)]
                 if tp.offset >= 0:
                     state.committed = state.read_next = state.acked_next = tp.offset
                 else:
                     low, _ = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)
                     state.read_next = state.acked_next = low
+                if (tp.topic, tp.partition) in later:
+                    state.read_next = state.acked_next = later[(tp.topic, tp.partition)]
+            if later:  # the consumer starts there, not at the commit (the others: at the commit, as by default)
+                consumer.incremental_assign(
+                    [
+                        TopicPartition(tp.topic, tp.partition, later.get((tp.topic, tp.partition), tp.offset))
+                        for tp in committed
+                    ]
+                )
         except Exception as exc:  # a cluster restarting: the first fetched record tells where we start
             log.warning("could not look up start positions (%s); taking them from the first records", exc)
         self.owned = frozenset(self.partitions)
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
+
+    def _resume_from_syncs(self, consumer, committed: list[TopicPartition]) -> dict[tuple[str, int], int]:
+        """The partitions whose newest offset sync on the target is later than their commit, and where each then
+        resumes (resume.py says why). Anything unread leaves a partition at its commit: more sent again, never less."""
+        try:
+            syncs = newest_syncs(self.target_cluster, self.syncs_topic, [(tp.topic, tp.partition) for tp in committed])
+            ahead = {(tp.topic, tp.partition): tp.offset for tp in committed if (tp.topic, tp.partition) in syncs}
+            ahead = {key: c for key, c in ahead.items() if syncs[key].acked_next > c}
+            target_of = {
+                key: (self.target_names.get(key[0]) or self.policy.target_topic(key[0]), key[1]) for key in ahead
+            }
+            ends = target_ends(self.target_admin, list(target_of.values()))
+            later = {}
+            for key, commit in ahead.items():
+                _, source_end = consumer.get_watermark_offsets(TopicPartition(*key), timeout=READ_TIMEOUT_S)
+                sync = syncs[key]
+                resume = resume_position(
+                    commit, sync.acked_next, sync.downstream_offset, source_end, ends[target_of[key]]
+                )
+                if resume.from_sync:
+                    later[key] = resume.position
+                    log.info(
+                        "resuming %s[%d] at %d, from the target's offset sync (the group's commit, %d, is behind: "
+                        "%d records not sent again)",
+                        key[0],
+                        key[1],
+                        resume.position,
+                        commit,
+                        resume.position - max(commit, 0),
+                    )
+            return later
+        except Exception as exc:
+            log.warning("could not read the offset syncs back (%s); resuming from the group's commits", exc)
+            return {}
 
     def _on_revoke(self, consumer, partitions) -> None:
         self.rebalances += 1
