@@ -8,6 +8,7 @@ import os
 import signal
 import time
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorwatch.core.naming import positions_group
@@ -135,3 +136,97 @@ def test_zombie_and_scale_out_never_commit_twice(source, target, topic_name, mir
     assert seen.exact and seen.records == total, seen
     # the target holds commit markers (and the zombie's aborted records): end offsets count them as records
     assert sum(end_offsets(target.bootstrap, mirrored_topic).values()) > total
+
+
+def test_the_target_broker_killed_doubles_nothing(source, target, topic_name, mirror_config, tmp_path):
+    """Issue 34's finding: the single target broker SIGKILLed under exactly-once doubled a round of records. The
+    restarted broker's coordinator can end a transaction open at the kill without writing its markers ("Couldn't
+    find leader endpoint ... likely deleted"), leaving it hanging; the mirror's next commit on that partition, with
+    the same producer id, used to end the hanging one as committed too (docs/exactly-once.md, "Known limits"). Now
+    the mirror does not write to a partition with a transaction open on it. The test plays on-call for any
+    partition left hanging: past the transaction timeout it aborts it with Kafka's own kafka-transactions.sh, as the
+    engine's ERROR line and the runbook say. A read_committed reader then sees every record once, in order."""
+    if target.local is None:
+        pytest.skip("kills a local broker")
+    parts, group = 6, f"g-{topic_name}"
+    mirrored = f"east.{topic_name}"
+    create_topic(source.bootstrap, topic_name, parts)
+    cfg = eos_config(mirror_config, topic_name, group, transaction_timeout_s=10)
+    writer = PacedWriter(source.bootstrap, topic_name, parts, rate=1000)
+    on_call = OnCall(target.bootstrap, mirrored, parts)
+    with MirrorProcess(cfg, tmp_path / "m.yaml") as mirror:
+        writer.start()
+        wait_until(
+            lambda: committed_total(target.bootstrap, group, mirrored, parts) >= 4000, 90, what="flow", alive=mirror
+        )
+        before = committed_total(target.bootstrap, group, mirrored, parts)
+        target.local.kill()  # mid-transaction: records flow, a transaction every 0.1 s
+        # down past the transaction timeout: the restarted coordinator finds the open transaction expired and ends
+        # it while it loads, before it knows the partitions' leader (the soak's "3 of 4 runs")
+        time.sleep(12)
+        target.local.start()
+        wait_until(
+            lambda: on_call.tend() or committed_total(target.bootstrap, group, mirrored, parts) >= before + 3000,
+            120,
+            what="the flow going on after the target's restart",
+            alive=mirror,
+        )
+        produced = writer.finish()
+        wait_until(
+            lambda: on_call.tend() or committed_total(target.bootstrap, group, mirrored, parts) >= produced,
+            120,
+            what="every record committed",
+            alive=mirror,
+        )
+    seen = delivery(read_committed(target.bootstrap, mirrored), produced, parts)
+    print(
+        f"\ntarget killed under exactly-once: {produced} records, hanging transactions aborted {on_call.aborted}: {seen}"
+    )
+    assert seen.exact and seen.records == produced, seen
+
+
+class OnCall:
+    """On-call's part: a partition whose last stable offset has stood below its end, unchanged, for ``after_s``
+    (past the mirror's 10 s transaction timeout: no coordinator will end it any more) is aborted with
+    kafka-transactions.sh, the command the engine's ERROR line gives."""
+
+    def __init__(self, bootstrap: str, topic: str, parts: int, after_s: float = 15.0) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.bootstrap, self.topic, self.parts, self.after_s = bootstrap, topic, parts, after_s
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.stuck: dict[int, tuple[int, float]] = {}  # partition -> (last stable offset, since)
+        self.aborted: list[tuple[int, int]] = []
+
+    def tend(self) -> bool:
+        """Look once, abort what hangs; always False (a step inside a wait, never its goal)."""
+        from confluent_kafka import IsolationLevel
+
+        from mirrorwatch.localkafka.tools import kafka_transactions
+
+        try:
+            stable, ends = self._offsets(IsolationLevel.READ_COMMITTED), self._offsets(IsolationLevel.READ_UNCOMMITTED)
+        except KafkaException:
+            return False  # the target still restarting
+        now = time.monotonic()
+        for p in range(self.parts):
+            lso, since = self.stuck.get(p, (-1, now))
+            if stable[p] >= ends[p] or stable[p] != lso:
+                self.stuck[p] = (stable[p], now)
+            elif now - since >= self.after_s:
+                out = kafka_transactions(
+                    self.bootstrap, "abort", "--topic", self.topic, "--partition", str(p), "--start-offset", str(lso)
+                )
+                assert out.returncode == 0, out.stdout + out.stderr
+                self.aborted.append((p, lso))
+                self.stuck.pop(p)
+        return False
+
+    def _offsets(self, level) -> dict[int, int]:
+        from confluent_kafka.admin import OffsetSpec
+
+        tps = [TopicPartition(self.topic, p) for p in range(self.parts)]
+        futures = self.admin.list_offsets(
+            {tp: OffsetSpec.latest() for tp in tps}, isolation_level=level, request_timeout=10
+        )
+        return {tp.partition: f.result(15).offset for tp, f in futures.items()}

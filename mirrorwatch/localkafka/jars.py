@@ -12,7 +12,7 @@ KAFKA_VERSION = "4.4.0"
 # connect-mirror is published later than the broker; 4.4.0 is not on Maven Central yet (see maven/mm2/pom.xml)
 MM2_VERSION = os.environ.get("MIRRORWATCH_MM2_VERSION", "4.3.1")
 _MAVEN_DIR = Path(__file__).with_name("maven")
-KINDS = ("broker", "mm2")
+KINDS = ("broker", "mm2", "tools")
 
 
 class LauncherError(Exception):
@@ -41,7 +41,7 @@ def ensure_jars(kind: str = "broker", quiet: bool = True) -> Path:
     """The folder holding the jars for ``kind`` ('broker' or 'mm2'), resolving them on first use."""
     if kind not in KINDS:
         raise ValueError(f"unknown jar set {kind!r}")
-    version = KAFKA_VERSION if kind == "broker" else MM2_VERSION
+    version = MM2_VERSION if kind == "mm2" else KAFKA_VERSION
     target = cache_dir() / f"kafka-{version}" / kind
     stamp = target / ".complete"
     if stamp.exists():
