@@ -11,7 +11,8 @@ each at-least-once and exactly-once (issue 28).
 The variants (bench/mm2_runs.py): ``ours`` and ``mm2`` at-least-once, ``ours_eos`` (``mirror.delivery:
 exactly_once`` at --transaction-interval), ``mm2_eos`` (MM2 with exactly-once source support), and
 ``ours_eos_<ms>ms``, our exactly-once at each --interval-sweep value (the latency / throughput trade-off).
-Both parts run them in one sitting in a palindrome order (A B C D D C B A: ABBA for more than two), and print
+Both parts run them in one sitting in interleaved rounds (--rounds, every other one reversed: A B C, C B A, ...),
+report each variant's median and its spread ((max − min) / median; above 15 % the figure is noise), and print
 issue 28's goals: ours_eos / ours records/s (≥ 0.75) and ours_eos / mm2_eos records per CPU second (≥ 2).
 Ends with one JSON line (bench/README.md). MM2 runs in dedicated mode (org.apache.kafka.connect.mirror.MirrorMaker)
 from the cached connect-mirror jars with an mm2.properties written here.
@@ -21,6 +22,7 @@ Usage: .venv/bin/python -m bench.mm2 [--records N] [--rates 5000,50000] [--laten
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -77,15 +79,30 @@ def chosen_variants(args: argparse.Namespace, sweep: list[float]) -> list[Varian
     return chosen
 
 
-def sitting_order(variants: list[Variant], once: bool = False) -> tuple[Variant, ...]:
-    """A B C C B A: each variant's mean over a palindrome order cancels a machine that drifts during the sitting
+def sitting_order(variants: list[Variant], once: bool = False, rounds: int = 2) -> tuple[Variant, ...]:
+    """Interleaved rounds, every other one reversed (A B C, C B A, A B C, ...): a machine that drifts during the
+    sitting costs every variant alike, and each variant's median over its runs resists one noisy run
     (``once``: A B C, for --quick)."""
-    return tuple(variants) if once else (*variants, *reversed(variants))
+    if once:
+        return tuple(variants)
+    order: list[Variant] = []
+    for i in range(rounds):
+        order += variants if i % 2 == 0 else list(reversed(variants))
+    return tuple(order)
 
 
-def mean(values) -> float:
+def median(values) -> float:
+    return float(statistics.median(list(values)))
+
+
+def spread(values) -> float:
+    """(max − min) / median of one variant's runs: the bench's noise on that figure (the issue's bar: ≤ 0.15)."""
     values = list(values)
-    return sum(values) / len(values)
+    middle = median(values)
+    return (max(values) - min(values)) / middle if middle else float("nan")
+
+
+SPREAD_BAR = 0.15
 
 
 def add_ratios(summary: dict, ratios: tuple, key=lambda figure: figure) -> list[str]:
@@ -137,8 +154,10 @@ def throughput_part(east: str, west: str, workdir: Path, records: int, order: tu
         summary: dict = {"records": count}
         for name in dict.fromkeys(v.name for v in order):
             mine = [r for r in runs if r["engine"] == name]
-            rate, cpu = mean(r["records_per_s"] for r in mine), mean(r["cpu_s_per_million"] for r in mine)
+            rate, cpu = median(r["records_per_s"] for r in mine), median(r["cpu_s_per_million"] for r in mine)
             summary[name] = {
+                "runs": len(mine),
+                "spread": spread(r["records_per_s"] for r in mine),
                 "records_per_s": rate,
                 "mb_per_s": rate * size / 1e6,
                 "cpu_s_per_million": cpu,
@@ -146,9 +165,11 @@ def throughput_part(east: str, west: str, workdir: Path, records: int, order: tu
                 "records_per_cpu_s": 1e6 / cpu if cpu > 0 else float("nan"),
             }
             shown = ", ".join(f"{r['records_per_s']:,.0f}" for r in mine)
+            noisy = "" if summary[name]["spread"] <= SPREAD_BAR else f" (spread over {SPREAD_BAR:.0%}: run more rounds)"
             print(
-                f"{size:>5} B x {count}: {name} {rate:,.0f}/s ({rate * size / 1e6:.1f} MB/s, {cpu:.1f} CPU s/M, "
-                f"{summary[name]['mb_per_s_per_core']:.1f} MB/s per core; runs {shown})",
+                f"{size:>5} B x {count}: {name} median {rate:,.0f}/s ({rate * size / 1e6:.1f} MB/s, {cpu:.1f} CPU s/M, "
+                f"{summary[name]['mb_per_s_per_core']:.1f} MB/s per core; runs {shown}; spread "
+                f"{summary[name]['spread']:.0%}){noisy}",
                 flush=True,
             )
         print(f"{size:>5} B: " + "; ".join(add_ratios(summary, THROUGHPUT_RATIOS)), flush=True)
@@ -191,9 +212,16 @@ def latency_part(
         summary: dict = {}
         for name in dict.fromkeys(v.name for v in order):
             mine = [r for r in runs[rate] if r["engine"] == name]
-            summary[name] = {"p50_ms": mean(r["p50_ms"] for r in mine), "p99_ms": mean(r["p99_ms"] for r in mine)}
-        shown = ", ".join(f"{v} p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms" for v, s in summary.items())
-        print(f"latency at {rate}/s, mean of each variant's runs: {shown}", flush=True)
+            summary[name] = {
+                "p50_ms": median(r["p50_ms"] for r in mine),
+                "p99_ms": median(r["p99_ms"] for r in mine),
+                "p50_spread": spread(r["p50_ms"] for r in mine),
+            }
+        shown = ", ".join(
+            f"{v} p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms (p50 spread {s['p50_spread']:.0%})"
+            for v, s in summary.items()
+        )
+        print(f"latency at {rate}/s, median of each variant's runs: {shown}", flush=True)
         ratios = add_ratios(summary, LATENCY_RATIOS, key=lambda figure: figure.removesuffix("_ms"))
         print(f"latency at {rate}/s: " + "; ".join(ratios), flush=True)
         summary["runs"] = runs[rate]
@@ -244,6 +272,9 @@ def main() -> None:
     parser.add_argument(
         "--interval-sweep", default="0.05,0.5", help="our exactly-once also at these transaction intervals (s)"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="interleaved rounds of every variant (each variant runs this often)"
+    )
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-mm2", action="store_true", help="no at-least-once MirrorMaker 2")
@@ -276,7 +307,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="mw-bench-mm2-"))
     print(f"engine logs: {workdir}", flush=True)
     variants = chosen_variants(args, sweep)
-    order = sitting_order(variants, args.quick)
+    order = sitting_order(variants, args.quick, max(1, args.rounds))
     params = {**vars(args), "rates": rates, "interval_sweep": sweep, "partitions": PARTITIONS}
     with BenchRun("mm2", {**params, "order": [v.name for v in order]}) as run:
         with fresh_clusters() as clusters:

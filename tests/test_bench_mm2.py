@@ -7,7 +7,15 @@ import argparse
 
 import pytest
 
-from bench.mm2 import THROUGHPUT_RATIOS, add_ratios, chosen_variants, interval_trade_off, sitting_order
+from bench.mm2 import (
+    THROUGHPUT_RATIOS,
+    add_ratios,
+    chosen_variants,
+    interval_trade_off,
+    median,
+    sitting_order,
+    spread,
+)
 
 
 def flags(**skips) -> argparse.Namespace:
@@ -28,15 +36,21 @@ def test_chosen_variants(skips, sweep, expected):
     assert [v.name for v in chosen_variants(flags(**skips), sweep)] == expected
 
 
-def test_sitting_order_is_a_palindrome_or_once():
+def test_sitting_order_interleaves_rounds_every_other_one_reversed():
     variants = chosen_variants(flags(), [])
-    assert [v.name for v in sitting_order(variants)] == ["ours", "mm2", "ours_eos", "mm2_eos"] + [
-        "mm2_eos",
-        "ours_eos",
-        "mm2",
-        "ours",
-    ]
+    names = ["ours", "mm2", "ours_eos", "mm2_eos"]
+    assert [v.name for v in sitting_order(variants)] == names + names[::-1]
+    assert [v.name for v in sitting_order(variants, rounds=3)] == names + names[::-1] + names
     assert sitting_order(variants, once=True) == tuple(variants)
+
+
+@pytest.mark.parametrize(
+    "values,middle,noise",
+    [([100, 100, 100], 100, 0.0), ([90, 100, 110, 400], 105, 310 / 105), ([208, 342], 275, 134 / 275)],
+)
+def test_median_and_spread(values, middle, noise):
+    assert median(values) == middle
+    assert spread(values) == pytest.approx(noise)
 
 
 def test_ratios_only_for_variants_that_ran():
