@@ -64,6 +64,7 @@ MODULE_GROUPS = {
     # on the other worker, two Spark workloads shared 2 cores and it took 294 s in CI instead of ~105 s
     "test_dashboard_live": "spark",
     "test_doctor": "sasl",
+    "test_failover_refusals": "sasl",
     "test_mm2_connect": "connect",
     "test_mm2_connect_state": "connect",
     "test_security": "sasl",

@@ -575,6 +575,21 @@ def doctor_cases(
     }
 
 
+# ---------------------------------------------------------------------- failover refusals (fail closed)
+# A check that permits an action (READY, --apply, the group sync, a wipe) and cannot read what it needs refuses,
+# naming what it could not read. Run on real brokers by the test each case names (the group is `g` here).
+FAILOVER_REFUSALS: dict[str, dict] = {
+    "apply-denied": {
+        "input": "`--apply` while the principal may not describe the group on the target (no group ACL)",
+        "command": "mirror failover reset-to-time --config m.yaml --group g --time 2020-01-01T00:00:00Z --apply",
+        "message": "mirror: refusing to apply offsets for group 'g': cannot read whether group 'g' is active on "
+        "'west': GROUP_AUTHORIZATION_FAILED (…)",
+        "exit": 3,
+        "test": "tests/test_failover_refusals.py::test_an_acl_denial_refuses_apply_in_one_line",
+    },
+}
+
+
 def sasl_cases() -> list[dict]:
     """Every case on the SASL_SSL clusters, with the documented default names (the page's second table)."""
     from mirrorwatch.core.config_loading import config_from_dict
@@ -606,7 +621,9 @@ def render() -> str:
         '`{"error": <the line without the program name>, "exit_code": <n>, ...}`.',
         "",
         "Exit codes: `mirror`, `monitor` 0 fine, 1 the mirror stopped on a record it cannot write, on an ACL or",
-        "credentials refused / internal error, 2 bad input, 3 a cluster is unreachable; `mirror run` also 4 source",
+        "credentials refused / internal error, 2 bad input, 3 a cluster is unreachable (for `mirror failover` and",
+        "`mirror failback`: also a check that could not read what it needs, so the action is refused; see the last",
+        "table); `mirror run` also 4 source",
         "records lost before they were mirrored (`on_records_lost: stop`), 5 exactly-once refused (fenced 5 times within",
         "5 min: another process runs with its transactional id; give each its own `mirror.instance_id`); `canary` 0 OK,",
         "1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad input too); `mirrorwatch doctor` 3 bad config;",
@@ -641,6 +658,22 @@ def render() -> str:
         message = case["message"].replace("|", "\\|")
         test = case["test"].split("::")[1]
         out.append(f"| {i} | {case['input']} | `{case['command']}` | `{message}`{where} | {case['exit']} | `{test}` |")
+    out += [
+        "",
+        "## Failover refusals (fail closed)",
+        "",
+        "A check whose answer permits an action (READY, `--apply`, the checkpoint emitter's group sync, a failback",
+        "wipe) refuses when it cannot read what it needs: a timeout, a frozen broker or an authorization error is",
+        'never read as "nobody there". Run on the real clusters by the test each row names; see `docs/dr.md`.',
+        "",
+        "| # | input | command | message | exit | test |",
+        "|---|---|---|---|---|---|",
+    ]
+    first = len(CASES) + len(sasl_cases()) + 1
+    for i, case in enumerate(FAILOVER_REFUSALS.values(), first):
+        message = case["message"].replace("|", "\\|")
+        test = case["test"].split("::")[1]
+        out.append(f"| {i} | {case['input']} | `{case['command']}` | `{message}` | {case['exit']} | `{test}` |")
     return "\n".join(out) + "\n"
 
 

@@ -23,54 +23,61 @@ from ...core.naming import mirror_group, offset_syncs_topic
 from ...core.oneshot import require_clusters, timeout_option, within
 from ...core.topic_selection import TopicFilter, policy_of
 from ...core.translation import GroupDiscovery, checkpoint_redelivery, translation_coverage
-from ..checkpoints import all_checkpoints, committed_offsets, group_is_active, read_offset_syncs, source_groups
+from ..checkpoints import all_checkpoints, committed_offsets, read_offset_syncs, source_groups
 from ..mm2_records import read_mm2_state, target_end_offsets
 from ..topology import latest_heartbeats
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
+from .reads import EXIT_CANNOT_TELL, CannotTell, group_is_active, partitions_of, reason
 
 
-def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict, dict]:
-    """(true_lag per partition, age in seconds of the oldest record not on the target per partition, records lost
-    per partition: removed from the source — retention, DeleteRecords, a recreated topic — before the mirror
-    read them, i.e. source log start − mirror position where the log start is past it).
+def source_positions(cluster, alias: str, partitions, acked: dict) -> tuple[dict, dict, dict]:
+    """(true_lag per partition, age in seconds of the oldest record not on the target per partition (None: it
+    could not be read), records lost per partition: removed from the source — retention, DeleteRecords, a
+    recreated topic — before the mirror read them, i.e. source log start − mirror position where the log start
+    is past it).
 
     Only partitions that exist on the source now count: the compacted offset-syncs topic remembers topics
-    deleted long ago, and a partition whose end offset cannot be read after a few tries is left out.
+    deleted long ago. A partition the source does not list is asked for by its topic, and left out only when the
+    broker says the topic does not exist; a partition whose end offset cannot be read raises CannotTell (fail
+    closed: left out, its lag would read as 0).
     """
     consumer = make_consumer(cluster, "mirrorwatch-failover-check")
     true_lag, age, lost = {}, {}, {}
     try:
         existing = {(t, p) for t, md in consumer.list_topics(timeout=10).topics.items() for p in md.partitions}
+        for topic in sorted({t for t, p in partitions if (t, p) not in existing}):
+            # a topic the principal may not describe is left out of a full listing: ask for it by name
+            existing |= {(topic, p) for p in partitions_of(consumer, topic, alias, 10) or []}
         for topic, partition in partitions:
             if (topic, partition) not in existing:
                 continue
-            watermarks = _watermarks(consumer, topic, partition)
-            if watermarks is not None:
-                start, end = watermarks
-                true_lag[(topic, partition)] = max(0, end - acked[(topic, partition)])
-                # the monitor's rule (core.lag.records_lost), from what the target surely has
-                gone = int(records_lost([start], [acked[(topic, partition)]])[0])
-                if gone > 0:
-                    lost[(topic, partition)] = gone
+            start, end = _watermarks(consumer, topic, partition, alias)
+            true_lag[(topic, partition)] = max(0, end - acked[(topic, partition)])
+            # the monitor's rule (core.lag.records_lost), from what the target surely has
+            gone = int(records_lost([start], [acked[(topic, partition)]])[0])
+            if gone > 0:
+                lost[(topic, partition)] = gone
         behind = [TopicPartition(t, p, acked[(t, p)]) for (t, p), lag in true_lag.items() if lag > 0]
         for tp in behind:  # exact time lag: read the oldest record the target does not have
             consumer.assign([tp])
             msg = consumer.poll(5)
-            if msg is not None and not msg.error():
-                age[(tp.topic, tp.partition)] = max(0.0, time.time() - msg.timestamp()[1] / 1000)
+            ok = msg is not None and not msg.error()
+            age[(tp.topic, tp.partition)] = max(0.0, time.time() - msg.timestamp()[1] / 1000) if ok else None
     finally:
         consumer.close()
     return true_lag, age, lost
 
 
-def _watermarks(consumer, topic: str, partition: int) -> tuple[int, int] | None:
+def _watermarks(consumer, topic: str, partition: int, alias: str) -> tuple[int, int]:
     for attempt in range(5):  # a leader moving or metadata not yet fetched: brief retries
         try:
             return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-        except KafkaException:
+        except KafkaException as exc:
+            if attempt == 4:
+                raise CannotTell(f"the offsets of {topic}[{partition}] on '{alias}'", reason(exc, 10)) from None
             time.sleep(0.5 * (attempt + 1))
-    return None
+    raise AssertionError("unreachable")
 
 
 def canary_status(host: str, port: int | None, flow: str) -> str:
@@ -105,6 +112,8 @@ def check(config_path, flow, groups, as_json, timeout_s):
         return within(timeout_s, lambda: _check(config_path, flow, groups, as_json), "failover check")
     except (UserError, ConfigError):
         raise
+    except CannotTell as exc:  # fail closed: no verdict from what could not be read
+        raise UserError(f"cannot judge failover readiness: {exc}", EXIT_CANNOT_TELL) from None
     except Exception as exc:  # exit 1 means DEGRADED here: anything unexpected is UNKNOWN (3), in one line
         raise UserError(f"cannot judge failover readiness: {type(exc).__name__}: {exc}", 3) from None
 
@@ -131,7 +140,7 @@ def _check(config_path, flow, groups, as_json):
         )
         own_group = None
     else:
-        store = read_offset_syncs(target, offset_syncs_topic(f.source))
+        store = read_offset_syncs(target, offset_syncs_topic(f.source), f.target)
         own_group = mirror_group(f.source, f.target, f.group, flow_name)
         mirror_commits = committed_offsets(source_admin, own_group)
         synced = sorted(k for k in store.latest if mine.matches(k[0]))
@@ -150,7 +159,7 @@ def _check(config_path, flow, groups, as_json):
             transactional=transactional_target(config, f),
         )
         acked = {k: int(a) for k, a in zip(synced, estimate) if a >= 0}
-    true_lag, age, lost = source_positions(source, sorted(acked), acked)
+    true_lag, age, lost = source_positions(source, f.source, sorted(acked), acked)
     topics = {}
     for (topic, partition), lag in true_lag.items():
         t = topics.setdefault(
@@ -165,7 +174,9 @@ def _check(config_path, flow, groups, as_json):
         )
         t["true_lag"] += lag
         t["records_lost"] += lost.get((topic, partition), 0)
-        t["time_lag_s"] = round(max(t["time_lag_s"], age.get((topic, partition), 0.0)), 1)
+        seen = age.get((topic, partition), 0.0)
+        # an age that could not be read makes the topic's RPO unknown (None), never 0
+        t["time_lag_s"] = None if seen is None or t["time_lag_s"] is None else round(max(t["time_lag_s"], seen), 1)
     if mm2 is not None:
         heartbeat_age = mm2.heartbeat_age_s()
         checkpoints = mm2.checkpoints
@@ -174,7 +185,7 @@ def _check(config_path, flow, groups, as_json):
         beats = latest_heartbeats(target, config.mirror.heartbeats_topic)
         beat = beats.get((f.source, f.target))
         heartbeat_age = None if beat is None else max(0.0, time.time() - beat[0] / 1000)
-        checkpoints = all_checkpoints(target, f.source)
+        checkpoints = all_checkpoints(target, f.source, f.target)
         max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
     names = list(groups) or source_groups(source_admin, f, {own_group} if own_group else set())
     verdicts, now = [], time.time() * 1000
@@ -238,7 +249,7 @@ def _check(config_path, flow, groups, as_json):
             judge_group(
                 group,
                 facts,
-                group_is_active(target_admin, group),
+                group_is_active(target_admin, group, f.target),
                 max_age,
                 heartbeat_age,
                 config.canary.heartbeat_max_age_s,
@@ -305,7 +316,11 @@ def _check(config_path, flow, groups, as_json):
         topic_table.add_column(h)
     for t in report["topics"]:
         topic_table.add_row(
-            t["topic"], t["target_topic"], str(t["true_lag"]), f"{t['time_lag_s']:.1f}", str(t["records_lost"])
+            t["topic"],
+            t["target_topic"],
+            str(t["true_lag"]),
+            "?" if t["time_lag_s"] is None else f"{t['time_lag_s']:.1f}",
+            str(t["records_lost"]),
         )
     console.print(topic_table)
     if records_lost:
