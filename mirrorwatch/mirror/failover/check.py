@@ -17,15 +17,16 @@ from ...core.clients import make_admin, make_consumer
 from ...core.config import ConfigError
 from ...core.config_loading import load_config
 from ...core.delivery import transactional_target
-from ...core.lag import records_lost, target_side_acked_next
+from ...core.lag import records_lost
 from ...core.mm2 import is_mm2
-from ...core.naming import mirror_group, offset_syncs_topic
+from ...core.naming import mirror_group
 from ...core.oneshot import require_clusters, timeout_option, within
 from ...core.topic_selection import TopicFilter, policy_of
 from ...core.translation import GroupDiscovery, checkpoint_redelivery, translation_coverage
-from ..checkpoints import all_checkpoints, committed_offsets, read_offset_syncs, source_groups
-from ..mm2_records import read_mm2_state, target_end_offsets
+from ..checkpoints import all_checkpoints, committed_offsets, source_groups
+from ..mm2_records import read_mm2_state
 from ..topology import latest_heartbeats
+from .acked import read_positions
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
 from .reads import EXIT_CANNOT_TELL, CannotTell, group_is_active, partitions_of, reason
@@ -131,34 +132,10 @@ def _check(config_path, flow, groups, as_json):
     )
     mm2 = read_mm2_state(config, f) if is_mm2(f) else None
     mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
-    if mm2 is not None:
-        # MirrorMaker 2: MM2's committed position and offset syncs, the target's end offsets (core.lag's estimator)
-        acked = mm2.acked_next(
-            target_end_offsets(config, f, sorted(set(mm2.latest_sync) | set(mm2.positions))),
-            one_to_one=policy.kind == "prefix",
-            transactional=transactional_target(config, f),
-        )
-        own_group = None
-    else:
-        store = read_offset_syncs(target, offset_syncs_topic(f.source), f.target)
-        own_group = mirror_group(f.source, f.target, f.group, flow_name)
-        mirror_commits = committed_offsets(source_admin, own_group)
-        synced = sorted(k for k in store.latest if mine.matches(k[0]))
-        # the monitor's estimator (core.lag): the newest sync, the group's commit (a commit implies an
-        # acknowledgement) and, under the prefix policy, the target's end offset, read before the source's
-        target_ends = target_end_offsets(config, f, synced)
-        rows = [store.latest[k] for k in synced]
-        estimate = target_side_acked_next(
-            [-1] * len(synced),
-            [mirror_commits.get(k, -1) for k in synced],
-            [s.upstream_offset for s in rows],
-            [s.downstream_offset for s in rows],
-            [s.acked_next for s in rows],
-            [target_ends.get(k, -1) for k in synced],
-            one_to_one=policy.kind == "prefix",
-            transactional=transactional_target(config, f),
-        )
-        acked = {k: int(a) for k, a in zip(synced, estimate) if a >= 0}
+    # the monitor's estimator (core.lag) over what the target proves, for either engine
+    positions = read_positions(config, flow_name, f, mm2)
+    acked = positions.acked_next()
+    own_group = None if mm2 is not None else mirror_group(f.source, f.target, f.group, flow_name)
     true_lag, age, lost = source_positions(source, f.source, sorted(acked), acked)
     topics = {}
     for (topic, partition), lag in true_lag.items():
@@ -262,11 +239,7 @@ def _check(config_path, flow, groups, as_json):
                 ),
             )
         )
-    last_sync = (
-        {k: v[0] for k, v in mm2.latest_sync.items()}
-        if mm2 is not None
-        else {k: s.upstream_offset for k, s in store.latest.items()}
-    )
+    last_sync = {k: sync[0] for k, sync in positions.sync.items()}
     # of the groups with commits on mirrored partitions, as the monitor counts them: a group that committed
     # nothing there has nothing to translate (it counted as translated here: "2/2" for two groups without commits)
     committed_groups = {g: c for g, c in commits_by_group.items() if c}

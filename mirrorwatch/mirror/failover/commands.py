@@ -247,4 +247,12 @@ def _register_check() -> None:
 
 
 _register_check()
-commands = [failover]
+
+
+def _failback() -> click.Group:
+    from .failback import failback
+
+    return failback
+
+
+commands = [failover, _failback()]
