@@ -241,9 +241,11 @@ def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
 def _register_check() -> None:
     from .check import check
     from .drill import drill
+    from .switchover import switchover
 
     failover.add_command(check)
     failover.add_command(drill)
+    failover.add_command(switchover)
 
 
 _register_check()
