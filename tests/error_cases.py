@@ -254,6 +254,34 @@ CASES: list[dict] = [
         "exit": 2,
     },
     {
+        "input": "`switchover` when a switchover of the flow is under way (its state file exists) without --resume",
+        "command": "mirror failover switchover --config m.yaml --group g",
+        "files": {"switchover-east-west.state.json": "{}"},
+        "message": "mirror: a switchover of flow east-west is under way or done (state switchover-east-west.state.json): "
+        "add --resume to continue it, or remove the file to start again",
+        "exit": 2,
+    },
+    {
+        "input": "`switchover --resume` without a state file",
+        "command": "mirror failover switchover --config m.yaml --group g --resume",
+        "message": "mirror: --resume: no switchover state at switchover-east-west.state.json; run without --resume to "
+        "start one",
+        "exit": 2,
+    },
+    {
+        "input": "`failback tail` with both destinations",
+        "command": "mirror failback tail --config m.yaml --out tail.jsonl --to-topic",
+        "message": "mirror: give --out FILE or --to-topic, not both",
+        "exit": 2,
+    },
+    {
+        "input": "`failback plan` before the tail is exported (no manifest): the wipe is refused",
+        "command": "mirror failback plan --config m.yaml",
+        "message": "mirror: refusing to plan a wipe of flow east-west's old source: the tail is not exported (run "
+        "`mirror failback tail --out FILE` or `--to-topic`, then give its manifest with --tail-manifest)",
+        "exit": 1,
+    },
+    {
         "input": "`mirror topology` for a cluster that is not defined",
         "command": "mirror topology --config m.yaml --cluster nope",
         "message": "mirror: cluster 'nope' is not defined (defined: east, west)",
@@ -586,6 +614,22 @@ FAILOVER_REFUSALS: dict[str, dict] = {
         "'west': GROUP_AUTHORIZATION_FAILED (…)",
         "exit": 3,
         "test": "tests/test_failover_refusals.py::test_an_acl_denial_refuses_apply_in_one_line",
+    },
+    "switchover-active": {
+        "input": "`switchover` while a group to move is active on the target",
+        "command": "mirror failover switchover --config m.yaml --group g",
+        "message": "mirror: switchover of flow east-west stopped: group 'g' is active on 'west': stop its consumers "
+        "there first; fix it and add --resume",
+        "exit": 1,
+        "test": "tests/test_switchover.py::test_a_group_active_on_the_target_blocks_until_stopped",
+    },
+    "plan-grown": {
+        "input": "`failback plan` when the old source holds records written after the export",
+        "command": "mirror failback plan --config m.yaml --tail-manifest tail.jsonl.manifest.json",
+        "message": "mirror: refusing to plan a wipe: the old source holds records the export does not (…): export "
+        "the tail again",
+        "exit": 1,
+        "test": "tests/test_failback_tail.py::test_failback_plan_refuses_until_the_whole_tail_is_saved",
     },
 }
 

@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mirrorwatch.mirror.failover.tail_export import ORIGIN_HEADER, manifest_path, read_lines, read_manifest
 
+from .error_cases import FAILOVER_REFUSALS, message_pattern
 from .support.helpers import create_topic, produce_numbered, read_all
 from .support.mirror_harness import MirrorProcess, wait_until
 from .test_mirror_behaviour import config_for, count_on
@@ -97,3 +99,37 @@ def test_tail_to_a_quarantine_topic_on_the_new_primary(stranded):
     # a second export into the same quarantine topic is refused: it would mix two exports
     again = run_cli("failback", "tail", "--config", str(path), "--to-topic", "--manifest", str(folder / "x.json"))
     assert again.returncode == 3 and "already holds 300 records" in again.stderr, again.stderr
+
+
+def test_failback_plan_refuses_until_the_whole_tail_is_saved(stranded):
+    source, target, topic, path, folder = stranded
+    unsaved = run_cli("failback", "plan", "--config", str(path), "--out-dir", str(folder / "plan"))
+    assert unsaved.returncode == 1 and unsaved.stderr.count("\n") == 1
+    assert "refusing to plan a wipe of flow east-west's old source: the tail is not exported" in unsaved.stderr
+    manifest = manifest_path(folder / "tail.jsonl")  # written by the first test of this module
+    args = (
+        "failback",
+        "plan",
+        "--config",
+        str(path),
+        "--tail-manifest",
+        str(manifest),
+        "--out-dir",
+        str(folder / "plan"),
+    )
+    planned = run_cli(*args, "--json")
+    assert planned.returncode == 0, planned.stderr
+    report = json.loads(planned.stdout)
+    assert report["tail_records"] == AFTER and "kafka-delete-records.sh" in report["steps"][1]
+    wipe = json.loads(Path(report["files"]["wipe"]).read_text())["partitions"]
+    assert {(w["topic"], w["partition"]): w["offset"] for w in wipe} == {
+        (topic, 0): (BEFORE + AFTER) // 2,
+        (topic, 1): (BEFORE + AFTER) // 2,
+    }
+    assert "west-east" in yaml.safe_load(Path(report["files"]["reverse"]).read_text())["flows"]
+    # one more record on the old source after the export: it would be wiped unsaved
+    produce_numbered(source.bootstrap, topic, 1, partitions=2, start=BEFORE + AFTER)
+    stale = run_cli(*args)
+    said = [line for line in stale.stderr.splitlines() if line.strip() and not line.startswith("%")]
+    assert stale.returncode == FAILOVER_REFUSALS["plan-grown"]["exit"] and len(said) == 1, stale.stderr
+    assert message_pattern(FAILOVER_REFUSALS["plan-grown"]["message"]).fullmatch(said[0]), said

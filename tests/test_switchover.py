@@ -11,6 +11,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 
+from .error_cases import FAILOVER_REFUSALS, message_pattern
 from .support.helpers import create_topic, produce_numbered
 from .support.mirror_harness import MirrorProcess, wait_until
 from .test_mirror import committed_offsets
@@ -106,7 +107,8 @@ def test_a_group_active_on_the_target_blocks_until_stopped(flow, uninterrupted):
         consumer.close()
     said = [line for line in blocked.stderr.splitlines() if line.strip() and not line.startswith("%")]
     assert blocked.returncode == 1 and len(said) == 1, blocked.stderr
-    assert f"group '{group}' is active on 'west': stop its consumers there first" in said[0] and "--resume" in said[0]
+    case = FAILOVER_REFUSALS["switchover-active"]
+    assert message_pattern(case["message"].replace("'g'", f"'{group}'")).fullmatch(said[0]), said
     resumed = switch(path, folder, group, "--resume", "--json")
     assert resumed.returncode == 0, resumed.stderr
     assert applied_on_target(target, group, topic) == uninterrupted[1]

@@ -111,3 +111,12 @@ def tail_command(
         )
         report["export"] = destination
     click.echo(json.dumps(report)) if as_json else _print_human(report)
+
+
+def _register_plan() -> None:
+    from .failback_plan import plan
+
+    failback.add_command(plan)
+
+
+_register_plan()

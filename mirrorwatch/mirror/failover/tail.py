@@ -24,7 +24,7 @@ from ...core.reading import read_to_end
 from ...core.topic_selection import measured_topics
 from ..checkpoints import ADMIN_TIMEOUT_S, committed_offsets
 from ..mm2_records import read_mm2_state
-from .acked import MirrorPositions, Partition, read_positions
+from .acked import Partition, read_positions
 from .reads import CannotTell, partitions_of, reason
 
 READ_TIMEOUT_S = 120.0
@@ -104,14 +104,14 @@ def find_tail(config: Config, flow_name: str) -> Tail:
     # prove the target has everything before; our engine's estimate is its own exact position on a plain target
     upper = positions.acked_next(one_to_one=False) if mm2 is not None else positions.acked_next()
     lower = positions.acked_next(transactional=False)
-    tails = _source_partitions(config, flow_name, positions, upper, lower)
+    tails = _source_partitions(config, flow_name, upper, lower)
     tail = Tail(flow_name, flow.source, flow.target, positions.engine, upper == lower, tails)
     tail.groups = _source_group_commits(config, flow_name, {(p.topic, p.partition) for p in tails})
     return tail
 
 
 def _source_partitions(
-    config: Config, flow_name: str, positions: MirrorPositions, upper: dict[Partition, int], lower: dict[Partition, int]
+    config: Config, flow_name: str, upper: dict[Partition, int], lower: dict[Partition, int]
 ) -> list[PartitionTail]:
     flow = config.flows[flow_name]
     consumer = make_consumer(config.clusters[flow.source], "mirrorwatch-failback-tail")
@@ -120,7 +120,8 @@ def _source_partitions(
             listed = consumer.list_topics(timeout=10).topics
         except Exception as exc:
             raise CannotTell(f"the topics on '{flow.source}'", reason(exc, 10)) from None
-        names = set(measured_topics(config, flow, listed)) | {t for t, _ in positions.partitions()}
+        # the application's topics (mirrorwatch's own heartbeats are not part of any tail, nor of a wipe)
+        names = measured_topics(config, flow, listed)
         out = []
         for topic in sorted(names):
             for partition in partitions_of(consumer, topic, flow.source, 10) or []:
