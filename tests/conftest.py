@@ -64,6 +64,7 @@ MODULE_GROUPS = {
     # on the other worker, two Spark workloads shared 2 cores and it took 294 s in CI instead of ~105 s
     "test_dashboard_live": "spark",
     "test_doctor": "sasl",
+    "test_failover_refusals": "sasl",
     "test_mm2_connect": "connect",
     "test_mm2_connect_state": "connect",
     "test_security": "sasl",
@@ -80,6 +81,7 @@ LONGEST_FIRST = [
     "test_canary_service",
     "test_localkafka",
     "test_drill",
+    "test_switchover",  # ~110 s alone: one uninterrupted switchover, five stopped and resumed, one blocked
     "test_soak",
     "test_canary_check",
     "test_lag_accuracy",

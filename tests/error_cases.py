@@ -254,6 +254,34 @@ CASES: list[dict] = [
         "exit": 2,
     },
     {
+        "input": "`switchover` when a switchover of the flow is under way (its state file exists) without --resume",
+        "command": "mirror failover switchover --config m.yaml --group g",
+        "files": {"switchover-east-west.state.json": "{}"},
+        "message": "mirror: a switchover of flow east-west is under way or done (state switchover-east-west.state.json): "
+        "add --resume to continue it, or remove the file to start again",
+        "exit": 2,
+    },
+    {
+        "input": "`switchover --resume` without a state file",
+        "command": "mirror failover switchover --config m.yaml --group g --resume",
+        "message": "mirror: --resume: no switchover state at switchover-east-west.state.json; run without --resume to "
+        "start one",
+        "exit": 2,
+    },
+    {
+        "input": "`failback tail` with both destinations",
+        "command": "mirror failback tail --config m.yaml --out tail.jsonl --to-topic",
+        "message": "mirror: give --out FILE or --to-topic, not both",
+        "exit": 2,
+    },
+    {
+        "input": "`failback plan` before the tail is exported (no manifest): the wipe is refused",
+        "command": "mirror failback plan --config m.yaml",
+        "message": "mirror: refusing to plan a wipe of flow east-west's old source: the tail is not exported (run "
+        "`mirror failback tail --out FILE` or `--to-topic`, then give its manifest with --tail-manifest)",
+        "exit": 1,
+    },
+    {
         "input": "`mirror topology` for a cluster that is not defined",
         "command": "mirror topology --config m.yaml --cluster nope",
         "message": "mirror: cluster 'nope' is not defined (defined: east, west)",
@@ -575,6 +603,37 @@ def doctor_cases(
     }
 
 
+# ---------------------------------------------------------------------- failover refusals (fail closed)
+# A check that permits an action (READY, --apply, the group sync, a wipe) and cannot read what it needs refuses,
+# naming what it could not read. Run on real brokers by the test each case names (the group is `g` here).
+FAILOVER_REFUSALS: dict[str, dict] = {
+    "apply-denied": {
+        "input": "`--apply` while the principal may not describe the group on the target (no group ACL)",
+        "command": "mirror failover reset-to-time --config m.yaml --group g --time 2020-01-01T00:00:00Z --apply",
+        "message": "mirror: refusing to apply offsets for group 'g': cannot read whether group 'g' is active on "
+        "'west': GROUP_AUTHORIZATION_FAILED (…)",
+        "exit": 3,
+        "test": "tests/test_failover_refusals.py::test_an_acl_denial_refuses_apply_in_one_line",
+    },
+    "switchover-active": {
+        "input": "`switchover` while a group to move is active on the target",
+        "command": "mirror failover switchover --config m.yaml --group g",
+        "message": "mirror: switchover of flow east-west stopped: group 'g' is active on 'west': stop its consumers "
+        "there first; fix it and add --resume",
+        "exit": 1,
+        "test": "tests/test_switchover.py::test_a_group_active_on_the_target_blocks_until_stopped",
+    },
+    "plan-grown": {
+        "input": "`failback plan` when the old source holds records written after the export",
+        "command": "mirror failback plan --config m.yaml --tail-manifest tail.jsonl.manifest.json",
+        "message": "mirror: refusing to plan a wipe: the old source holds records the export does not (…): export "
+        "the tail again",
+        "exit": 1,
+        "test": "tests/test_failback_tail.py::test_failback_plan_refuses_until_the_whole_tail_is_saved",
+    },
+}
+
+
 def sasl_cases() -> list[dict]:
     """Every case on the SASL_SSL clusters, with the documented default names (the page's second table)."""
     from mirrorwatch.core.config_loading import config_from_dict
@@ -606,7 +665,9 @@ def render() -> str:
         '`{"error": <the line without the program name>, "exit_code": <n>, ...}`.',
         "",
         "Exit codes: `mirror`, `monitor` 0 fine, 1 the mirror stopped on a record it cannot write, on an ACL or",
-        "credentials refused / internal error, 2 bad input, 3 a cluster is unreachable; `mirror run` also 4 source",
+        "credentials refused / internal error, 2 bad input, 3 a cluster is unreachable (for `mirror failover` and",
+        "`mirror failback`: also a check that could not read what it needs, so the action is refused; see the last",
+        "table); `mirror run` also 4 source",
         "records lost before they were mirrored (`on_records_lost: stop`), 5 exactly-once refused (fenced 5 times within",
         "5 min: another process runs with its transactional id; give each its own `mirror.instance_id`); `canary` 0 OK,",
         "1 WARNING, 2 CRITICAL, 3 UNKNOWN (bad input too); `mirrorwatch doctor` 3 bad config;",
@@ -641,6 +702,22 @@ def render() -> str:
         message = case["message"].replace("|", "\\|")
         test = case["test"].split("::")[1]
         out.append(f"| {i} | {case['input']} | `{case['command']}` | `{message}`{where} | {case['exit']} | `{test}` |")
+    out += [
+        "",
+        "## Failover refusals (fail closed)",
+        "",
+        "A check whose answer permits an action (READY, `--apply`, the checkpoint emitter's group sync, a failback",
+        "wipe) refuses when it cannot read what it needs: a timeout, a frozen broker or an authorization error is",
+        'never read as "nobody there". Run on the real clusters by the test each row names; see `docs/dr.md`.',
+        "",
+        "| # | input | command | message | exit | test |",
+        "|---|---|---|---|---|---|",
+    ]
+    first = len(CASES) + len(sasl_cases()) + 1
+    for i, case in enumerate(FAILOVER_REFUSALS.values(), first):
+        message = case["message"].replace("|", "\\|")
+        test = case["test"].split("::")[1]
+        out.append(f"| {i} | {case['input']} | `{case['command']}` | `{message}` | {case['exit']} | `{test}` |")
     return "\n".join(out) + "\n"
 
 

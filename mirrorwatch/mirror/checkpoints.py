@@ -21,22 +21,28 @@ from ..core.clients import make_admin, make_producer
 from ..core.config import ClusterConfig, Config, FlowConfig
 from ..core.naming import checkpoints_topic, mirror_group, offset_syncs_topic
 from ..core.offset_syncs import OffsetSyncReader
-from ..core.reading import read_topic
-from ..core.records import Checkpoint, RecordFormatError
+from ..core.records import Checkpoint, OffsetSync, RecordFormatError
 from ..core.topic_selection import TopicFilter, policy_of
+from .failover.reads import CannotTell, group_is_active, read_whole_topic
 from .offset_store import OffsetSyncStore, Translation
 
 log = logging.getLogger("mirrorwatch.mirror.checkpoints")
 
 
-def read_offset_syncs(cluster: ClusterConfig, topic: str, timeout_s: float = 20.0) -> OffsetSyncStore:
-    """The offset syncs on the target now (one-shot, for the failover tools)."""
+def read_offset_syncs(
+    cluster: ClusterConfig, topic: str, alias: str = "target", timeout_s: float = 20.0
+) -> OffsetSyncStore:
+    """The offset syncs on the target now (one-shot, for the failover tools): all of them, or CannotTell.
+    Tombstones and undecodable records are skipped, as the engine's reader skips them."""
     store = OffsetSyncStore()
-    reader = OffsetSyncReader(cluster, topic, store.add)
-    try:
-        reader.catch_up(timeout_s)
-    finally:
-        reader.close()
+    for msg in read_whole_topic(cluster, alias, topic, "mirrorwatch-failover", timeout_s):
+        value = msg.value()
+        if value is None:
+            continue
+        try:
+            store.add(OffsetSync.from_value(value))
+        except RecordFormatError:
+            log.warning("skipping a bad offset sync at %s[%d]@%d", topic, msg.partition(), msg.offset())
     return store
 
 
@@ -74,14 +80,6 @@ def translate_group(store: OffsetSyncStore, committed: dict[tuple[str, int], int
     return out
 
 
-def group_is_active(admin: AdminClient, group: str) -> bool:
-    try:
-        description = admin.describe_consumer_groups([group])[group].result(ADMIN_TIMEOUT_S)
-    except Exception:
-        return False  # unknown group: nobody is consuming with it
-    return bool(description.members)
-
-
 def apply_offsets(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int], forward_only: bool) -> int:
     """Commit offsets for ``group`` (topic names as on that cluster). Returns how many were written."""
     if forward_only:
@@ -100,14 +98,17 @@ def group_exists(admin: AdminClient, group: str) -> bool:
         return True
     if listing.errors:
         # a broker that did not answer may be the one that knows the group: not "no such group"
-        raise RuntimeError(f"listing consumer groups failed: {listing.errors[0]}")
+        raise CannotTell(f"whether group '{group}' exists", f"listing consumer groups failed: {listing.errors[0]}")
     return False
 
 
-def all_checkpoints(cluster, source: str) -> dict[str, dict[tuple[str, int], Checkpoint]]:
-    """group → (topic, partition) → newest checkpoint, from the checkpoints topic on the target."""
-    out: dict[str, dict] = {}
-    for msg in read_topic(cluster, checkpoints_topic(source), "mirrorwatch-failover-check", 30):
+def all_checkpoints(
+    cluster: ClusterConfig, source: str, alias: str = "target", timeout_s: float = 30
+) -> dict[str, dict[tuple[str, int], Checkpoint]]:
+    """group → (topic, partition) → newest checkpoint, from the checkpoints topic on the target: all of it, or
+    CannotTell (a partial read could leave a partition without its checkpoint, or with an older one)."""
+    out: dict[str, dict[tuple[str, int], Checkpoint]] = {}
+    for msg in read_whole_topic(cluster, alias, checkpoints_topic(source), "mirrorwatch-failover-check", timeout_s):
         try:
             cp = Checkpoint.from_value(msg.value())
         except RecordFormatError:
@@ -144,6 +145,7 @@ class CheckpointEmitter(threading.Thread):
         self.topic = checkpoints_topic(self.flow.source)
         self._stop = threading.Event()
         self.emitted = 0
+        self.admin_timeout_s = float(ADMIN_TIMEOUT_S)  # how long the group sync waits to learn a group is idle
 
     def run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -188,16 +190,27 @@ class CheckpointEmitter(threading.Thread):
                 )
                 self.producer.produce(self.topic, key=cp.key(), value=cp.to_value(), on_delivery=self._delivered)
                 count += 1
-            if self.flow.sync_group_offsets and translations and not group_is_active(self.target_admin, group):
-                apply_offsets(
-                    self.target_admin,
-                    group,
-                    {(self.policy.target_topic(t.topic), t.partition): t.downstream_offset for t in translations},
-                    forward_only=True,
-                )
+            if self.flow.sync_group_offsets and translations:
+                self._sync_group(group, translations)
         self.producer.flush(10)
         self.emitted += count
         return count
+
+    def _sync_group(self, group: str, translations: list[Translation]) -> None:
+        """Commit the translated offsets for ``group`` on the target, only while nobody consumes with it there;
+        when that cannot be told, this round leaves the group alone and says why."""
+        try:
+            if group_is_active(self.target_admin, group, self.flow.target, self.admin_timeout_s):
+                return
+        except CannotTell as exc:
+            log.warning("not syncing group %s's offsets to the target this round: %s", group, exc)
+            return
+        apply_offsets(
+            self.target_admin,
+            group,
+            {(self.policy.target_topic(t.topic), t.partition): t.downstream_offset for t in translations},
+            forward_only=True,
+        )
 
     def stop(self) -> None:
         self._stop.set()

@@ -17,60 +17,68 @@ from ...core.clients import make_admin, make_consumer
 from ...core.config import ConfigError
 from ...core.config_loading import load_config
 from ...core.delivery import transactional_target
-from ...core.lag import records_lost, target_side_acked_next
+from ...core.lag import records_lost
 from ...core.mm2 import is_mm2
-from ...core.naming import mirror_group, offset_syncs_topic
+from ...core.naming import mirror_group
 from ...core.oneshot import require_clusters, timeout_option, within
 from ...core.topic_selection import TopicFilter, policy_of
 from ...core.translation import GroupDiscovery, checkpoint_redelivery, translation_coverage
-from ..checkpoints import all_checkpoints, committed_offsets, group_is_active, read_offset_syncs, source_groups
-from ..mm2_records import read_mm2_state, target_end_offsets
+from ..checkpoints import all_checkpoints, committed_offsets, source_groups
+from ..mm2_records import read_mm2_state
 from ..topology import latest_heartbeats
+from .acked import read_positions
 from .reach import require_reachable
 from .readiness import PartitionFacts, judge_group, overall_exit
+from .reads import EXIT_CANNOT_TELL, CannotTell, group_is_active, partitions_of, reason
 
 
-def source_positions(cluster, partitions, acked: dict) -> tuple[dict, dict, dict]:
-    """(true_lag per partition, age in seconds of the oldest record not on the target per partition, records lost
-    per partition: removed from the source — retention, DeleteRecords, a recreated topic — before the mirror
-    read them, i.e. source log start − mirror position where the log start is past it).
+def source_positions(cluster, alias: str, partitions, acked: dict) -> tuple[dict, dict, dict]:
+    """(true_lag per partition, age in seconds of the oldest record not on the target per partition (None: it
+    could not be read), records lost per partition: removed from the source — retention, DeleteRecords, a
+    recreated topic — before the mirror read them, i.e. source log start − mirror position where the log start
+    is past it).
 
     Only partitions that exist on the source now count: the compacted offset-syncs topic remembers topics
-    deleted long ago, and a partition whose end offset cannot be read after a few tries is left out.
+    deleted long ago. A partition the source does not list is asked for by its topic, and left out only when the
+    broker says the topic does not exist; a partition whose end offset cannot be read raises CannotTell (fail
+    closed: left out, its lag would read as 0).
     """
     consumer = make_consumer(cluster, "mirrorwatch-failover-check")
     true_lag, age, lost = {}, {}, {}
     try:
         existing = {(t, p) for t, md in consumer.list_topics(timeout=10).topics.items() for p in md.partitions}
+        for topic in sorted({t for t, p in partitions if (t, p) not in existing}):
+            # a topic the principal may not describe is left out of a full listing: ask for it by name
+            existing |= {(topic, p) for p in partitions_of(consumer, topic, alias, 10) or []}
         for topic, partition in partitions:
             if (topic, partition) not in existing:
                 continue
-            watermarks = _watermarks(consumer, topic, partition)
-            if watermarks is not None:
-                start, end = watermarks
-                true_lag[(topic, partition)] = max(0, end - acked[(topic, partition)])
-                # the monitor's rule (core.lag.records_lost), from what the target surely has
-                gone = int(records_lost([start], [acked[(topic, partition)]])[0])
-                if gone > 0:
-                    lost[(topic, partition)] = gone
+            start, end = _watermarks(consumer, topic, partition, alias)
+            true_lag[(topic, partition)] = max(0, end - acked[(topic, partition)])
+            # the monitor's rule (core.lag.records_lost), from what the target surely has
+            gone = int(records_lost([start], [acked[(topic, partition)]])[0])
+            if gone > 0:
+                lost[(topic, partition)] = gone
         behind = [TopicPartition(t, p, acked[(t, p)]) for (t, p), lag in true_lag.items() if lag > 0]
         for tp in behind:  # exact time lag: read the oldest record the target does not have
             consumer.assign([tp])
             msg = consumer.poll(5)
-            if msg is not None and not msg.error():
-                age[(tp.topic, tp.partition)] = max(0.0, time.time() - msg.timestamp()[1] / 1000)
+            ok = msg is not None and not msg.error()
+            age[(tp.topic, tp.partition)] = max(0.0, time.time() - msg.timestamp()[1] / 1000) if ok else None
     finally:
         consumer.close()
     return true_lag, age, lost
 
 
-def _watermarks(consumer, topic: str, partition: int) -> tuple[int, int] | None:
+def _watermarks(consumer, topic: str, partition: int, alias: str) -> tuple[int, int]:
     for attempt in range(5):  # a leader moving or metadata not yet fetched: brief retries
         try:
             return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-        except KafkaException:
+        except KafkaException as exc:
+            if attempt == 4:
+                raise CannotTell(f"the offsets of {topic}[{partition}] on '{alias}'", reason(exc, 10)) from None
             time.sleep(0.5 * (attempt + 1))
-    return None
+    raise AssertionError("unreachable")
 
 
 def canary_status(host: str, port: int | None, flow: str) -> str:
@@ -105,6 +113,8 @@ def check(config_path, flow, groups, as_json, timeout_s):
         return within(timeout_s, lambda: _check(config_path, flow, groups, as_json), "failover check")
     except (UserError, ConfigError):
         raise
+    except CannotTell as exc:  # fail closed: no verdict from what could not be read
+        raise UserError(f"cannot judge failover readiness: {exc}", EXIT_CANNOT_TELL) from None
     except Exception as exc:  # exit 1 means DEGRADED here: anything unexpected is UNKNOWN (3), in one line
         raise UserError(f"cannot judge failover readiness: {type(exc).__name__}: {exc}", 3) from None
 
@@ -122,35 +132,11 @@ def _check(config_path, flow, groups, as_json):
     )
     mm2 = read_mm2_state(config, f) if is_mm2(f) else None
     mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
-    if mm2 is not None:
-        # MirrorMaker 2: MM2's committed position and offset syncs, the target's end offsets (core.lag's estimator)
-        acked = mm2.acked_next(
-            target_end_offsets(config, f, sorted(set(mm2.latest_sync) | set(mm2.positions))),
-            one_to_one=policy.kind == "prefix",
-            transactional=transactional_target(config, f),
-        )
-        own_group = None
-    else:
-        store = read_offset_syncs(target, offset_syncs_topic(f.source))
-        own_group = mirror_group(f.source, f.target, f.group, flow_name)
-        mirror_commits = committed_offsets(source_admin, own_group)
-        synced = sorted(k for k in store.latest if mine.matches(k[0]))
-        # the monitor's estimator (core.lag): the newest sync, the group's commit (a commit implies an
-        # acknowledgement) and, under the prefix policy, the target's end offset, read before the source's
-        target_ends = target_end_offsets(config, f, synced)
-        rows = [store.latest[k] for k in synced]
-        estimate = target_side_acked_next(
-            [-1] * len(synced),
-            [mirror_commits.get(k, -1) for k in synced],
-            [s.upstream_offset for s in rows],
-            [s.downstream_offset for s in rows],
-            [s.acked_next for s in rows],
-            [target_ends.get(k, -1) for k in synced],
-            one_to_one=policy.kind == "prefix",
-            transactional=transactional_target(config, f),
-        )
-        acked = {k: int(a) for k, a in zip(synced, estimate) if a >= 0}
-    true_lag, age, lost = source_positions(source, sorted(acked), acked)
+    # the monitor's estimator (core.lag) over what the target proves, for either engine
+    positions = read_positions(config, flow_name, f, mm2)
+    acked = positions.acked_next()
+    own_group = None if mm2 is not None else mirror_group(f.source, f.target, f.group, flow_name)
+    true_lag, age, lost = source_positions(source, f.source, sorted(acked), acked)
     topics = {}
     for (topic, partition), lag in true_lag.items():
         t = topics.setdefault(
@@ -165,7 +151,9 @@ def _check(config_path, flow, groups, as_json):
         )
         t["true_lag"] += lag
         t["records_lost"] += lost.get((topic, partition), 0)
-        t["time_lag_s"] = round(max(t["time_lag_s"], age.get((topic, partition), 0.0)), 1)
+        seen = age.get((topic, partition), 0.0)
+        # an age that could not be read makes the topic's RPO unknown (None), never 0
+        t["time_lag_s"] = None if seen is None or t["time_lag_s"] is None else round(max(t["time_lag_s"], seen), 1)
     if mm2 is not None:
         heartbeat_age = mm2.heartbeat_age_s()
         checkpoints = mm2.checkpoints
@@ -174,7 +162,7 @@ def _check(config_path, flow, groups, as_json):
         beats = latest_heartbeats(target, config.mirror.heartbeats_topic)
         beat = beats.get((f.source, f.target))
         heartbeat_age = None if beat is None else max(0.0, time.time() - beat[0] / 1000)
-        checkpoints = all_checkpoints(target, f.source)
+        checkpoints = all_checkpoints(target, f.source, f.target)
         max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
     names = list(groups) or source_groups(source_admin, f, {own_group} if own_group else set())
     verdicts, now = [], time.time() * 1000
@@ -238,7 +226,7 @@ def _check(config_path, flow, groups, as_json):
             judge_group(
                 group,
                 facts,
-                group_is_active(target_admin, group),
+                group_is_active(target_admin, group, f.target),
                 max_age,
                 heartbeat_age,
                 config.canary.heartbeat_max_age_s,
@@ -251,11 +239,7 @@ def _check(config_path, flow, groups, as_json):
                 ),
             )
         )
-    last_sync = (
-        {k: v[0] for k, v in mm2.latest_sync.items()}
-        if mm2 is not None
-        else {k: s.upstream_offset for k, s in store.latest.items()}
-    )
+    last_sync = {k: sync[0] for k, sync in positions.sync.items()}
     # of the groups with commits on mirrored partitions, as the monitor counts them: a group that committed
     # nothing there has nothing to translate (it counted as translated here: "2/2" for two groups without commits)
     committed_groups = {g: c for g, c in commits_by_group.items() if c}
@@ -305,7 +289,11 @@ def _check(config_path, flow, groups, as_json):
         topic_table.add_column(h)
     for t in report["topics"]:
         topic_table.add_row(
-            t["topic"], t["target_topic"], str(t["true_lag"]), f"{t['time_lag_s']:.1f}", str(t["records_lost"])
+            t["topic"],
+            t["target_topic"],
+            str(t["true_lag"]),
+            "?" if t["time_lag_s"] is None else f"{t['time_lag_s']:.1f}",
+            str(t["records_lost"]),
         )
     console.print(topic_table)
     if records_lost:

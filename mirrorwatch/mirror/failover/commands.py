@@ -29,17 +29,17 @@ from ..checkpoints import (
     all_checkpoints,
     apply_offsets,
     committed_offsets,
-    group_is_active,
     read_offset_syncs,
     translate_group,
 )
 from ..options import config_option, flow_option
 from .reach import reachable, require_reachable
+from .reads import group_is_active, refusing
 
 
-def latest_checkpoints(cluster, source: str, group: str) -> dict[tuple[str, int], Checkpoint]:
+def latest_checkpoints(cluster, source: str, group: str, alias: str) -> dict[tuple[str, int], Checkpoint]:
     """The newest checkpoint per partition for ``group`` from the checkpoints topic on the target."""
-    return all_checkpoints(cluster, source).get(group, {})
+    return all_checkpoints(cluster, source, alias).get(group, {})
 
 
 def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
@@ -48,7 +48,7 @@ def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
     require_reachable(target, flow.target)
     policy = policy_of(flow)
     if reachable(config.clusters[flow.source], flow.source):
-        store = read_offset_syncs(target, offset_syncs_topic(flow.source))
+        store = read_offset_syncs(target, offset_syncs_topic(flow.source), flow.target)
         mirrored = {t for t, _ in store.partitions() if TopicFilter.of(config, flow).matches(t)}
         committed = {
             k: v
@@ -81,14 +81,18 @@ def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
             "max_duplicates": cp.max_duplicates,
             "checkpoint_age_s": round((now - cp.ts_ms) / 1000, 1),
         }
-        for cp in sorted(latest_checkpoints(target, flow.source, group).values(), key=lambda c: (c.topic, c.partition))
+        for cp in sorted(
+            latest_checkpoints(target, flow.source, group, flow.target).values(), key=lambda c: (c.topic, c.partition)
+        )
     ]
     return "checkpoints", rows
 
 
 def _apply(config, flow, group: str, rows: list[dict], field: str) -> int:
     admin = make_admin(config.clusters[flow.target], "mirrorwatch-failover")
-    if group_is_active(admin, group):
+    with refusing(f"apply offsets for group '{group}'"):
+        active = group_is_active(admin, group, flow.target)
+    if active:
         raise UserError(
             f"group '{group}' is active on '{flow.target}': stop its consumers there before applying offsets", 2
         )
@@ -120,7 +124,8 @@ def failover() -> None:
 def translate(config_path, flow, group, do_apply, as_json):
     config = load_config(config_path)
     flow_name, flow_cfg = config.flow(flow)
-    mode, rows = translation_plan(config, flow_cfg, group)
+    with refusing(f"translate group '{group}'"):
+        mode, rows = translation_plan(config, flow_cfg, group)
     if not rows:
         raise UserError(
             f"no translation for group '{group}' on flow {flow_name}: it has no committed offsets on mirrored "
@@ -186,11 +191,9 @@ def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
     require_reachable(target, flow_cfg.target)
     policy = policy_of(flow_cfg)
     mine = TopicFilter.of(config, flow_cfg)  # another flow of this pair shares the offset-syncs topic
-    partitions = [
-        (t, p)
-        for t, p in read_offset_syncs(target, offset_syncs_topic(flow_cfg.source)).partitions()
-        if mine.matches(t)
-    ]
+    with refusing(f"reset group '{group}'"):
+        synced = read_offset_syncs(target, offset_syncs_topic(flow_cfg.source), flow_cfg.target).partitions()
+    partitions = [(t, p) for t, p in synced if mine.matches(t)]
     if not partitions:
         raise UserError(f"no mirrored partitions known for flow {flow_name} (no offset syncs on {flow_cfg.target})", 2)
     consumer = make_consumer(target, "mirrorwatch-failover")
@@ -202,6 +205,12 @@ def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
                 chunk = partitions[start : start + 500]
                 query = [TopicPartition(policy.target_topic(t), p, ts_ms) for t, p in chunk]
                 for (topic, partition), found in zip(chunk, consumer.offsets_for_times(query, timeout=30)):
+                    if found.error is not None:  # not "nothing after that time": resuming at the end would skip
+                        raise UserError(
+                            f"refusing to reset group '{group}': cannot read the offset at {when} of "
+                            f"{found.topic}[{partition}] on '{flow_cfg.target}': {found.error.name()}",
+                            3,
+                        )
                     offset = found.offset
                     if offset < 0:  # nothing at or after that time yet: resume at the end
                         offset = consumer.get_watermark_offsets(TopicPartition(found.topic, partition), timeout=10)[1]
@@ -232,10 +241,20 @@ def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
 def _register_check() -> None:
     from .check import check
     from .drill import drill
+    from .switchover import switchover
 
     failover.add_command(check)
     failover.add_command(drill)
+    failover.add_command(switchover)
 
 
 _register_check()
-commands = [failover]
+
+
+def _failback() -> click.Group:
+    from .failback import failback
+
+    return failback
+
+
+commands = [failover, _failback()]
