@@ -39,7 +39,7 @@ def loaded_after(code: str) -> set[str]:
     return set(json.loads(out.stdout.splitlines()[-1]))
 
 
-def test_the_services_load_nothing_of_the_page_or_analytics_extras():
+def test_the_services_load_nothing_of_the_page_or_analytics_extras() -> None:
     loaded = loaded_after("\n".join(f"import {m}" for m in SERVICES))
     assert loaded.isdisjoint(EXTRA_LIBRARIES), loaded & set(EXTRA_LIBRARIES)
 
@@ -53,7 +53,7 @@ def test_the_services_load_nothing_of_the_page_or_analytics_extras():
         ("mirrorwatch.entrypoints:monitor_main", ["--help"]),
     ],
 )
-def test_help_loads_neither_the_config_model_nor_the_client_library_nor_numpy(entry, argv):
+def test_help_loads_neither_the_config_model_nor_the_client_library_nor_numpy(entry: str, argv: list[str]) -> None:
     module, function = entry.split(":")
     code = (
         f"import sys\nfrom {module} import {function}\nsys.argv = ['x', *{argv!r}]\n"
@@ -73,7 +73,7 @@ def _lazy_groups() -> list[tuple[str, LazyGroup]]:
 
 
 @pytest.mark.parametrize("prog, group", _lazy_groups())
-def test_each_lazy_subcommand_lists_the_help_of_the_command_it_loads(prog, group):
+def test_each_lazy_subcommand_lists_the_help_of_the_command_it_loads(prog: str, group: LazyGroup) -> None:
     for name, (_path, summary) in group.lazy.items():
         command = group.load(name)
         assert command.name == name, (prog, name, command.name)
@@ -81,7 +81,7 @@ def test_each_lazy_subcommand_lists_the_help_of_the_command_it_loads(prog, group
         assert own.startswith(summary), f"{prog} {name}: the listing says {summary!r}, the command {own!r}"
 
 
-def test_a_missing_extra_is_one_line_naming_it(monkeypatch):
+def test_a_missing_extra_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(extras.EXTRA_MODULES, "page", ("streamlit", "no_such_module_mirrorwatch"))
     assert extras.missing_modules("page") == ["no_such_module_mirrorwatch"]
     line = extras.missing_extra_line("page", "monitor dashboard")
@@ -94,17 +94,17 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch):
     assert str(caught.value) == line and caught.value.exit_code == 2
 
 
-def test_every_extra_is_installed_here_so_nothing_is_reported():
+def test_every_extra_is_installed_here_so_nothing_is_reported() -> None:
     assert [e for e in extras.EXTRA_MODULES if extras.missing_extra_line(e, "x") is not None] == []
 
 
-def test_a_command_of_a_lazy_group_that_does_not_exist_is_a_usage_error():
+def test_a_command_of_a_lazy_group_that_does_not_exist_is_a_usage_error() -> None:
     group = LazyGroup(name="g", lazy={"a": ("mirrorwatch.mirror.topology:topology", "x")})
     with pytest.raises(click.UsageError):
         group.main(["nope"], standalone_mode=False)
 
 
-def test_the_base_install_depends_on_none_of_the_extras_libraries_and_each_extra_is_declared():
+def test_the_base_install_depends_on_none_of_the_extras_libraries_and_each_extra_is_declared() -> None:
     import re
     import tomllib
     from pathlib import Path
