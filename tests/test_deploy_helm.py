@@ -150,6 +150,23 @@ def test_pods_are_hardened_probed_and_writable_where_needed(rendered):
             assert container["readinessProbe"]["httpGet"]["port"] in port_names
 
 
+def test_each_component_runs_the_image_of_its_role(rendered):
+    """docs/image.md: the page its own image; the monitor the analytics image when its config schedules the Spark job
+    (full-values: monitor.analytics.every_s), else the base image, as the canary and the mirror."""
+    for name, docs in rendered.items():
+        values = yaml.safe_load((CHART / "ci" / name).read_text())
+        scheduled = bool(values["config"].get("monitor", {}).get("analytics", {}).get("every_s"))
+        for w in workloads(docs):
+            component = w["metadata"]["labels"]["app.kubernetes.io/component"]
+            image = w["spec"]["template"]["spec"]["containers"][0]["image"]
+            role = {"page": "-page"}.get(component, "-analytics" if component == "monitor" and scheduled else "")
+            assert image.rsplit(":", 1)[0].endswith(f"/mirrorwatch{role}") or image.startswith(f"mirrorwatch{role}:"), (
+                name,
+                component,
+                image,
+            )
+
+
 def test_replicas_and_disruption_budgets(rendered):
     minimal = rendered["minimal-values.yaml"]
     replicas = {

@@ -239,9 +239,11 @@ def unknown_parts(clis: dict[str, click.Group], argv: list[str]) -> list[str]:
     command: click.Command = clis[argv[0]]
     path, rest = argv[:1], argv[1:]
     while isinstance(command, click.Group):
-        if not rest or rest[0] not in command.commands:
-            return [f"{' '.join(path)}: no subcommand {rest[:1]} (has {sorted(command.commands)})"]
-        command, path, rest = command.commands[rest[0]], [*path, rest[0]], rest[1:]
+        ctx = click.Context(command)
+        names = command.list_commands(ctx)  # the lazy ones too (core.cli.LazyGroup)
+        if not rest or rest[0] not in names:
+            return [f"{' '.join(path)}: no subcommand {rest[:1]} (has {sorted(names)})"]
+        command, path, rest = command.get_command(ctx, rest[0]), [*path, rest[0]], rest[1:]
     options = {o for p in command.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}
     return [f"{' '.join(path)}: no option {a}" for a in rest if a.startswith("-") and a.split("=")[0] not in options]
 

@@ -11,8 +11,10 @@ import threading
 import click
 
 from ..core.cli import UserError, quiet_client_logs, run_click, setup_logging
-from ..core.config_loading import load_config
 from .status import UNKNOWN
+
+# The config model and the probes are imported inside the commands: `canary check` runs every minute under
+# Nagios-style checkers, and its --help and argument errors answer without them (bench/startup.py).
 
 CHECK_GRACE_S = 5.0  # on top of connect + timeout: closing clients, printing
 
@@ -37,6 +39,8 @@ def cli() -> None:
 def check(config_path: str, flow: str | None, timeout_s: float | None, as_json: bool, verbose: bool) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.CRITICAL, stream=sys.stderr)
     quiet_client_logs(not verbose)  # the client library's own lines only with -v
+    from ..core.config_loading import load_config
+
     config = load_config(config_path)
     config.flow(flow)  # a bad --flow is a config error (exit 3) before any cluster is touched
     from .check import run_check
@@ -73,6 +77,8 @@ def _emit_and_exit(body: dict | None, as_json: bool, line: str, code: int) -> No
 @click.option("-v", "--verbose", is_flag=True)
 def run(config_path: str, flows: tuple[str, ...], verbose: bool) -> int:
     setup_logging(verbose)
+    from ..core.config_loading import load_config
+
     config = load_config(config_path)
     names = list(flows) or list(config.flows)
     if not names:

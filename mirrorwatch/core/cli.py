@@ -12,9 +12,10 @@ from typing import Any
 
 import click
 
-from .access import AccessProblem, any_connection_problem
-from .config import ConfigError
 from .redact import install_log_redaction, redact_text
+
+# The config model (pydantic) and the client library (.access) are imported when an error needs them, not here:
+# every command's --help, and so its start-up, would pay for them (bench/startup.py).
 
 
 class UserError(Exception):
@@ -24,6 +25,53 @@ class UserError(Exception):
         super().__init__(message)
         self.exit_code = exit_code
         self.hard = hard  # leave at once after the line: a client thread is stuck and must not be waited for
+
+
+class LazyGroup(click.Group):
+    """A command group whose subcommands are imported only when one of them is run (or its own --help asked).
+
+    ``lazy`` maps a subcommand's name to ``(module:attribute, short help)``. The group's --help lists them with
+    that short help without importing them; tests/test_startup.py checks it is the command's own. So ``mirror
+    --help`` does not load the failover tools (rich, the metrics, numpy), nor ``monitor lag --help`` the Spark
+    job's options."""
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            self.add_command(self.load(cmd_name), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def load(self, name: str) -> click.Command:
+        import importlib
+
+        module, attribute = self.lazy[name][0].split(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{module}:{attribute} is not a click command")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = [n for n in self.list_commands(ctx) if n in self.lazy or not self.commands[n].hidden]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)  # as click.Group's own listing
+        rows = [
+            (
+                n,
+                self.commands[n].get_short_help_str(limit)
+                if n in self.commands
+                else click.Command(n, help=self.lazy[n][1]).get_short_help_str(limit),
+            )
+            for n in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 def listen_error(exc: OSError, host: str, port: int, setting: str) -> str:
@@ -97,17 +145,16 @@ def run_click(
             _fail(prog, f"{exc.format_message()}{hint}", config_exit_code)
         except click.ClickException as exc:
             _fail(prog, exc.format_message(), config_exit_code)
-        except ConfigError as exc:
-            _fail(prog, str(exc), config_exit_code)
         except UserError as exc:
             _fail(prog, str(exc), exc.exit_code, exc.hard)
-        except AccessProblem as exc:
-            _fail(prog, str(exc), exc.exit_code if exc.exit_code is not None else internal_exit_code)
         except KeyboardInterrupt:
             sys.exit(130)
         except (SystemExit, GeneratorExit):
             raise
         except BaseException as exc:  # the last line of defence (librdkafka errors can arrive as non-Exception types)
+            known = _known_failure(exc, config_exit_code, internal_exit_code)
+            if known is not None:
+                _fail(prog, *known)
             if os.environ.get("MIRRORWATCH_DEBUG"):
                 raise
             _fail(
@@ -118,6 +165,22 @@ def run_click(
         sys.exit(rv if isinstance(rv, int) else 0)
 
     return main
+
+
+def _known_failure(exc: BaseException, config_exit_code: int, internal_exit_code: int) -> tuple[str, int] | None:
+    """The line and exit code of a failure the user can act on (a bad config, a missing extra, access refused),
+    or None for an internal error."""
+    from .access import AccessProblem
+    from .config import ConfigError
+    from .extras import MissingExtra
+
+    if isinstance(exc, ConfigError):
+        return str(exc), config_exit_code
+    if isinstance(exc, MissingExtra):
+        return str(exc), exc.exit_code
+    if isinstance(exc, AccessProblem):
+        return str(exc), exc.exit_code if exc.exit_code is not None else internal_exit_code
+    return None
 
 
 def _leave(code: object) -> None:
@@ -151,6 +214,8 @@ def _report(
 ) -> None:
     # A failed SASL/TLS handshake makes requests time out; whatever the command concluded ("cannot reach",
     # a timeout), the recorded handshake failure is the cause the user can fix.
+    from .access import any_connection_problem
+
     line = redact_text(any_connection_problem() or message)
     if as_json:
         click.echo(json.dumps({**(json_fields or {}), "error": line, "exit_code": code}))

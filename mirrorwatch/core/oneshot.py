@@ -13,14 +13,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .access import AccessProblem, connection_problem, serve_callbacks
 from .cli import UserError
-from .clients import make_admin
-from .config import ClusterConfig
+
+if TYPE_CHECKING:  # the config model and the client library load when a cluster is probed, not for --help
+    from .config import ClusterConfig
 
 DEFAULT_TIMEOUT_S = 15.0
 UNREACHABLE_EXIT = 3
@@ -50,6 +50,9 @@ def require_clusters(
     clusters: list[tuple[str, ClusterConfig]], timeout_s: float, role: dict[str, str] | None = None
 ) -> None:
     """One bounded metadata request per cluster, concurrently; UserError (exit 3) naming the first that is away."""
+    from .access import AccessProblem, connection_problem, serve_callbacks
+    from .clients import make_admin
+
     wait_s = probe_timeout(timeout_s)
 
     def probe(item: tuple[str, ClusterConfig]) -> str | None:

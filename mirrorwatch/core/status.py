@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it is used: `canary check --help` reads the statuses, not arrays
+    import numpy as np
 
 
 class PartitionStatus(IntEnum):
@@ -94,6 +96,8 @@ def group_status_of(partition_codes: Iterable[int] | np.ndarray) -> GroupStatus:
 
     The one group rule: the evaluator's summary calls it with a cycle's whole status array (np.unique keeps that
     cheap at 100,000 partitions)."""
+    import numpy as np
+
     codes = partition_codes if isinstance(partition_codes, np.ndarray) else np.fromiter(partition_codes, np.int64)
     present = {int(c) for c in np.unique(codes)}
     if PartitionStatus.UNKNOWN in present:

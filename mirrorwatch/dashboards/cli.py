@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from ..core.cli import run_click
-from ..core.config_loading import load_config
+from ..core.extras import require_extra
 from .settings import CONFIG_ENV
 
 PAGE = Path(__file__).with_name("app.py")
@@ -54,6 +54,9 @@ def streamlit_argv(config_path: str, port: int, host: str) -> list[str]:
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False), help="the YAML config")
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="default: dashboard.port (8501)")
 def dashboard(config_path: str, port: int | None) -> None:
+    require_extra("page", "monitor dashboard")  # Streamlit runs in the process exec'd below: say it here
+    from ..core.config_loading import load_config
+
     config = load_config(config_path)  # a bad file is one line here rather than an error page later
     settings = config.dashboard
     path = str(Path(config_path).resolve())

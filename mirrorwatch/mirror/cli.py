@@ -8,14 +8,27 @@ import sys
 
 import click
 
-from ..core.cli import UserError, run_click, setup_logging
-from ..core.config_loading import load_config
+from ..core.cli import LazyGroup, UserError, run_click, setup_logging
 from .options import config_option, flow_option
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 
-@click.group(help="The mirrorwatch mirror engine and its failover tools.")
+# The failover tools and the topology are imported when run: `mirror --help` and `mirror run` need neither.
+@click.group(
+    cls=LazyGroup,
+    help="The mirrorwatch mirror engine and its failover tools.",
+    lazy={
+        "failover": (
+            "mirrorwatch.mirror.failover.commands:failover",
+            "Failover tools: translate group offsets, reset to a time.",
+        ),
+        "topology": (
+            "mirrorwatch.mirror.topology:topology",
+            "List the upstream clusters mirrored into a cluster and the age of their latest heartbeat.",
+        ),
+    },
+)
 def cli() -> None:
     pass
 
@@ -25,6 +38,7 @@ def cli() -> None:
 @flow_option
 @click.option("-v", "--verbose", is_flag=True)
 def run(config_path: str, flow: str | None, verbose: bool) -> int:
+    from ..core.config_loading import load_config
     from .engine import MirrorEngine, MirrorFailure
     from .outage import UNREACHABLE_EXIT, ClustersUnreachable
     from .serve import start_metrics
@@ -60,15 +74,6 @@ def run(config_path: str, flow: str | None, verbose: bool) -> int:
     return 0
 
 
-def _register() -> None:
-    from .failover.commands import commands as failover_commands
-    from .topology import commands as topology_commands
-
-    for command in failover_commands + topology_commands:
-        cli.add_command(command)
-
-
-_register()
 main = run_click(cli, "mirror")
 
 if __name__ == "__main__":

@@ -8,23 +8,24 @@ import signal
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from ..core.cli import UserError, setup_logging
-from ..core.config import Config
-from ..core.config_loading import load_config
-from ..core.lag import describe_forecast, format_duration, slowest_catch_up
 from ..core.oneshot import probe_timeout, require_clusters, timeout_option, within
 from ..core.status import CanaryStatus, GroupStatus
-from .api import flow_body, group_status_body
-from .model import GroupView, Snapshot
-from .sampler import Sampler
+
+if TYPE_CHECKING:  # the sampler, the model and numpy load when a command runs; `monitor lag --help` needs none
+    from ..core.config import Config
+    from .model import GroupView, Snapshot
 
 EXIT_UNKNOWN = int(CanaryStatus.UNKNOWN)  # a cluster could not be reached (the Nagios code the canary uses too)
 
 
 def _load(path: str) -> Config:
+    from ..core.config_loading import load_config
+
     return load_config(path)
 
 
@@ -116,6 +117,8 @@ def lag(
 
 
 def _sample(config: Config, samples: int, every: float, timeout_s: float) -> Snapshot:
+    from .sampler import Sampler
+
     sampler = Sampler(config, timeout_s=probe_timeout(timeout_s))
     try:
         sampler.wait_caught_up(min(10.0, 2 * sampler.timeout_s))
@@ -132,6 +135,8 @@ def _sample(config: Config, samples: int, every: float, timeout_s: float) -> Sna
 
 
 def snapshot_json(snap: Snapshot) -> dict:
+    from .api import flow_body, group_status_body
+
     return {
         "ts_ms": snap.ts_ms,
         "clusters": {c: {"up": up} for c, up in snap.cluster_up.items()},
@@ -149,11 +154,15 @@ def _n(x) -> str:
 
 
 def _t(x) -> str:
+    from ..core.lag import format_duration
+
     return "-" if x is None else format_duration(x)
 
 
 def _rpo(x) -> str:
     # a healthy mirror's RPO is milliseconds: "0.0s" would hide the difference between 0 and 40 ms
+    from ..core.lag import format_duration
+
     return "-" if x is None else f"{x * 1000:.0f}ms" if x < 1 else format_duration(x)
 
 
@@ -226,6 +235,8 @@ def connect_line(v: GroupView) -> str:
 
 
 def _totals_line(v: GroupView, rows: list[dict]) -> str:
+    from ..core.lag import describe_forecast, slowest_catch_up
+
     f = v.figures
     parts = [f"TOTAL {len(rows)} partitions", f"committed-lag {_n(f.committed_lag)}"]
     if v.kind == "mirror":

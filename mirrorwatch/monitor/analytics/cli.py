@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import click
 
 from ...core.cli import UserError
+from ...core.extras import require_extra
 from .definitions import DEFAULT_GAP_FACTOR, DEFAULT_SLO_LAG, DEFAULT_SLO_TIME_S
 
 DEFAULT_TOPICS = "orders,payments,clicks"
@@ -65,6 +66,7 @@ def parse_time(text: str | None, option: str) -> datetime | None:
 )
 @click.option("--quiet", is_flag=True, help="No progress output (warnings still go to stderr).")
 def analyze(history_uri, out_uri, from_text, to_text, slo_lag, slo_time, gap_factor, master, quiet):
+    require_extra("analytics", "monitor analyze")
     from .job import AnalysisSettings, run_job
     from .progress import Progress
 

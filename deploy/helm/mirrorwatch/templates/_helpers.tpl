@@ -143,7 +143,7 @@ spec:
     {{- toYaml $root.Values.podSecurityContext | nindent 4 }}
   containers:
     - name: {{ .component }}
-      image: "{{ $root.Values.image.repository }}:{{ $root.Values.image.tag | default $root.Chart.AppVersion }}"
+      image: {{ include "mirrorwatch.image" (list $root .component) | quote }}
       imagePullPolicy: {{ $root.Values.image.pullPolicy }}
       args:
         {{- toYaml .args | nindent 8 }}
@@ -258,4 +258,22 @@ spec:
 {{/* A flow name as a label value (the mirror's pods carry their flow's). */}}
 {{- define "mirrorwatch.flowLabel" -}}
 {{- regexReplaceAll "[^A-Za-z0-9._-]" . "-" | trunc 63 | trimAll "-._" -}}
+{{- end -}}
+
+{{/*
+The image of a component: one image per role (docs/image.md). The page runs the page's image; the monitor runs the
+analytics image when its config schedules the Spark job (monitor.analytics.every_s: the job is a child process of
+the monitor), else the base image, as do the canary and the mirror.
+*/}}
+{{- define "mirrorwatch.image" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $image := $root.Values.image -}}
+{{- $repository := $image.repository -}}
+{{- if eq $component "page" -}}
+{{- $repository = $image.pageRepository -}}
+{{- else if and (eq $component "monitor") (dig "monitor" "analytics" "every_s" nil ($root.Values.config | default dict)) -}}
+{{- $repository = $image.analyticsRepository -}}
+{{- end -}}
+{{- printf "%s:%s" $repository ($image.tag | default $root.Chart.AppVersion) -}}
 {{- end -}}
