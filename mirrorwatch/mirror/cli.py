@@ -23,6 +23,10 @@ log = logging.getLogger("mirrorwatch.mirror")
             "mirrorwatch.mirror.failover.commands:failover",
             "Failover tools: translate group offsets, reset to a time.",
         ),
+        "failback": (
+            "mirrorwatch.mirror.failover.failback:failback",
+            "After an unplanned failover: the old source's unmirrored tail, and the plan to return home.",
+        ),
         "topology": (
             "mirrorwatch.mirror.topology:topology",
             "List the upstream clusters mirrored into a cluster and the age of their latest heartbeat.",

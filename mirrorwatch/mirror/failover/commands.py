@@ -249,12 +249,3 @@ def _register_check() -> None:
 
 
 _register_check()
-
-
-def _failback() -> click.Group:
-    from .failback import failback
-
-    return failback
-
-
-commands = [failover, _failback()]
