@@ -102,5 +102,3 @@ def _topology(config, aliases, as_json):
     if not rows:
         click.echo("no mirrored heartbeats found")
 
-
-commands = [topology]
