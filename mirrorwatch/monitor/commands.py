@@ -16,9 +16,10 @@ from ..core.config import Config
 from ..core.config_loading import load_config
 from ..core.lag import describe_forecast, format_duration, slowest_catch_up
 from ..core.oneshot import probe_timeout, require_clusters, timeout_option, within
-from ..core.status import CanaryStatus, GroupStatus
+from ..core.status import NOT_MOVING_AFTER_S, CanaryStatus, GroupStatus
 from .api import flow_body, group_status_body
 from .model import GroupView, Snapshot
+from .one_look import judge_snapshot
 from .sampler import Sampler
 
 EXIT_UNKNOWN = int(CanaryStatus.UNKNOWN)  # a cluster could not be reached (the Nagios code the canary uses too)
@@ -98,11 +99,14 @@ def lag(
         g.cluster for g in config.monitor.groups
     }
     require_clusters([(a, config.clusters[a]) for a in sorted(needed)], timeout_s, roles)
-    snap = within(timeout_s, lambda: _sample(config, samples, every, timeout_s), "monitor lag")
-    unknown = [v for v in snap.views if v.group_status == GroupStatus.UNKNOWN]
+    first, last = within(timeout_s, lambda: _sample(config, samples, every, timeout_s), "monitor lag")
+    snap = judge_snapshot(first, last, config.monitor.allowed_lag)
+    judged = _judged(first, last)
+    # exit 3 only for what could not be read; a status one look could not tell is in the output, with its reason
+    unknown = [v for v in snap.views if v.group_status == GroupStatus.UNKNOWN and v.error is not None]
     reason = (unknown[0].error or f"cannot reach cluster '{unknown[0].cluster}'") if unknown else None
     if as_json:
-        body = snapshot_json(snap)
+        body = dict(snapshot_json(snap), judged=judged)
         if reason:
             body.update(error=reason, exit_code=EXIT_UNKNOWN)
         click.echo(json.dumps(body, indent=2, allow_nan=False))
@@ -111,24 +115,41 @@ def lag(
             raise click.exceptions.Exit(EXIT_UNKNOWN)
         return
     print_tables(snap)
+    if snap.views and not (reason and len(unknown) == len(snap.views)):
+        click.echo(
+            f"status judged from one look: {judged['samples']} sample(s) over {judged['span_s']:g} s (OK: caught up "
+            f"or seen moving; STOP: not moving with RPO or heartbeats over {judged['not_moving_after_s']:g} s; "
+            "UNKNOWN: could not tell; docs/monitor.md)"
+        )
     if reason:
         raise UserError(reason, EXIT_UNKNOWN)
 
 
-def _sample(config: Config, samples: int, every: float, timeout_s: float) -> Snapshot:
+def _sample(config: Config, samples: int, every: float, timeout_s: float) -> tuple[Snapshot, Snapshot]:
+    """The first and the last of ``samples`` samples ``every`` seconds apart (one judges movement between them)."""
     sampler = Sampler(config, timeout_s=probe_timeout(timeout_s))
     try:
         sampler.wait_caught_up(min(10.0, 2 * sampler.timeout_s))
         # the Connect REST state is polled on a thread of its own (started with the sampler): its first answer
         for watch in sampler.connect.values():
             watch.first.wait(min(timeout_s / 2, len(watch.names) * watch.settings.timeout_s + 1))
-        snap = sampler.sample()
+        first = snap = sampler.sample()
         for _ in range(samples - 1):
             time.sleep(every)
             snap = sampler.sample()
     finally:
         sampler.close()
-    return snap
+    return first, snap
+
+
+def _judged(first: Snapshot, last: Snapshot) -> dict:
+    """How the printed status was judged (the JSON's ``judged``; the table's last line)."""
+    return {
+        "by": "one look",
+        "samples": last.seq - first.seq + 1,
+        "span_s": round((last.ts_ms - first.ts_ms) / 1000, 1),
+        "not_moving_after_s": NOT_MOVING_AFTER_S,
+    }
 
 
 def snapshot_json(snap: Snapshot) -> dict:
@@ -210,8 +231,6 @@ def print_tables(snap: Snapshot) -> None:
             console.print(connect_line(v), highlight=False, soft_wrap=True)
         for line in v.reasons:  # whole lines: a trace's first line, a command to copy; people grep for them
             console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
-        if v.error:
-            console.print(f"  reason: {v.error}")
 
 
 def connect_line(v: GroupView) -> str:
