@@ -224,7 +224,7 @@ _FAMILIES = {
     "mirrorwatch_heartbeat_age_seconds": "Age of the newest heartbeat that crossed the mirror (MirrorMaker 2 flows)",
     "mirrorwatch_translation_coverage_ratio": "Share of the source groups on mirrored topics with a usable checkpoint",
     "mirrorwatch_checkpoint_age_seconds": "Age of a source group's newest checkpoint on the target",
-    "mirrorwatch_mm2_connect_up": "1 when the flow's Connect REST API described every MM2 connector at the last poll",
+    "mirrorwatch_mm2_connect_up": "1 when the flow's Connect REST API answered for every MM2 connector at the last poll",
     "mirrorwatch_mm2_connector_state": "1 for an MM2 connector's current state (Connect's, or UNKNOWN), 0 for the others",
     "mirrorwatch_mm2_task_state": "1 for an MM2 connector task's current state (Connect's), 0 for the others",
 }
