@@ -120,7 +120,7 @@ def test_ok_while_mirror_runs_with_json_schema_and_no_groups_left(healthy, sourc
 
 
 def test_critical_when_mirror_stops_then_ok_after_restart(healthy, source, tmp_path):
-    """Stopped mirror: the events are late (still expected), not lost. Then a real gap while a check waits: its
+    """Stopped mirror: the events are overdue (still expected), not lost. Then a real gap while a check waits: its
     events removed from the source before the mirror read them (DeleteRecords, as retention does), and a later
     canary event (another run's, as the service writes every interval) mirrored: the check says lost."""
     path, cfg, mirror = healthy
@@ -129,10 +129,15 @@ def test_critical_when_mirror_stops_then_ok_after_restart(healthy, source, tmp_p
     assert run.rc == 2, run.stdout
     assert run.elapsed < CRIT_S + 5
     body = run.body
-    assert body["missing_partitions"] == body["late_partitions"] == [0, 1, 2] and body["lost_partitions"] == []
-    assert (body["lost"], body["late"]) == (0, 3) and body["late_for_s"] >= CRIT_S
-    assert {p["state"] for p in body["partitions"]} == {"late"}
-    assert "0/3 canary events mirrored within 6 s (late partitions 0, 1, 2: " in body["message"]
+    assert body["missing_partitions"] == body["overdue_partitions"] == [0, 1, 2] and body["lost_partitions"] == []
+    assert (body["lost"], body["overdue"]) == (0, 3) and body["overdue_for_s"] >= CRIT_S
+    assert (body["late"], body["late_partitions"], body["late_for_s"]) == (
+        3,
+        [0, 1, 2],
+        body["overdue_for_s"],
+    )  # aliases
+    assert {p["state"] for p in body["partitions"]} == {"overdue"}
+    assert "0/3 canary events mirrored within 6 s (overdue partitions 0, 1, 2: " in body["message"]
     assert " s and counting)" in body["message"]
     print("stopped:", body["message"])
 

@@ -117,9 +117,11 @@ def _judge_canary(
         verdict.worsen(AMBER, "the canary reports nothing for this flow (is `canary run` running for it?)")
         return
     if canary.status == CanaryStatus.CRITICAL.name:
-        if canary.overdue:  # late is not lost: the events are still expected
-            late = f"{canary.overdue:.0f} probe event(s) late, still expected (oldest {canary.oldest_overdue_s:.0f} s)"
-            verdict.worsen(RED, f"canary CRITICAL: {late}")
+        if canary.overdue:  # overdue is not lost: the events are still expected
+            overdue = (
+                f"{canary.overdue:.0f} probe event(s) overdue, still expected (oldest {canary.oldest_overdue_s:.0f} s)"
+            )
+            verdict.worsen(RED, f"canary CRITICAL: {overdue}")
         else:
             verdict.worsen(RED, "canary CRITICAL: probe events lost (a later one arrived first) or heartbeat old")
     elif canary.status == CanaryStatus.WARNING.name:
