@@ -210,10 +210,6 @@ class Tracker:
             return 0.0
         return max(0.0, now_ms - min(self._overdue.values())) / 1000.0
 
-    def overdue_keys(self) -> list[tuple[int, int]]:
-        """(seq, partition) of every overdue own event."""
-        return sorted(self._overdue)
-
     @property
     def anomaly_pending(self) -> bool:
         return self._anomaly

@@ -56,8 +56,6 @@ class CanaryStatus(IntEnum):
 # records lost to the log start are an error too).
 PARTITION_ERRORS = (PartitionStatus.STOP, PartitionStatus.STALL, PartitionStatus.REWIND, PartitionStatus.LOST)
 _ERROR_CODES = {int(c) for c in PARTITION_ERRORS}
-# Group statuses the MirrorGroupNotOK alert fires on (ERR through REWIND; not NOTFOUND, not UNKNOWN).
-GROUP_ALERTING = (GroupStatus.ERR, GroupStatus.STOP, GroupStatus.STALL, GroupStatus.REWIND)
 
 # The least a partition is rated while a transaction on its target partition has been open longer than
 # monitor.hanging_transaction_s (a hanging transaction), so its group is at least WARN. Not an error: the mirror
