@@ -18,7 +18,8 @@ from mirrorwatch.core.status import NOT_MOVING_AFTER_S
 from mirrorwatch.monitor.sampler import Sampler
 from tests.support.helpers import create_topic, produce_numbered
 from tests.support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
-from tests.test_monitor_kafka import commit
+
+from .support.standin_mirror import commit
 
 PARTS = 3
 
