@@ -6,6 +6,7 @@ import os
 import platform
 import tempfile
 import time
+from types import SimpleNamespace
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -18,7 +19,42 @@ def machine() -> str:
     return f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
-def fresh_clusters() -> LocalClusters:
+# "east=HOST:PORT@PID,west=HOST:PORT@PID": run on these running clusters (the broker's pid for the scripts that read
+# its CPU) instead of starting two. The suite's smoke runs (tests/test_bench_smoke.py) pass its own pair: starting
+# clusters per script would cost more than the runs. Figures from shared clusters mean nothing; the line's shape does.
+CLUSTERS_ENV = "MIRRORWATCH_BENCH_CLUSTERS"
+
+
+class GivenClusters:
+    """Running clusters named in ``CLUSTERS_ENV``, used as a started ``LocalClusters`` is (``["east"].bootstrap``,
+    ``.proc.pid``, ``with``); nothing to stop."""
+
+    def __init__(self, spec: str):
+        self.clusters = {}
+        for item in spec.split(","):
+            alias, _, where = item.partition("=")
+            bootstrap, _, pid = where.partition("@")
+            self.clusters[alias.strip()] = SimpleNamespace(
+                bootstrap=bootstrap.strip(), proc=SimpleNamespace(pid=int(pid) if pid else None)
+            )
+
+    def __getitem__(self, alias: str) -> SimpleNamespace:
+        return self.clusters[alias]
+
+    def __enter__(self) -> GivenClusters:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+def fresh_clusters() -> LocalClusters | GivenClusters:
+    given = os.environ.get(CLUSTERS_ENV)
+    if given:
+        return GivenClusters(given)
     return LocalClusters(["east", "west"], tempfile.mkdtemp(prefix="mw-bench-")).start()
 
 

@@ -7,20 +7,21 @@ with CPU seconds per million records for the engine and for the target broker, a
 with per-record delivery reports (bench.common.client_floor_rate), the least any mirror built on this client
 must do, so mirror / floor says how much of the gap is the engine's own (and its MB/s per core, the same way).
 Ends with one JSON line (bench/README.md).
-Usage: .venv/bin/python -m bench.mirror_throughput [--records N] [--repeat R] [--warm-up-records N]
+Usage: .venv/bin/python -m bench.mirror_throughput [--records N] [--repeat R] [--warm-up-records N] [--sizes 100,1024]
+       [--variants defaults,linger.ms=20]
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
+import uuid
 from pathlib import Path
 
-from .common import client_floor_rate, consume_rate, create_topic, fresh_clusters, machine, produce_rate, warm_up
+from .common import client_floor_rate, consume_rate, create_topic, fresh_clusters, machine, warm_up
 from .jsonline import BenchRun
-from .mm2 import cpu_seconds, mb_per_core_s, start_ours, throughput
+from .mm2_runs import PARTITIONS, cpu_seconds, mb_per_core_s, produce_numbered_last, start_ours, throughput
 
-PARTITIONS = 6
 VARIANTS = {"defaults": {}, "linger.ms=20": {"producer": {"linger.ms": 20}}}
 
 
@@ -34,27 +35,44 @@ def main() -> None:
         default=400_000,
         help="records written and read on each cluster first (a cold broker JIT costs whichever phase runs first)",
     )
+    parser.add_argument("--sizes", default="100,1024", help="record sizes in bytes, comma-separated")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"some of {', '.join(VARIANTS)}")
     args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    variants = {name: VARIANTS[name] for name in args.variants.split(",") if name in VARIANTS}
+    if not sizes or min(sizes) <= 0 or not variants:
+        parser.exit(2, f"bench.mirror_throughput: --sizes positive bytes, --variants among {', '.join(VARIANTS)}\n")
     print(f"machine: {machine()}")
-    with BenchRun("mirror_throughput", {**vars(args), "partitions": PARTITIONS, "variants": VARIANTS}) as run:
+    with BenchRun("mirror_throughput", {**vars(args), "partitions": PARTITIONS, "variants": variants}) as run:
         runs = run.figures["runs"] = []
         with fresh_clusters() as clusters:
             east, west = clusters["east"].bootstrap, clusters["west"].bootstrap
             target_broker = clusters["west"].proc.pid
-            warm_up(east, west, args.warm_up_records)
-            for size in (100, 1024):
-                count = args.records if size == 100 else args.records // 2
+            if args.warm_up_records:
+                warm_up(east, west, args.warm_up_records)
+            for size in sizes:
+                count = args.records if size <= 100 else args.records // 2
                 # each variant twice, alternating: one pass shows how much this machine wanders between runs
-                for round_, (variant, settings) in enumerate(list(VARIANTS.items()) * args.repeat):
-                    runs.append(one_run(east, west, target_broker, size, count, round_, variant, settings))
+                for round_, (variant, settings) in enumerate(list(variants.items()) * args.repeat):
+                    run_pass = round_ // len(variants) + 1
+                    runs.append(one_run(east, west, target_broker, size, count, round_, run_pass, variant, settings))
 
 
 def one_run(
-    east: str, west: str, target_broker: int, size: int, count: int, round_: int, variant: str, settings: dict
+    east: str,
+    west: str,
+    target_broker: int,
+    size: int,
+    count: int,
+    round_: int,
+    run_pass: int,
+    variant: str,
+    settings: dict,
 ) -> dict:
-    topic = f"bench-{size}b-{variant.split('=')[0].replace('.', '-')}-{round_}"
+    # unique per run: the clusters may be given, and hold an earlier run's topics (bench.common.CLUSTERS_ENV)
+    topic = f"bench-{size}b-{variant.split('=')[0].replace('.', '-')}-{round_}-{uuid.uuid4().hex[:6]}"
     create_topic(east, topic, PARTITIONS)
-    produced = produce_rate(east, topic, count, size, PARTITIONS)
+    produced = produce_numbered_last(east, topic, count, size)  # the throughput reader waits for each last one
     consumed = consume_rate(east, topic, count, PARTITIONS)
     floor, floor_cpu = client_floor_rate(
         east, west, topic, count, PARTITIONS, settings.get("producer", {}).get("linger.ms", 5)
@@ -73,7 +91,7 @@ def one_run(
         "record_bytes": size,
         "records": count,
         "variant": variant,
-        "pass": round_ // len(VARIANTS) + 1,
+        "pass": run_pass,
         "produce_only_records_per_s": produced,
         "consume_only_records_per_s": consumed,
         "client_floor_records_per_s": floor,

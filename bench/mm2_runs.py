@@ -153,15 +153,17 @@ def start_mm2(east: str, west: str, topics: str, workdir: Path, exactly_once: bo
     return LocalMirrorMaker2(workdir / f"mm2-{topics}", props, heap="-Xms512m -Xmx1g").start(die_with_parent=False).proc
 
 
-def produce_numbered_last(east: str, topic: str, count: int, size: int) -> None:
+def produce_numbered_last(east: str, topic: str, count: int, size: int) -> float:
     """``count`` records of ``size`` bytes, round-robin over the partitions; each partition's last one starts
-    with ``LAST`` (so a reader knows it has everything without counting offsets, which markers inflate)."""
-    produce_rate(east, topic, count - PARTITIONS, size, PARTITIONS)
+    with ``LAST`` (so a reader knows it has everything without counting offsets, which markers inflate). Returns
+    the records/s of the bulk (bench.common.produce_rate: the broker's write ceiling)."""
+    rate = produce_rate(east, topic, count - PARTITIONS, size, PARTITIONS)
     producer = Producer({"bootstrap.servers": east, "acks": "all", "enable.idempotence": True})
     for p in range(PARTITIONS):
         producer.produce(topic, LAST * size, None, p)
     if producer.flush(30):
         raise RuntimeError(f"{topic}: the last records were not acknowledged")
+    return rate
 
 
 def read_committed_consumer(bootstrap: str, group: str, **extra) -> Consumer:

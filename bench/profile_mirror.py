@@ -15,9 +15,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from .common import create_topic, fresh_clusters, produce_rate
+from .common import create_topic, fresh_clusters
 from .jsonline import BenchRun
-from .mm2 import mb_per_core_s, start_ours, throughput
+from .mm2_runs import PARTITIONS, mb_per_core_s, produce_numbered_last, start_ours, throughput
 
 
 def summarize(raw: Path, top: int = 12) -> dict:
@@ -61,9 +61,10 @@ def main() -> None:
     with BenchRun("profile_mirror", vars(args)) as run:
         with fresh_clusters() as clusters:
             east, west = clusters["east"].bootstrap, clusters["west"].bootstrap
-            create_topic(east, "profile", 6)
-            produce_rate(east, "profile", args.records, 100, 6)
-            engine = start_ours(east, west, "profile", workdir)
+            topic = f"profile-{workdir.name}"  # its own topic and group: the clusters may be given (bench.common)
+            create_topic(east, topic, PARTITIONS)
+            produce_numbered_last(east, topic, args.records, 100)  # the throughput reader waits for each last one
+            engine = start_ours(east, west, topic, workdir)
             raw = workdir / "profile.txt"
             recorder = None
             try:
@@ -86,7 +87,7 @@ def main() -> None:
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
-                rate, cpu = throughput(west, engine, "east.profile", args.records)
+                rate, cpu = throughput(west, engine, f"east.{topic}", args.records)
                 print(f"mirror {rate:,.0f} records/s, {cpu:.1f} CPU s per million (under the profiler)")
                 run.figures.update(
                     {"records_per_s": rate, "cpu_s_per_million": cpu, "mb_per_s_per_core": mb_per_core_s(100, cpu)}

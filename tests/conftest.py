@@ -92,6 +92,7 @@ LONGEST_FIRST = [
     "test_mirror_faults",
     "test_monitor_engine",
     "test_monitor_kafka",
+    "test_bench_smoke",  # 80-110 s: a tiny run of each bench script, two of them mirroring on the session's pair
     # after the long groups: its image builds in the background from the start of scripts/test (minutes on a fresh
     # machine), and here, with shorter modules left to keep the other worker busy, it usually finds it built
     "test_image",

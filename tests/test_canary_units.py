@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 
 from mirrorwatch.canary.events import BASIS_LOG_APPEND, Arrival
-from mirrorwatch.canary.report import JSON_SCHEMA, CheckResult
+from mirrorwatch.canary.report import CheckResult
 from mirrorwatch.canary.status import worst
 from mirrorwatch.canary.tracker import Tracker
 from mirrorwatch.core.records import CanaryEvent
+
+from .support.canary_json import check_json_schema
 
 
 def arrive(tracker, seq, partition, produced, arrived, run="r1", source="east"):
@@ -130,16 +132,16 @@ def _result(**kw) -> CheckResult:
 def test_lines_read_as_the_issue_asks():
     ok = _result(latencies_ms={0: 184.2, 1: 150.0, 2: 90.0}, heartbeat_age_s=0.8)
     assert ok.line() == "OK east→west round trip 184 ms (3/3 partitions), heartbeat 0.8 s" and ok.exit_code == 0
-    crit = _result(missing=[0, 1, 2], late_for_s=30.2, heartbeat_age_s=95.0)
+    crit = _result(missing=[0, 1, 2], overdue_for_s=30.2, heartbeat_age_s=95.0)
     assert (
         crit.line()
-        == "CRITICAL east→west 0/3 canary events mirrored within 30 s (late partitions 0, 1, 2: 30 s and counting); last heartbeat 95 s ago (limit 60 s)"
+        == "CRITICAL east→west 0/3 canary events mirrored within 30 s (overdue partitions 0, 1, 2: 30 s and counting); last heartbeat 95 s ago (limit 60 s)"
     )
     assert crit.exit_code == 2
-    lost = _result(latencies_ms={2: 10}, missing=[0, 1], lost_partitions=[1], late_for_s=30.4, heartbeat_age_s=1.0)
+    lost = _result(latencies_ms={2: 10}, missing=[0, 1], lost_partitions=[1], overdue_for_s=30.4, heartbeat_age_s=1.0)
     assert lost.status == "CRITICAL" and lost.line() == (
         "CRITICAL east→west 1/3 canary events mirrored within 30 s (lost partition 1: a later event arrived "
-        "without it; late partition 0: 30 s and counting); last heartbeat 1 s ago"
+        "without it; overdue partition 0: 30 s and counting); last heartbeat 1 s ago"
     )
     warn = _result(latencies_ms={0: 10, 1: 10, 2: 10}, duplicates=1, heartbeat_age_s=1.0)
     assert warn.status == "WARNING" and "1 duplicate" in warn.line() and warn.exit_code == 1
@@ -162,70 +164,20 @@ def test_json_schema_from_a_result():
     ).to_json()
     check_json_schema(body)
     assert body["status"] == "CRITICAL" and body["missing_partitions"] == [2] and body["partitions"][2]["seen"] is False
-    assert [p["state"] for p in body["partitions"]] == ["arrived", "arrived", "late"]
-    assert (body["late_partitions"], body["lost_partitions"], body["late"], body["lost"]) == ([2], [], 1, 0)
+    assert [p["state"] for p in body["partitions"]] == ["arrived", "arrived", "overdue"]
+    assert (body["overdue_partitions"], body["lost_partitions"], body["overdue"], body["lost"]) == ([2], [], 1, 0)
     lost = _result(
-        latencies_ms={0: 1.0}, missing=[1, 2], lost_partitions=[2], lost=1, late_for_s=30.1, timings_ms={"total": 1.0}
+        latencies_ms={0: 1.0},
+        missing=[1, 2],
+        lost_partitions=[2],
+        lost=1,
+        overdue_for_s=30.1,
+        timings_ms={"total": 1.0},
     )
     body = lost.to_json()
     check_json_schema(body)
-    assert [p["state"] for p in body["partitions"]] == ["arrived", "late", "lost"] and body["late_for_s"] == 30.1
-    assert (body["late_partitions"], body["lost_partitions"], body["late"], body["lost"]) == ([1], [2], 1, 1)
-
-
-# The documented schema (docs/canary.md): key → type(s). Shared with the real-cluster test.
-SCHEMA = {
-    "schema": str,
-    "status": str,
-    "exit_code": int,
-    "message": str,
-    "error": (str, type(None)),
-    "flow": str,
-    "source": str,
-    "target": str,
-    "source_topic": str,
-    "target_topic": str,
-    "run_id": str,
-    "partitions": list,
-    "partitions_total": int,
-    "partitions_seen": int,
-    "missing_partitions": list,
-    "late_partitions": list,
-    "lost_partitions": list,
-    "latency_ms": dict,
-    "latency_basis": (str, type(None)),
-    "lost": int,
-    "late": int,
-    "late_for_s": (float, int, type(None)),
-    "duplicates": int,
-    "reordered": int,
-    "heartbeat_age_s": (float, type(None)),
-    "thresholds": dict,
-    "timings_ms": dict,
-}
-NUMBER_OR_NULL = (float, int, type(None))
-
-
-def check_json_schema(body: dict) -> None:
-    assert set(body) == set(SCHEMA), set(body) ^ set(SCHEMA)
-    for key, kind in SCHEMA.items():
-        assert isinstance(body[key], kind), (key, body[key])
-    assert body["schema"] == JSON_SCHEMA
-    assert body["status"] in ("OK", "WARNING", "CRITICAL", "UNKNOWN")
-    assert body["exit_code"] == {"OK": 0, "WARNING": 1, "CRITICAL": 2, "UNKNOWN": 3}[body["status"]]
-    for entry in body["partitions"]:
-        assert set(entry) == {"partition", "seen", "latency_ms", "unsent", "state"}
-        assert entry["state"] in ("arrived", "late", "lost", "unsent") and entry["seen"] == (
-            entry["state"] == "arrived"
-        )
-        assert isinstance(entry["partition"], int) and isinstance(entry["seen"], bool)
-        assert isinstance(entry["latency_ms"], NUMBER_OR_NULL) and isinstance(entry["unsent"], (str, type(None)))
-    assert set(body["latency_ms"]) == {"max", "min"} and all(
-        isinstance(v, NUMBER_OR_NULL) for v in body["latency_ms"].values()
-    )
-    assert body["latency_basis"] in (None, "log_append_time", "receive_time")
-    assert set(body["thresholds"]) == {"timeout_s", "warn_latency_s", "heartbeat_max_age_s"}
-    assert all(isinstance(v, (int, float)) for v in body["timings_ms"].values()) and "total" in body["timings_ms"]
+    assert [p["state"] for p in body["partitions"]] == ["arrived", "overdue", "lost"] and body["overdue_for_s"] == 30.1
+    assert (body["overdue_partitions"], body["lost_partitions"], body["overdue"], body["lost"]) == ([1], [2], 1, 1)
 
 
 def test_canary_imports_only_the_core():

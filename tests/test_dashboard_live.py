@@ -8,9 +8,10 @@ browser download).
   (SIGSTOP, records produced meanwhile) turns the status DOWN with the reasons in words; a reload keeps the
   charts (they come from the monitor's memory); after SIGCONT the monitor's own scheduled Spark run fills the
   History view with the freeze as an incident: its story and the charts as drawn (24-hour UTC axis labels, rows
-  of both topics not over each other, sizes). The screenshots the README shows are written to docs/img/ by this
-  test (overview-healthy.png, overview-frozen.png, history.png, history-compliance.png, dashboard.png = the
-  detail view).
+  of both topics not over each other, sizes). It takes the screenshots the README shows (overview-healthy.png,
+  overview-frozen.png, history.png, history-compliance.png, dashboard.png = the detail view) into
+  test-artifacts/screenshots/; ``scripts/screenshots`` runs it with ``MIRRORWATCH_SCREENSHOTS=docs/img`` to refresh
+  the README's (the suite writes only under ignored folders).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from .support.services import Service
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "dashboard"
-SCREENSHOTS = ROOT / "docs" / "img"
 ARTIFACTS = ROOT / "test-artifacts"
+SCREENSHOTS = Path(os.environ.get("MIRRORWATCH_SCREENSHOTS") or ARTIFACTS / "screenshots")
 RECORD = os.environ.get("MIRRORWATCH_RECORD_DASHBOARD") == "1"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [

@@ -114,7 +114,7 @@ def test_unknown_carries_the_monitors_reason():
 def test_canary_and_heartbeat_rules():
     assert judge(flow(), CanaryReading(status="CRITICAL", heartbeat_age_s=1)).light == RED
     late = judge(flow(), CanaryReading(status="CRITICAL", heartbeat_age_s=1, overdue=6, oldest_overdue_s=41.6))
-    assert late.light == RED and "6 probe event(s) late, still expected (oldest 42 s)" in late.why()
+    assert late.light == RED and "6 probe event(s) overdue, still expected (oldest 42 s)" in late.why()
     assert judge(flow(), CanaryReading(status="WARNING", heartbeat_age_s=1)).light == AMBER
     stale = judge(flow(), CanaryReading(status="OK", heartbeat_age_s=75))
     assert stale.light == RED and "heartbeat 75 s old (limit 60 s)" in stale.why()

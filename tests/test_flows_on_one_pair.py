@@ -11,9 +11,9 @@ import subprocess
 import time
 import urllib.request
 
+from .support.canary_checks import run_check, write
 from .support.helpers import create_topic, produce_numbered
 from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
-from .test_canary_check import run_check, write
 from .test_mirror_behaviour import count_on
 from .test_outages import committed_offsets
 

@@ -23,9 +23,9 @@ import pytest
 import requests
 import yaml
 
+from .support.canary_checks import canary_config
 from .support.helpers import create_topic, produce_numbered
 from .support.image import BUILD_TIMEOUT_S, ROOT, Container, build_image, buildah
-from .test_canary_check import canary_config
 
 # the first test waits for the image build; the clusters' start-up and the services come on top
 pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S + 300)

@@ -81,14 +81,19 @@ def test_reset_to_time_picks_first_record_at_or_after(source, target, topic_name
     with MirrorProcess(cfg, path) as mirror:
         wait_until(lambda: count_on(target.bootstrap, f"east.{topic_name}") == 100, 60, what="mirroring", alive=mirror)
         wait_until(lambda: end_offsets(target.bootstrap, f"east.{topic_name}")[0] == 100, 10, what="target end")
-        time.sleep(2)  # idle sync written
     from datetime import datetime
 
     when = datetime.fromtimestamp((t0 + 41_500) / 1000, tz=UTC).isoformat()  # between records 41 and 42
     group = f"reset-{topic_name}"
-    plan = run_cli("failover", "reset-to-time", "--config", str(path), "--group", group, "--time", when, "--json")
-    assert plan.returncode == 0, plan.stderr
-    rows = [r for r in json.loads(plan.stdout)["partitions"] if r["topic"] == topic_name]
+
+    def planned():
+        # the plan reads the offset syncs, the last of which the idle engine writes after its final flush
+        plan = run_cli("failover", "reset-to-time", "--config", str(path), "--group", group, "--time", when, "--json")
+        assert plan.returncode == 0, plan.stderr
+        rows = [r for r in json.loads(plan.stdout)["partitions"] if r["topic"] == topic_name]
+        return rows if rows and rows[0]["target_offset"] == 42 else None
+
+    rows = wait_until(planned, 30, 0.5, "a plan through the idle sync") or []
     assert rows == [{"topic": topic_name, "target_topic": f"east.{topic_name}", "partition": 0, "target_offset": 42}]
     applied = run_cli("failover", "reset-to-time", "--config", str(path), "--group", group, "--time", when, "--apply")
     assert applied.returncode == 0, applied.stderr
@@ -110,11 +115,14 @@ def test_topology_lists_upstream_from_heartbeats(source, target, topic_name, mir
     path = tmp_path / "m.yaml"
     with MirrorProcess(cfg, path) as mirror:
         wait_until(lambda: count_on(target.bootstrap, "east.heartbeats") > 0, 30, what="heartbeats", alive=mirror)
-        time.sleep(1.5)
-        result = run_cli("topology", "--config", str(path), "--cluster", "west", "--json")
-    assert result.returncode == 0, result.stderr
-    upstreams = json.loads(result.stdout)["upstreams"]
-    east = [u for u in upstreams if u["upstream"] == "east" and u["topic"] == "east.heartbeats"]
+
+        def east_upstreams():
+            result = run_cli("topology", "--config", str(path), "--cluster", "west", "--json")
+            assert result.returncode == 0, result.stderr
+            upstreams = json.loads(result.stdout)["upstreams"]
+            return [u for u in upstreams if u["upstream"] == "east" and u["topic"] == "east.heartbeats"]
+
+        east = wait_until(east_upstreams, 30, 0.5, "east among the upstreams", alive=mirror)
     assert east and east[0]["age_s"] < 30
 
 

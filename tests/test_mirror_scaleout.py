@@ -57,12 +57,14 @@ def test_two_workers_split_a_flow_and_the_survivor_takes_over(source, target, to
         )
         # each worker checkpoints only the partitions it owns: together every partition, once per interval
         since = int(time.time() * 1000)
-        time.sleep(6)
-        emitted = Counter(
-            cp.partition
-            for cp in ours(read_all(target.bootstrap, checkpoints_topic("east")))
-            if cp.group == app and since <= cp.ts_ms < since + 6000
-        )
+
+        def window_closed():
+            # every partition has a checkpoint dated after the 6 s window: all of the window's are on the topic
+            ts = [cp for cp in ours(read_all(target.bootstrap, checkpoints_topic("east"))) if cp.group == app]
+            return ts if {cp.partition for cp in ts if cp.ts_ms >= since + 6000} == set(range(parts)) else None
+
+        written = wait_until(window_closed, 60, 1.0, "checkpoints after the 6 s window", alive=first)
+        emitted = Counter(cp.partition for cp in written if since <= cp.ts_ms < since + 6000)
         # two writers per partition would give ~12; a reader waiting out its timeout (fixed) gave 1 per ~10 s
         assert set(emitted) == set(range(parts)) and 2 <= min(emitted.values()) and max(emitted.values()) <= 7, emitted
         # one worker dies without a goodbye: after the session timeout the other owns everything and goes on

@@ -20,10 +20,10 @@ from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
 from mirrorwatch.localkafka.process import free_port
 from mirrorwatch.monitor.sampler import Sampler
 
+from .support.canary_checks import run_check
 from .support.helpers import admin, create_topic, end_offsets, produce_numbered
 from .support.mirror_harness import wait_until
 from .support.mm2_checks import check_steady_traffic, check_transactional_traffic, connect_offsets, write_config_and_lag
-from .test_canary_check import run_check
 from .test_mirror_failover import consume_and_commit, run_cli
 
 RUN = uuid.uuid4().hex[:6]

@@ -251,7 +251,7 @@ def test_an_mm2_flow_is_marked_on_the_exporter_and_the_api():
     from mirrorwatch.monitor.api import flow_body
     from mirrorwatch.monitor.exporter import TextRenderer
 
-    from .test_monitor_surfaces import mirror_view, snapshot
+    from .support.monitor_views import mirror_view, snapshot
 
     coverage = {
         "groups": 2,

@@ -4,18 +4,22 @@ STOP, offsets reset backwards → REWIND."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import threading
 import time
 
 from confluent_kafka import Producer
 
 from mirrorwatch.core.config_loading import config_from_dict
+from mirrorwatch.core.status import NOT_MOVING_AFTER_S
 from mirrorwatch.monitor.sampler import Sampler
 from tests.support.helpers import create_topic, produce_numbered
-from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
-from tests.test_monitor_kafka import commit
+from tests.support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
+
+from .support.standin_mirror import commit
 
 PARTS = 3
 
@@ -49,6 +53,11 @@ def rows(sampler: Sampler) -> list[dict]:
     return sampler.sample().views[0].rows()
 
 
+def all_stop(view):
+    """The view, once every partition is STOP (else None)."""
+    return view if {r["status"] for r in view.rows()} == {"STOP"} else None
+
+
 def all_zero(rs) -> bool:
     return all((r["committed_lag"], r["read_lag"], r["true_lag"]) == (0, 0, 0) for r in rs)
 
@@ -65,10 +74,11 @@ def test_idle_then_stopped_with_k_records_then_stop_and_rewind(source, target, t
             lambda: (rs := rows(sampler)) and all_zero(rs) and rs, 90, 0.5, "idle mirror at lag 0", alive=mirror
         )
         assert [r["time_lag_s"] for r in idle] == [0.0] * PARTS
-        for _ in range(3):  # alive and caught up: OK, and the window fills
-            time.sleep(0.4)
-            view = sampler.sample().views[0]
-        assert view.status_name == "OK" and all_zero(view.rows())
+        # alive and caught up: OK once the window has filled
+        view = wait_until(
+            lambda: (v := sampler.sample().views[0]).complete == 1.0 and v, 30, 0.4, "a full window", alive=mirror
+        )
+        assert view.status_name == "OK" and all_zero(view.rows()) and view.reasons == []
 
         assert mirror.terminate() == 0
         k = 45
@@ -81,9 +91,14 @@ def test_idle_then_stopped_with_k_records_then_stop_and_rewind(source, target, t
         for r in rs:
             assert 0.0 <= r["time_lag_s"] <= time.time() - produced + 1.0  # ≈ age of the oldest record
 
-        # stopped: no member, no commits, no syncs → STOP once the silence outlasts the window (group ERR)
-        view = wait_until(lambda: (v := sampler.sample().views[0]).status_name == "ERR" and v, 30, 0.5, "STOP")
-        assert {r["status"] for r in view.rows()} == {"STOP"}
+        # stopped: no member, no commits, no syncs → STOP on every partition once the silence outlasts the window
+        # (each partition's window ends at its own newest commit: they turn STOP one by one, the group ERR at the
+        # first)
+        view = wait_until(lambda: all_stop(sampler.sample().views[0]), 30, 0.5, "STOP on every partition")
+        assert view.status_name == "ERR"
+        # the reasons say it, on the list the API, the webhooks and `monitor lag` print
+        (reason,) = view.reasons
+        assert reason.startswith(f"{PARTS} partitions STOP (the mirror stopped committing"), reason
 
         # the group's offsets reset backwards → REWIND
         commit(source.bootstrap, group_of(topic_name), topic_name, {p: 10 for p in range(PARTS)})
@@ -175,6 +190,56 @@ def test_under_load_invariant_sawtooth_and_pause(source, target, topic_name, tmp
         except Exception:
             mirror.kill()
         sampler.close()
+
+
+def monitor_lag(path) -> dict:
+    """`monitor lag --json` as a person runs it (its default three samples a second apart): the one flow's body."""
+    done = subprocess.run(
+        [str(BIN / "monitor"), "lag", "--config", str(path), "--json", "--timeout", "30"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    body = json.loads(done.stdout)
+    assert body["judged"]["by"] == "one look" and body["judged"]["samples"] == 3, body["judged"]
+    (flow,) = body["flows"]
+    return flow
+
+
+def test_monitor_lag_never_says_ok_while_the_mirror_is_frozen(source, target, topic_name, tmp_path):
+    """The issue's run: a mirror frozen (SIGSTOP) under traffic. `monitor lag` says OK while it mirrors, never OK while
+    it is frozen (UNKNOWN, "cannot tell stopped from slow", until the RPO passes the rules' 30 s; then ERR, STOP on
+    every partition), and every status that is not OK carries its reasons."""
+    create_topic(source.bootstrap, topic_name, PARTS)
+    cfg = config(source, target, topic_name)
+    mirror = MirrorProcess(cfg, tmp_path / "mirror.yaml").start()
+    frozen = []
+    try:
+        with Load(source.bootstrap, topic_name, rate=300):
+            wait_until(lambda: monitor_lag(mirror.path)["status"] == "OK", 90, 0.5, "OK while mirroring", alive=mirror)
+            os.kill(mirror.proc.pid, signal.SIGSTOP)
+            try:
+                while not frozen or frozen[-1]["status"] != "ERR":
+                    frozen.append(flow := monitor_lag(mirror.path))
+                    statuses = [p["status"] for p in flow["partitions"]]
+                    print(flow["status"], statuses, flow["totals"]["rpo_seconds"], flow["reasons"])
+                    assert flow["status"] != "OK" and "OK" not in statuses, flow
+                    assert flow["reasons"], flow
+                    assert len(frozen) < 30, "no STOP after 30 looks"
+            finally:
+                os.kill(mirror.proc.pid, signal.SIGCONT)
+        stopped = frozen[-1]
+        assert {p["status"] for p in stopped["partitions"]} == {"STOP"}, stopped
+        assert stopped["totals"]["rpo_seconds"] > NOT_MOVING_AFTER_S
+        assert any("not seen moving with RPO over 30 s" in line for line in stopped["reasons"]), stopped["reasons"]
+        assert frozen[0]["status"] == "UNKNOWN", frozen[0]  # the first look, seconds after the freeze
+        assert any("cannot tell stopped from slow" in line for line in frozen[0]["reasons"]), frozen[0]["reasons"]
+    finally:
+        try:
+            mirror.terminate()
+        except Exception:
+            mirror.kill()
 
 
 def test_producer_faster_than_a_throttled_mirror_is_warn(source, target, topic_name, tmp_path):

@@ -20,8 +20,8 @@ from mirrorwatch.monitor.service import MonitorService
 
 from .support.helpers import admin, create_topic, produce_numbered
 from .support.services import Service
+from .support.standin_mirror import commit
 from .support.webhooks import WebhookReceiver
-from .test_monitor_kafka import commit
 from .test_monitor_service import _free_port, metrics, wait_for
 
 SESSION_S = 6

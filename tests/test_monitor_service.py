@@ -21,7 +21,8 @@ from mirrorwatch.localkafka import LocalCluster
 from mirrorwatch.monitor.history import history_files, read_history
 from mirrorwatch.monitor.service import MonitorService
 from tests.support.helpers import create_topic, produce_numbered
-from tests.test_monitor_kafka import PARTS, StandInMirror, commit
+
+from .support.standin_mirror import PARTS, StandInMirror, commit
 
 EXTERNAL = bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP"))
 

@@ -27,8 +27,8 @@ from mirrorwatch.mirror.engine import MirrorEngine
 from mirrorwatch.mirror.serve import start_metrics
 from mirrorwatch.monitor.service import MonitorService
 
+from .support.canary_checks import canary_config
 from .support.helpers import create_topic
-from .test_canary_check import canary_config
 from .test_outages import frozen, local_only
 
 SHORT_BOUND_S = 2.0

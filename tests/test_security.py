@@ -388,3 +388,28 @@ def _status_page(config_path: Path, logs: Path, flow: str) -> dict[str, str]:
     finally:
         server.stop()
     return {"status page text": text, "status page HTML": html, "status page log": server.log_text()}
+
+
+def test_monitor_names_a_group_it_may_not_describe_instead_of_calling_it_absent(sasl_pair, tmp_path):
+    """Fail closed: the monitor's principal lacks DESCRIBE on the mirror group and on a watched group. Each view is
+    UNKNOWN, naming the group it could not describe and the broker's refusal; never OK (the mirror's view read as
+    "no commits yet") nor NOTFOUND (the watched group read as absent)."""
+    from mirrorwatch.core.acls import monitor_needs
+    from mirrorwatch.monitor.sampler import Sampler
+
+    cfg, alias, topic = flow_setup(sasl_pair, tmp_path)
+    watched = f"app-{topic}"
+    cfg["monitor"] = {"history": False, "groups": [{"cluster": alias, "group": watched}]}
+    config = config_from_dict(cfg)
+    sasl_pair.grant([n for n in monitor_needs(config, None) if n.required and n.resource_type != "group"])
+    create_topic(sasl_pair.east.bootstrap, topic, 2, auth=admin_auth(sasl_pair.east))
+    sampler = Sampler(config, timeout_s=10)
+    try:
+        flow, plain = sampler.sample().views
+    finally:
+        sampler.close()
+    mirror = mirror_group(alias, "west", None, f"{alias}-west")
+    for view, group in ((flow, mirror), (plain, watched)):
+        assert view.status_name == "UNKNOWN", (group, view.status_name, view.error)
+        assert f"cannot describe group '{group}'" in view.error and "AUTHORIZATION" in view.error.upper(), view.error
+        assert view.reasons[0] == view.error

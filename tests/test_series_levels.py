@@ -17,7 +17,7 @@ from mirrorwatch.core.status import PartitionStatus as P
 from mirrorwatch.monitor.exporter import MetricsCache
 from mirrorwatch.monitor.series import SERIES_LEVELS, rollup_of
 
-from .test_monitor_surfaces import A, mirror_view, snapshot, unknown_view
+from .support.monitor_views import A, mirror_view, snapshot, unknown_view
 
 NAN = math.nan
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from mirrorwatch.canary.status import EXIT_CODES
-from mirrorwatch.core.status import GROUP_ALERTING, CanaryStatus, GroupStatus, PartitionStatus, codes_help
+from mirrorwatch.core.status import CanaryStatus, GroupStatus, PartitionStatus, codes_help
 from mirrorwatch.grafana_build import promql
 
 STATUS_METRICS: dict[str, type[IntEnum]] = {
@@ -86,7 +86,11 @@ def codes_selected(ops: list[tuple[str, float]], enum: type[IntEnum]) -> set[Int
 
 # Which statuses each status alert means to fire on: written as enum members, checked against the numbers.
 EXPECTED_ALERTS = {
-    "MirrorwatchEvaluatorError": (GroupStatus, set(GROUP_ALERTING)),
+    # ERR through REWIND; not NOTFOUND, not UNKNOWN
+    "MirrorwatchEvaluatorError": (
+        GroupStatus,
+        {GroupStatus.ERR, GroupStatus.STOP, GroupStatus.STALL, GroupStatus.REWIND},
+    ),
     "MirrorwatchCanaryCritical": (CanaryStatus, {CanaryStatus.CRITICAL}),
     "MirrorwatchCanaryUnknown": (CanaryStatus, {CanaryStatus.UNKNOWN}),
 }

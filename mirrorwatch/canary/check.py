@@ -127,7 +127,7 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
         _read(reader, producer, topics, tracker, heartbeat, starts, heartbeat_ends, timeout_s)
         clock.mark("wait")
         probe = next(p for p in tracker.take_resolved() if p.seq == 0)
-        result.late_for_s = (now_ms() - probe.produced_at_ms) / 1000.0 if probe.overdue else None
+        result.overdue_for_s = (now_ms() - probe.produced_at_ms) / 1000.0 if probe.overdue else None
     finally:
         producer.purge()  # undelivered events must not be sent after we stopped looking
         producer.flush(0)
@@ -251,7 +251,7 @@ def _skipped(topics: FlowTopics, tracker: Tracker, offsets: dict[int, int]) -> s
     events are other canary runs' (the service's, every interval). Which of them came later is the source log's
     order: read the source partition after our event's offset and look for one the target reader saw. The reader
     started at the target's end before our event was written, so it saw everything mirrored after it. Bounded by
-    SOURCE_LOOK_S and SOURCE_LOOK_RECORDS; any trouble answers "not known lost" (the event stays late).
+    SOURCE_LOOK_S and SOURCE_LOOK_RECORDS; any trouble answers "not known lost" (the event stays overdue).
     """
     if not offsets:
         return set()
@@ -284,7 +284,7 @@ def _skipped(topics: FlowTopics, tracker: Tracker, offsets: dict[int, int]) -> s
                     pending.discard(partition)
                 elif read[partition] >= SOURCE_LOOK_RECORDS:
                     pending.discard(partition)
-    except Exception as exc:  # the verdict stays "late": never worse than not knowing
+    except Exception as exc:  # the verdict stays "overdue": never worse than not knowing
         log.info("could not read the source after the missing events: %s: %s", type(exc).__name__, exc)
     finally:
         consumer.close()

@@ -24,9 +24,9 @@ class CheckResult:
     error: str | None = None  # why the status is UNKNOWN
     partitions: list[int] = field(default_factory=list)  # source partitions written
     latencies_ms: dict[int, float] = field(default_factory=dict)  # partition → round trip
-    missing: list[int] = field(default_factory=list)  # written, not seen within the timeout: late or lost
+    missing: list[int] = field(default_factory=list)  # written, not seen within the timeout: overdue or lost
     lost_partitions: list[int] = field(default_factory=list)  # of missing: a later event arrived without it
-    late_for_s: float | None = None  # age of the missing events when the check stopped waiting
+    overdue_for_s: float | None = None  # age of the missing events when the check stopped waiting
     unsent: dict[int, str] = field(default_factory=dict)  # the source refused the event
     lost: int = 0
     duplicates: int = 0
@@ -45,17 +45,18 @@ class CheckResult:
         return max(self.latencies_ms.values()) if self.latencies_ms else None
 
     @property
-    def late_partitions(self) -> list[int]:
-        """Not seen within the timeout and not known lost: late, still expected."""
+    def overdue_partitions(self) -> list[int]:
+        """Not seen within the timeout and not known lost: overdue, still expected. ("Late" is one meaning
+        everywhere: arrived, but after the timeout, as in ``mirrorwatch_canary_late_total``.)"""
         return [p for p in self.missing if p not in self.lost_partitions]
 
     def state(self, partition: int) -> str:
-        """What became of the event written to ``partition``: arrived, late, lost or unsent."""
+        """What became of the event written to ``partition``: arrived, overdue, lost or unsent."""
         if partition in self.latencies_ms:
             return "arrived"
         if partition in self.unsent:
             return "unsent"
-        return "lost" if partition in self.lost_partitions else "late"
+        return "lost" if partition in self.lost_partitions else "overdue"
 
     def judge(self) -> None:
         """Set ``status`` from the figures (UNKNOWN stays when ``error`` is set)."""
@@ -103,14 +104,14 @@ class CheckResult:
         return text + (", " if not self.missing else "; ") + "; ".join(extras)
 
     def _missing_text(self) -> str:
-        """Late (may still come) vs lost (a later event of the partition arrived without it: it never will)."""
+        """Overdue (may still come) vs lost (a later event of the partition arrived without it: it never will)."""
         out = []
         if self.lost_partitions:
             them = "them" if len(self.lost_partitions) > 1 else "it"
             out.append(f"lost {_partitions(self.lost_partitions)}: a later event arrived without {them}")
-        if self.late_partitions:
-            counting = f": {_num(round(self.late_for_s))} s and counting" if self.late_for_s is not None else ""
-            out.append(f"late {_partitions(self.late_partitions)}{counting}")
+        if self.overdue_partitions:
+            counting = f": {_num(round(self.overdue_for_s))} s and counting" if self.overdue_for_s is not None else ""
+            out.append(f"overdue {_partitions(self.overdue_partitions)}{counting}")
         return "; ".join(out)
 
     def _heartbeat_text(self) -> str:
@@ -150,7 +151,8 @@ class CheckResult:
             "partitions_total": len(self.partitions),
             "partitions_seen": len(self.latencies_ms),
             "missing_partitions": list(self.missing),
-            "late_partitions": self.late_partitions,
+            "overdue_partitions": self.overdue_partitions,
+            "late_partitions": self.overdue_partitions,  # deprecated alias of overdue_partitions (docs/canary.md)
             "lost_partitions": list(self.lost_partitions),
             "latency_ms": {
                 "max": _round(self.max_latency_ms),
@@ -158,8 +160,10 @@ class CheckResult:
             },
             "latency_basis": self.latency_basis,
             "lost": self.lost,
-            "late": len(self.late_partitions),
-            "late_for_s": _round(self.late_for_s),
+            "overdue": len(self.overdue_partitions),
+            "overdue_for_s": _round(self.overdue_for_s),
+            "late": len(self.overdue_partitions),  # deprecated alias of overdue
+            "late_for_s": _round(self.overdue_for_s),  # deprecated alias of overdue_for_s
             "duplicates": self.duplicates,
             "reordered": self.reordered,
             "heartbeat_age_s": _round(self.heartbeat_age_s),

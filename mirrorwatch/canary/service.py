@@ -277,10 +277,10 @@ class FlowCanary:
     def _judge(self) -> None:
         for probe in self.tracker.take_resolved():
             if probe.overdue and probe.status == CRITICAL != self.probe_status:
-                late, crit_s = ", ".join(map(str, probe.overdue)), self.settings.crit_latency_s
+                overdue, crit_s = ", ".join(map(str, probe.overdue)), self.settings.crit_latency_s
                 log.warning(
-                    "%s: CRITICAL probe %d: partition(s) %s not seen within %g s (late, still expected)",
-                    *(self.name, probe.seq, late, crit_s),
+                    "%s: CRITICAL probe %d: partition(s) %s not seen within %g s (overdue, still expected)",
+                    *(self.name, probe.seq, overdue, crit_s),
                 )
             self.probe_status = probe.status
         if (newly_lost := self.tracker.lost - self._published.get("lost", 0)) > 0:

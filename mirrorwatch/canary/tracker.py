@@ -32,7 +32,7 @@ class Probe:
     unsent: dict[int, str] = field(default_factory=dict)  # partition → why the source did not take it
     lost: set[int] = field(default_factory=set)  # a later event of the partition arrived before this one
     status: str | None = None  # set when resolved
-    missing: tuple[int, ...] = ()  # not arrived when resolved: overdue (late) or lost
+    missing: tuple[int, ...] = ()  # not arrived when resolved: overdue or lost
 
     @property
     def max_latency_ms(self) -> float | None:
@@ -40,7 +40,7 @@ class Probe:
 
     @property
     def overdue(self) -> tuple[int, ...]:
-        """Partitions whose event had not arrived at resolution and is not known lost: late, still expected."""
+        """Partitions whose event had not arrived at resolution and is not known lost: overdue, still expected."""
         return tuple(p for p in self.missing if p not in self.lost)
 
 
@@ -209,10 +209,6 @@ class Tracker:
         if not self._overdue:
             return 0.0
         return max(0.0, now_ms - min(self._overdue.values())) / 1000.0
-
-    def overdue_keys(self) -> list[tuple[int, int]]:
-        """(seq, partition) of every overdue own event."""
-        return sorted(self._overdue)
 
     @property
     def anomaly_pending(self) -> bool:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .config_section import Section
 from .redact import MASK
@@ -95,11 +95,39 @@ class MirrorMaker2Settings(Section):
         description="refresh.groups.interval.seconds: how often MM2's checkpoint connector looks for new groups",
     )
     checkpoint_connector: str = Field(
-        "MirrorCheckpointConnector", description="the checkpoint connector's name (Connect REST state)"
+        "MirrorCheckpointConnector",
+        description="the checkpoint connector's name (Connect REST state); default from the source connector's "
+        "prefix (src->dst.MirrorSourceConnector: src->dst.MirrorCheckpointConnector)",
     )
     heartbeat_connector: str = Field(
-        "MirrorHeartbeatConnector", description="the heartbeat connector's name (Connect REST state)"
+        "MirrorHeartbeatConnector",
+        description="the heartbeat connector's name (Connect REST state); default from the source connector's "
+        "prefix, as the checkpoint connector's",
     )
     connect: ConnectRestSettings | None = Field(
         None, description="the Connect cluster's REST API, for connector and task state (Connect mode only)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sibling_connectors(cls, data: Any) -> Any:
+        """A flow that names only its source connector names the other two by its prefix, as MM2 and Strimzi do."""
+        if not isinstance(data, dict) or not isinstance(data.get("connector"), str):
+            return data
+        derived = {
+            key: sibling_connector(data["connector"], kind)
+            for key, kind in (("checkpoint_connector", "Checkpoint"), ("heartbeat_connector", "Heartbeat"))
+            if key not in data
+        }
+        return {**data, **derived}
+
+
+SOURCE_CONNECTOR = "MirrorSourceConnector"
+
+
+def sibling_connector(source_connector: str, kind: str) -> str:
+    """The name of MM2's ``Mirror<kind>Connector`` beside a source connector: the same prefix
+    (``src->dst.MirrorSourceConnector`` → ``src->dst.MirrorCheckpointConnector``); the bare class name when the
+    source connector's name does not end in the class name (nothing to take a prefix from)."""
+    prefix = source_connector[: -len(SOURCE_CONNECTOR)] if source_connector.endswith(SOURCE_CONNECTOR) else ""
+    return f"{prefix}Mirror{kind}Connector"

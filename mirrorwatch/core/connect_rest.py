@@ -13,7 +13,7 @@ library's error text may quote what it was given).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -48,6 +48,7 @@ class ConnectorState:
     tasks: tuple[TaskState, ...] = ()
     cause: str | None = None
     error: str | None = None  # state UNKNOWN: why (one line, no secret)
+    missing: bool = False  # the REST API answered 404: this Connect cluster has no connector of that name
 
     @property
     def answered(self) -> bool:
@@ -75,8 +76,9 @@ class ConnectStates:
 
     @property
     def up(self) -> bool:
-        """The REST API described every connector asked for."""
-        return bool(self.connectors) and all(c.answered for c in self.connectors)
+        """The REST API answered for every connector asked for. A connector it does not have (404) is an answer:
+        that connector is missing (its own line among the problems), the API is not down."""
+        return bool(self.connectors) and all(c.answered or c.missing for c in self.connectors)
 
 
 def first_line(trace: object) -> str | None:
@@ -176,10 +178,13 @@ def _why(trace: str | None, cause: str | None) -> str:
 
 def source_mirroring(connectors: tuple[ConnectorState, ...] | list[ConnectorState]) -> bool | None:
     """Whether the source connector can be mirroring: False when it or every task is paused, failed, stopped or
-    unassigned; None when its state is unknown (no REST answer) or there is no source connector."""
+    unassigned, or missing from the Connect cluster; None when its state is unknown (no REST answer) or there is no
+    source connector."""
     for c in connectors:
         if c.role != "source":
             continue
+        if c.missing:
+            return False
         if c.state == UNKNOWN:
             return None
         if c.state in NOT_MIRRORING:
@@ -227,7 +232,8 @@ class ConnectRestClient:
         except requests.RequestException as exc:
             return unknown(name, role, f"{self.settings.url}: {type(exc).__name__}")
         if resp.status_code != 200:
-            return unknown(name, role, self._clean(http_reason(resp.status_code, name, _error_message(resp))))
+            state = unknown(name, role, self._clean(http_reason(resp.status_code, name, _error_message(resp))))
+            return replace(state, missing=True) if resp.status_code == 404 else state
         try:
             body = resp.json()
         except ValueError:

@@ -125,6 +125,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _method_not_allowed(self) -> None:
+        """Every server here is read-only: another method gets JSON 405 (not http.server's HTML 501 page)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 0:
+            self.rfile.read(min(length, 1 << 20))  # keep-alive: the next request starts after this one's body
+        _, ctype, body = json_response(
+            405, {"error": True, "message": f"method {self.command} not allowed: this API answers GET only"}
+        )
+        self.send_response(405)
+        self.send_header("Allow", "GET")
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _method_not_allowed  # noqa: N815 (http.server's names)
+
     def log_message(self, fmt: str, *args: Any) -> None:
         log.debug("%s " + fmt, self.address_string(), *args)
 

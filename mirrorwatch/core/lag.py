@@ -4,7 +4,7 @@ In core because it has more than one caller: the monitor (every figure it publis
 ``mirror failover check`` (true lag and records lost at the moment of a failover), which may import only core.
 
 Pure functions over numpy arrays (one element per partition, ``-1`` = unknown) so a cycle over many
-partitions is a handful of vector operations; :func:`mirror_lag` is the same math for one partition.
+partitions is a handful of vector operations.
 
 Positions, from oldest to newest on the source log::
 
@@ -65,21 +65,6 @@ def mirror_lags(
 def plain_lag(source_end: ArrayLike, committed: ArrayLike) -> np.ndarray:
     """A watched (non-mirror) group: committed lag only, as Burrow and kafka-consumer-groups show."""
     return _lag(_a(source_end), _a(committed))
-
-
-def mirror_lag(
-    source_end: int | None, committed: int | None, sync_acked_next: int | None, sync_read_position: int | None
-) -> tuple[int | None, int | None, int | None]:
-    """(committed_lag, read_lag, true_lag) of one partition; None = unknown."""
-
-    def known(v: int | None) -> int:
-        return UNKNOWN if v is None else v
-
-    def lag(v: np.int64) -> int | None:
-        return None if v < 0 else int(v)
-
-    lags = mirror_lags([known(source_end)], [known(committed)], [known(sync_acked_next)], [known(sync_read_position)])
-    return lag(lags.committed_lag[0]), lag(lags.read_lag[0]), lag(lags.true_lag[0])
 
 
 def target_side_acked_next(

@@ -10,7 +10,7 @@ Grafana's value mappings and the alert thresholds are generated from or checked 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -58,14 +58,17 @@ class CanaryStatus(IntEnum):
 # records lost to the log start are an error too).
 PARTITION_ERRORS = (PartitionStatus.STOP, PartitionStatus.STALL, PartitionStatus.REWIND, PartitionStatus.LOST)
 _ERROR_CODES = {int(c) for c in PARTITION_ERRORS}
-# Group statuses the MirrorGroupNotOK alert fires on (ERR through REWIND; not NOTFOUND, not UNKNOWN).
-GROUP_ALERTING = (GroupStatus.ERR, GroupStatus.STOP, GroupStatus.STALL, GroupStatus.REWIND)
 
 # The least a partition is rated while a transaction on its target partition has been open longer than
 # monitor.hanging_transaction_s (a hanging transaction), so its group is at least WARN. Not an error: the mirror
 # keeps mirroring and the records are on the target, committed; read_committed readers just cannot see them until
 # someone aborts the transaction (monitor/transactions.py).
 HANGING_TRANSACTION = PartitionStatus.WARN
+
+# A flow is "not moving" once its RPO or its heartbeats are older than this: the alert rules' threshold
+# (flow:mirrorwatch_flow_stalled:bool in grafana/prometheus/mirrorwatch-rules.yml; tests/test_one_look.py checks the
+# two agree), and what `monitor lag` calls STOP from one look (monitor/one_look.py).
+NOT_MOVING_AFTER_S = 30.0
 
 # Partition statuses from least to most severe, for folding several partitions into one exported series
 # (monitor.series: topic or flow; mirrorwatch.monitor.series). A known error outranks UNKNOWN there, so that a
@@ -80,6 +83,47 @@ PARTITION_SEVERITY = (
     PartitionStatus.REWIND,
     PartitionStatus.LOST,
 )
+
+# What each non-OK partition status means, said for someone who does not know Burrow's rules ("{who}": the mirror,
+# or a watched group). The page, the API's reasons, the webhooks and `monitor lag` all say it in these words.
+PARTITION_MEANING = {
+    PartitionStatus.STOP: "{who} stopped committing while new records arrived",
+    PartitionStatus.STALL: "{who} commits but its offset does not move",
+    PartitionStatus.REWIND: "{who}'s committed offset went backwards",
+    PartitionStatus.WARN: "lag is not going down",
+    PartitionStatus.LOST: "records were removed from the source before {who} read them",
+}
+_REASON_ORDER = (
+    PartitionStatus.LOST,
+    PartitionStatus.REWIND,
+    PartitionStatus.STOP,
+    PartitionStatus.STALL,
+    PartitionStatus.WARN,
+)
+_NAMED = 5  # partitions named per status line; the rest are counted
+
+
+def partition_meaning(status: PartitionStatus, who: str = "the mirror") -> str:
+    return PARTITION_MEANING[status].format(who=who)
+
+
+def partition_status_reasons(
+    codes: np.ndarray, topics: Sequence[str], partitions: Sequence[int], who: str = "the mirror"
+) -> list[str]:
+    """One line per non-OK partition status present, most severe first: how many partitions, what the status means,
+    and which partitions (the first few). UNKNOWN is not among them: what made a partition unknown (an unreachable
+    cluster, a judgement that could not be made) says its own reason."""
+    lines = []
+    for status in _REASON_ORDER:
+        rows = np.flatnonzero(codes == status)
+        if rows.size == 0:
+            continue
+        named = ", ".join(f"{topics[i]}-{partitions[i]}" for i in rows[:_NAMED])
+        more = f" and {rows.size - _NAMED} more" if rows.size > _NAMED else ""
+        plural = "s" if rows.size > 1 else ""
+        lines.append(f"{rows.size} partition{plural} {status.name} ({partition_meaning(status, who)}): {named}{more}")
+    return lines
+
 
 # Names indexed by code, for code that turns numpy arrays of codes into words.
 PARTITION_STATUS = tuple(s.name for s in PartitionStatus)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.status import CanaryStatus, GroupStatus, PartitionStatus
+from ..core.status import PARTITION_MEANING, CanaryStatus, GroupStatus, PartitionStatus, partition_meaning
 from .sources import CanaryReading
 
 GREEN, AMBER, RED, GREY = "green", "amber", "red", "grey"
@@ -15,14 +15,8 @@ SYMBOL = {GREEN: ":green[●]", AMBER: ":orange[●]", RED: ":red[●]", GREY: "
 BADGE = {GREEN: "green", AMBER: "orange", RED: "red", GREY: "gray"}
 WORD = {GREEN: "OK", AMBER: "DEGRADED", RED: "DOWN", GREY: "UNKNOWN"}
 
-# What each partition status means for a mirror, said for someone who does not know Burrow's rules.
-PARTITION_MEANING = {
-    PartitionStatus.STOP.name: "the mirror stopped committing while new records arrived",
-    PartitionStatus.STALL.name: "the mirror commits but its offset does not move",
-    PartitionStatus.REWIND.name: "the mirror's committed offset went backwards",
-    PartitionStatus.WARN.name: "lag is not going down",
-    PartitionStatus.LOST.name: "records were removed from the source before they were mirrored",
-}
+# The partition statuses the overview explains, in the words every surface uses (core.status.PARTITION_MEANING)
+_EXPLAINED = {s.name: s for s in PARTITION_MEANING}
 
 
 @dataclass
@@ -84,9 +78,9 @@ def _judge_evaluator(flow: dict, verdict: Verdict) -> None:
             f"read_committed readers there see nothing past it{f' ({first})' if first else ''}",
         )
     parts = [
-        f"{n} partition{'s' if n > 1 else ''} {s} ({PARTITION_MEANING[s]})"
+        f"{n} partition{'s' if n > 1 else ''} {s} ({partition_meaning(_EXPLAINED[s])})"
         for s, n in sorted(counts.items())
-        if s in PARTITION_MEANING
+        if s in _EXPLAINED
     ]
     detail = ": " + ", ".join(parts) if parts else ""
     if hanging and not parts:
@@ -123,9 +117,11 @@ def _judge_canary(
         verdict.worsen(AMBER, "the canary reports nothing for this flow (is `canary run` running for it?)")
         return
     if canary.status == CanaryStatus.CRITICAL.name:
-        if canary.overdue:  # late is not lost: the events are still expected
-            late = f"{canary.overdue:.0f} probe event(s) late, still expected (oldest {canary.oldest_overdue_s:.0f} s)"
-            verdict.worsen(RED, f"canary CRITICAL: {late}")
+        if canary.overdue:  # overdue is not lost: the events are still expected
+            overdue = (
+                f"{canary.overdue:.0f} probe event(s) overdue, still expected (oldest {canary.oldest_overdue_s:.0f} s)"
+            )
+            verdict.worsen(RED, f"canary CRITICAL: {overdue}")
         else:
             verdict.worsen(RED, "canary CRITICAL: probe events lost (a later one arrived first) or heartbeat old")
     elif canary.status == CanaryStatus.WARNING.name:

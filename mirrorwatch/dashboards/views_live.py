@@ -278,7 +278,7 @@ def _canary_section(settings: PageSettings, poll: Poll, frame, name: str) -> Non
     cols = st.columns(7)
     cols[0].metric("Canary status", reading.status or "–")
     cols[1].metric("Heartbeat age", _number(reading.heartbeat_age_s, " s"))
-    # overdue: late, still expected (a frozen mirror); lost: a later event of the partition arrived without it
+    # overdue: not arrived, still expected (a frozen mirror); lost: a later event of the partition arrived without it
     overdue_for = f"oldest {reading.oldest_overdue_s:,.0f} s" if reading.overdue else None
     cols[2].metric("Overdue now", _number(reading.overdue), overdue_for, delta_color="off")
     cols[3].metric("Lost", _number(reading.lost))

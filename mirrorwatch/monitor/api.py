@@ -86,8 +86,7 @@ def group_status_body(v: GroupView, all_partitions: bool) -> dict:
         body["reason"] = redact_text(v.error)
     if v.kind == "mirror":
         body["flow"], body["target"], body["mirror"] = v.flow, v.target, v.engine
-    if v.connect is not None or v.transactions is not None:
-        body["reasons"] = v.reasons
+    body["reasons"] = v.reasons
     if v.connect is not None:
         body["connect"] = connect_body(v)
     return body
@@ -101,7 +100,7 @@ def connect_body(v: GroupView) -> dict | None:
         "up": v.connect.up,
         "ts_ms": v.connect.ts_ms,
         "connectors": [c.body() for c in v.connect.connectors],
-        "problems": v.reasons,
+        "problems": v.connector_problems,
     }
 
 

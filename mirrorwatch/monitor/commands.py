@@ -14,7 +14,7 @@ import click
 
 from ..core.cli import UserError, setup_logging
 from ..core.oneshot import probe_timeout, require_clusters, timeout_option, within
-from ..core.status import CanaryStatus, GroupStatus
+from ..core.status import NOT_MOVING_AFTER_S, CanaryStatus, GroupStatus
 
 if TYPE_CHECKING:  # the sampler, the model and numpy load when a command runs; `monitor lag --help` needs none
     from ..core.config import Config
@@ -99,11 +99,16 @@ def lag(
         g.cluster for g in config.monitor.groups
     }
     require_clusters([(a, config.clusters[a]) for a in sorted(needed)], timeout_s, roles)
-    snap = within(timeout_s, lambda: _sample(config, samples, every, timeout_s), "monitor lag")
-    unknown = [v for v in snap.views if v.group_status == GroupStatus.UNKNOWN]
+    first, last = within(timeout_s, lambda: _sample(config, samples, every, timeout_s), "monitor lag")
+    from .one_look import judge_snapshot
+
+    snap = judge_snapshot(first, last, config.monitor.allowed_lag)
+    judged = _judged(first, last)
+    # exit 3 only for what could not be read; a status one look could not tell is in the output, with its reason
+    unknown = [v for v in snap.views if v.group_status == GroupStatus.UNKNOWN and v.error is not None]
     reason = (unknown[0].error or f"cannot reach cluster '{unknown[0].cluster}'") if unknown else None
     if as_json:
-        body = snapshot_json(snap)
+        body = dict(snapshot_json(snap), judged=judged)
         if reason:
             body.update(error=reason, exit_code=EXIT_UNKNOWN)
         click.echo(json.dumps(body, indent=2, allow_nan=False))
@@ -112,11 +117,18 @@ def lag(
             raise click.exceptions.Exit(EXIT_UNKNOWN)
         return
     print_tables(snap)
+    if snap.views and not (reason and len(unknown) == len(snap.views)):
+        click.echo(
+            f"status judged from one look: {judged['samples']} sample(s) over {judged['span_s']:g} s (OK: caught up "
+            f"or seen moving; STOP: not moving with RPO or heartbeats over {judged['not_moving_after_s']:g} s; "
+            "UNKNOWN: could not tell; docs/monitor.md)"
+        )
     if reason:
         raise UserError(reason, EXIT_UNKNOWN)
 
 
-def _sample(config: Config, samples: int, every: float, timeout_s: float) -> Snapshot:
+def _sample(config: Config, samples: int, every: float, timeout_s: float) -> tuple[Snapshot, Snapshot]:
+    """The first and the last of ``samples`` samples ``every`` seconds apart (one judges movement between them)."""
     from .sampler import Sampler
 
     sampler = Sampler(config, timeout_s=probe_timeout(timeout_s))
@@ -125,13 +137,23 @@ def _sample(config: Config, samples: int, every: float, timeout_s: float) -> Sna
         # the Connect REST state is polled on a thread of its own (started with the sampler): its first answer
         for watch in sampler.connect.values():
             watch.first.wait(min(timeout_s / 2, len(watch.names) * watch.settings.timeout_s + 1))
-        snap = sampler.sample()
+        first = snap = sampler.sample()
         for _ in range(samples - 1):
             time.sleep(every)
             snap = sampler.sample()
     finally:
         sampler.close()
-    return snap
+    return first, snap
+
+
+def _judged(first: Snapshot, last: Snapshot) -> dict:
+    """How the printed status was judged (the JSON's ``judged``; the table's last line)."""
+    return {
+        "by": "one look",
+        "samples": last.seq - first.seq + 1,
+        "span_s": round((last.ts_ms - first.ts_ms) / 1000, 1),
+        "not_moving_after_s": NOT_MOVING_AFTER_S,
+    }
 
 
 def snapshot_json(snap: Snapshot) -> dict:
@@ -219,8 +241,6 @@ def print_tables(snap: Snapshot) -> None:
             console.print(connect_line(v), highlight=False, soft_wrap=True)
         for line in v.reasons:  # whole lines: a trace's first line, a command to copy; people grep for them
             console.print(f"  {line}", highlight=False, soft_wrap=True, markup=False)
-        if v.error:
-            console.print(f"  reason: {v.error}")
 
 
 def connect_line(v: GroupView) -> str:

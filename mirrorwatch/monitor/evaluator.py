@@ -252,15 +252,6 @@ class WindowSet:
                 getattr(fresh, name)[dst] = getattr(self, name)[src]
         return fresh
 
-    def window_of(self, col: int) -> list[Commit]:
-        """One partition's window as plain values (for the API and tests)."""
-        n = int(self.count[col])
-        first = self.window - n
-        return [
-            Commit(int(o), int(t), None if l < 0 else int(l))
-            for o, t, l in zip(self.offsets[first:, col], self.times[first:, col], self.lags[first:, col])
-        ]
-
     def memory_bytes(self) -> int:
         arrays = (
             self.offsets,

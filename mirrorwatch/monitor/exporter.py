@@ -26,16 +26,6 @@ from ..core.status import GroupStatus, PartitionStatus, codes_help
 from .model import GroupView, Snapshot
 from .series import Rollup, SeriesLevel, rollup_of, series_values
 
-PARTITION_LABELS = ["flow", "source", "target", "group", "topic", "partition"]
-GROUP_LABELS = ["flow", "source", "target", "group"]
-
-
-CONNECT_LABELS = {
-    "mirrorwatch_mm2_connect_up": ("flow", "source", "target"),
-    "mirrorwatch_mm2_connector_state": ("flow", "source", "target", "connector", "role", "state"),
-    "mirrorwatch_mm2_task_state": ("flow", "source", "target", "connector", "role", "task", "state"),
-}
-
 
 def connect_series(v: GroupView) -> list[tuple[str, list[tuple[str, str]], int]]:
     """An MM2 flow's Connect REST state as series (kube-state-metrics style: one series per possible state, 1 for
@@ -224,11 +214,10 @@ _FAMILIES = {
     "mirrorwatch_heartbeat_age_seconds": "Age of the newest heartbeat that crossed the mirror (MirrorMaker 2 flows)",
     "mirrorwatch_translation_coverage_ratio": "Share of the source groups on mirrored topics with a usable checkpoint",
     "mirrorwatch_checkpoint_age_seconds": "Age of a source group's newest checkpoint on the target",
-    "mirrorwatch_mm2_connect_up": "1 when the flow's Connect REST API described every MM2 connector at the last poll",
+    "mirrorwatch_mm2_connect_up": "1 when the flow's Connect REST API answered for every MM2 connector at the last poll",
     "mirrorwatch_mm2_connector_state": "1 for an MM2 connector's current state (Connect's, or UNKNOWN), 0 for the others",
     "mirrorwatch_mm2_task_state": "1 for an MM2 connector task's current state (Connect's), 0 for the others",
 }
-_INFO_LABELS = ["flow", "source", "target", "mirror"]
 
 
 class MetricsCache:

@@ -112,16 +112,20 @@ class ClusterReader:
         is being created). So offsets are only asked for after describe_consumer_groups — which fails
         cleanly in that state — has reached the coordinator.
         """
-        if "__consumer_offsets" not in self._topics:
-            return None, None  # no group has ever committed here
         try:
             desc = self.admin.describe_consumer_groups([group], request_timeout=self.timeout_s)[group]
             members = len(desc.result(self.timeout_s + 1).members or ())
         except Exception as exc:
-            log.debug("cluster '%s': cannot describe group '%s': %s", self.alias, group, redact_text(str(exc)))
-            # as after any failure (see _fail): a long-lived client's group requests can time out for good
-            self._stale = True
-            return None, None
+            err = exc.args[0] if exc.args else None
+            if "__consumer_offsets" not in self._topics and (
+                isinstance(err, KafkaError) and err.code() == KafkaError.COORDINATOR_NOT_AVAILABLE
+            ):
+                return None, None  # a fresh cluster: no group has ever committed here
+            # anything else is not "no such group": an authorization error or a timeout says nothing about the
+            # group, so the view is UNKNOWN with what could not be read (fail closed), never NOTFOUND or OK.
+            # (A principal without DESCRIBE on __consumer_offsets does not see it listed: the metadata alone
+            # cannot tell a fresh cluster, so the coordinator's answer decides.)
+            raise self._fail(f"cannot describe group '{group}'", exc) from None
         try:
             future = self.admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s

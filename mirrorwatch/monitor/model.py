@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core.connect_rest import ConnectStates, connector_problems
 from ..core.lag import FlowFigures, describe_forecast, flow_figures
-from ..core.status import GROUP_STATUS, PARTITION_STATUS, PartitionStatus
+from ..core.status import GROUP_STATUS, PARTITION_STATUS, PartitionStatus, partition_status_reasons
 from .transactions import OpenTransactions
 
 
@@ -57,13 +57,30 @@ class GroupView:
     coverage: dict | None = None  # translation coverage and checkpoint age per group (monitor/coverage.py)
     connect: ConnectStates | None = None  # MM2 flows with mirror.connect: connector and task state (REST)
     transactions: OpenTransactions | None = None  # a transactional target's open transactions (hanging ones)
+    notes: tuple[str, ...] = ()  # what a judgement made outside the evaluator adds (monitor/one_look.py)
 
     @property
     def reasons(self) -> list[str]:
-        """What explains the status besides the partitions: each MM2 connector or task that is not RUNNING, and each
-        target partition with a hanging transaction (with the command to run)."""
-        problems = connector_problems(self.connect.connectors) if self.connect is not None else []
-        return problems + (self.transactions.reasons if self.transactions is not None else [])
+        """Everything that explains a status that is not OK, one line each: why the view is UNKNOWN or NOTFOUND,
+        each non-OK partition status (how many, what it means, which), each MM2 connector or task that is not
+        RUNNING, each target partition with a hanging transaction (with the command to run), and the notes of a
+        one-look judgement. The API, the webhooks and `monitor lag` all print this list."""
+        lines = [self.error] if self.error else []
+        if self.status is not None:
+            codes = self.status
+            if self.transactions is not None:  # a hanging transaction made those WARN: its own line says so
+                made_warn = self.transactions.hanging & (codes == PartitionStatus.WARN)
+                codes = np.where(made_warn, PartitionStatus.OK, codes)
+            who = "the mirror" if self.kind == "mirror" else f"group '{self.group}'"
+            lines += partition_status_reasons(codes, self.topics, self.partitions, who)
+        lines += self.connector_problems
+        lines += self.transactions.reasons if self.transactions is not None else []
+        return lines + list(self.notes)
+
+    @property
+    def connector_problems(self) -> list[str]:
+        """Each MM2 connector or task that is not RUNNING (from the Connect REST API; empty without it)."""
+        return connector_problems(self.connect.connectors) if self.connect is not None else []
 
     def hanging_transactions(self) -> list[dict] | None:
         """The target partitions with a hanging transaction (monitor/transactions.py); None when the flow's target is

@@ -75,14 +75,6 @@ def arrival_age_bound(samples, acked_next, now_ms: int) -> np.ndarray:
     return out
 
 
-def time_lag_exact(record_ts_ms: int | None, true_lag: int | None, now_ms: int) -> float | None:
-    if true_lag == 0:
-        return 0.0
-    if record_ts_ms is None:
-        return None
-    return max(0.0, (now_ms - record_ts_ms) / 1000.0)
-
-
 class OffsetTimeTable:
     """Per-partition (source_end, time) pairs for interpolation, at most ``size`` of them."""
 

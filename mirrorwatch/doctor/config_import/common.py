@@ -13,7 +13,6 @@ from typing import Any
 MM2_TOPICS_EXCLUDE_DEFAULT = r".*[\-\.]internal, .*\.replica, __.*"
 MM2_GROUPS_EXCLUDE_DEFAULT = "console-consumer-.*, connect-.*, __.*"
 
-IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 
