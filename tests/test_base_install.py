@@ -19,8 +19,8 @@ import yaml
 
 from .conftest import TestCluster
 from .support.base_install import base_install, clean_env
+from .support.canary_checks import canary_config
 from .support.helpers import create_topic, produce_numbered
-from .test_canary_check import canary_config
 
 pytestmark = pytest.mark.timeout(900)  # a fresh clone downloads the base dependencies first
 

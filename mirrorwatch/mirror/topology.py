@@ -101,4 +101,3 @@ def _topology(config, aliases, as_json):
     Console().print(table)
     if not rows:
         click.echo("no mirrored heartbeats found")
-
