@@ -453,7 +453,7 @@ CASES: list[dict] = [
 ]
 
 # ---------------------------------------------------------------------- on the SASL_SSL clusters
-# These need the session's SASL_SSL pair (tests/sasl.py): tests/test_security.py and tests/test_doctor.py run
+# These need the session's SASL_SSL pair (tests/support/sasl.py): tests/test_security.py and tests/test_doctor.py run
 # them (``test`` names which) and match their answers with ``message_pattern``. The page shows them for the
 # default names (cluster east, topic orders, ...); a test builds them for the names it uses. ``{port}``
 # stands for the cluster's port.

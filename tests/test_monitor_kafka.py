@@ -5,6 +5,7 @@ the source, copies records to the target and writes OffsetSync records, so every
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import pytest
@@ -249,3 +250,29 @@ def test_cli_bad_input_is_one_line_and_nonzero(mirror_config, write_config, caps
     err = capsys.readouterr().err
     assert exit_info.value.code != 0
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_coverage_it_cannot_read_is_unknown_with_why_not_the_last_answer(source, target, mirror, monkeypatch):
+    """Fail closed: translation coverage that could not be read (the source's groups: here its address answers
+    nothing) is unknown, with the reason, never the previous refresh's answer presented as now's."""
+    from mirrorwatch.monitor import coverage
+    from mirrorwatch.monitor.kafka_io import ClusterReader
+
+    monkeypatch.setattr(coverage, "REFRESH_S", 0.0)  # every refresh reads (the service reads every 30 s)
+    body = flow_config(source, target, mirror.topic)
+    body["flows"]["ew"]["checkpoint_groups"] = [f"app-{mirror.topic}"]
+    commit(source.bootstrap, f"app-{mirror.topic}", mirror.topic, {0: 0})
+    cfg = config_from_dict(body)
+    watch = coverage.CoverageWatch(cfg, "ew", cfg.flows["ew"])
+    keys = {(mirror.topic, p) for p in range(PARTS)}
+    reader = ClusterReader("east", cfg.clusters["east"], 10)
+    reader.topics()
+    read = watch.refresh(reader, keys, {}, int(time.time() * 1000))
+    assert read is not None and read["groups"] == 1 and "error" not in read, read
+    with socket.socket() as held:  # a port nothing answers on: bound, never listening
+        held.bind(("127.0.0.1", 0))
+        body["clusters"]["east"] = {"bootstrap.servers": f"127.0.0.1:{held.getsockname()[1]}"}
+        away = ClusterReader("east", config_from_dict(body).clusters["east"], 2)
+        unread = watch.refresh(away, keys, {}, int(time.time() * 1000))
+    assert unread is not None and unread["ratio"] is None and unread["groups"] == 0, unread
+    assert unread["error"].startswith("cannot read the groups on 'east': "), unread

@@ -4,6 +4,7 @@ tested here is the runner — timeout, failure reason, the atomic swap — not t
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from datetime import UTC
@@ -14,7 +15,7 @@ import pytest
 from mirrorwatch.core.canary_metrics import parse_canary_metrics as parse
 from mirrorwatch.core.config import AnalyticsSchedule
 from mirrorwatch.core.redact import register_secret
-from mirrorwatch.core.status import GROUP_STATUS
+from mirrorwatch.core.status import GROUP_STATUS, PartitionStatus
 from mirrorwatch.monitor.analytics_runs import AnalyticsRunner, failure_reason, job_argv
 from mirrorwatch.monitor.canary_scrape import CanaryScraper
 from mirrorwatch.monitor.model import GroupView, Snapshot
@@ -236,3 +237,19 @@ def test_the_api_body_masks_credentials_in_uris():
         reason="cannot write s3a://AKIA:s3cr3t@bucket/analytics/x",
     ).body()
     assert "s3cr3t" not in str(body) and body["out"] == "s3a://***@bucket/analytics"
+
+
+def test_a_status_change_says_why():
+    """The recent figures' status changes carry the new status's reasons, as every surface does (the page shows
+    them beside each change): not only an UNKNOWN's error."""
+    store = RecentStore(minutes=1)
+    stopped = dataclasses.replace(view(1_000, ERR), status=np.array([PartitionStatus.STOP, PartitionStatus.OK]))
+    store.record(snap(view(0)))
+    store.record(snap(stopped))
+    store.record(snap(view(2_000, error=None)))
+    changes = store.body("ew")["status_changes"]
+    assert [(c["to"], c["reason"]) for c in changes] == [
+        ("OK", None),
+        ("ERR", "1 partition STOP (the mirror stopped committing while new records arrived): t-0"),
+        ("OK", None),
+    ]

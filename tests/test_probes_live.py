@@ -1,4 +1,4 @@
-"""/healthz and /readyz of the mirror, the canary and the monitor on the real clusters (docs/operations.md,
+"""/healthz and /readyz of the mirror, the canary and the monitor on the real clusters (docs/probes.md,
 "Probes"): not ready before the first cycle, ready after it; a wedged loop fails /healthz while /metrics still
 answers; a frozen cluster leaves every service ready and alive, and its metrics say the cluster is away.
 

@@ -1,7 +1,7 @@
 """SASL_SSL on real brokers: the mirror as a least-privilege principal, every ACL it needs taken away in turn,
 credentials and TLS failures as one line each, and no secret in any output.
 
-One pair of SASL_SSL clusters (tests/sasl.py, session-scoped) serves every test here and in test_doctor.py.
+One pair of SASL_SSL clusters (tests/support/sasl.py, session-scoped) serves every test here and in test_doctor.py.
 Each test uses its own source alias and topic names, so the ACLs one test grants or withholds touch nothing
 another test uses.
 """

@@ -228,14 +228,18 @@ def test_a_hanging_transaction_on_the_target_is_reported_until_it_is_aborted(sou
         }
     )
     try:
+
+        def flow_view():
+            return sampler.sample().view("east", flow["group"])
+
+        # the flow sampled once before the transaction opens (a cluster slow to answer after an earlier test's
+        # fault makes a first sample UNKNOWN, with its reason, and the clock below is short)
+        wait_until(lambda: flow_view().error is None, 30, 0.5, "the flow sampled")
         producer.init_transactions(30)
         producer.begin_transaction()
         producer.produce(target_topic, value=b"open", partition=1)
         producer.flush(10)
         opened = time.monotonic()
-
-        def flow_view():
-            return sampler.sample().view("east", flow["group"])
 
         view = flow_view()
         assert view.transactions is not None and not view.transactions.hanging.any()  # open, not hanging yet

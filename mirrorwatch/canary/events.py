@@ -6,7 +6,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Message
 
 from ..core.records import CANARY_MARKER_HEADER, CanaryEvent, RecordFormatError
 
@@ -31,11 +31,13 @@ class Arrival:
     basis: str
 
 
-def is_canary(msg) -> bool:
-    return any(k == CANARY_MARKER_HEADER for k, _ in (msg.headers() or ()))
+def is_canary(msg: Message) -> bool:
+    headers = msg.headers() or []
+    # a received record's headers are (key, value) pairs; the client's type also allows the dict produce() takes
+    return any(k == CANARY_MARKER_HEADER for k in (headers if isinstance(headers, dict) else (k for k, _ in headers)))
 
 
-def arrival_of(msg, received_ms: float) -> Arrival | None:
+def arrival_of(msg: Message, received_ms: float) -> Arrival | None:
     """The event a target record carries and its arrival time, or None for anything that is not a canary event.
 
     Arrival is the broker's append time when the target topic uses LogAppendTime (every reader sees the same
@@ -47,7 +49,10 @@ def arrival_of(msg, received_ms: float) -> Arrival | None:
         event = CanaryEvent.from_value(msg.value())
     except RecordFormatError:
         return None  # a newer or foreign writer: not ours to judge
+    partition = msg.partition()
+    if partition is None:  # an event, not a record
+        return None
     ts_type, ts = msg.timestamp()
     if ts_type == TIMESTAMP_LOG_APPEND_TIME and ts > 0:
-        return Arrival(event, msg.partition(), float(ts), BASIS_LOG_APPEND)
-    return Arrival(event, msg.partition(), received_ms, BASIS_RECEIVE)
+        return Arrival(event, partition, float(ts), BASIS_LOG_APPEND)
+    return Arrival(event, partition, received_ms, BASIS_RECEIVE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .status import CRITICAL, EXIT_CODES, OK, UNKNOWN, WARNING
 
@@ -125,7 +126,7 @@ class CheckResult:
         return f"heartbeat {_num(round(self.heartbeat_age_s, 1))} s"
 
     # ------------------------------------------------------------------ JSON
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "schema": JSON_SCHEMA,
             "status": self.status,

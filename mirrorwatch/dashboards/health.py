@@ -4,9 +4,10 @@ heartbeat age, with the reasons in words. Pure functions (the page and the tests
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..core.canary_metrics import CanaryReading
 from ..core.status import PARTITION_MEANING, CanaryStatus, GroupStatus, PartitionStatus, partition_meaning
-from .sources import CanaryReading
 
 GREEN, AMBER, RED, GREY = "green", "amber", "red", "grey"
 _RANK = {GREEN: 0, GREY: 1, AMBER: 2, RED: 3}
@@ -45,7 +46,7 @@ class Verdict:
         return "; ".join(self.reasons) if self.reasons else "evaluator OK, canary OK, heartbeats fresh"
 
 
-def _count_statuses(partitions: list[dict]) -> dict[str, int]:
+def _count_statuses(partitions: list[dict[str, Any]]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for p in partitions if isinstance(partitions, list) else ():
         status = p.get("status", "UNKNOWN") if isinstance(p, dict) else "UNKNOWN"
@@ -53,7 +54,7 @@ def _count_statuses(partitions: list[dict]) -> dict[str, int]:
     return counts
 
 
-def _judge_evaluator(flow: dict, verdict: Verdict) -> None:
+def _judge_evaluator(flow: dict[str, Any], verdict: Verdict) -> None:
     status = flow.get("status", GroupStatus.UNKNOWN.name)
     if status == GroupStatus.OK.name:
         return
@@ -88,7 +89,7 @@ def _judge_evaluator(flow: dict, verdict: Verdict) -> None:
     verdict.worsen(AMBER if status == GroupStatus.WARN.name else RED, f"evaluator {status}{detail}")
 
 
-def _judge_lag(flow: dict, warn_time_lag_s: float, verdict: Verdict) -> None:
+def _judge_lag(flow: dict[str, Any], warn_time_lag_s: float, verdict: Verdict) -> None:
     # A mirror keeping pace under steady traffic holds a small constant lag, which the forecast calls "not
     # catching up"; that is only worth a colour once records wait longer than the canary's warning latency.
     max_time_lag = (flow.get("totals") or {}).get("rpo_seconds")
@@ -142,7 +143,7 @@ def _judge_canary(
         )
 
 
-def _judge_connect(flow: dict, verdict: Verdict) -> None:
+def _judge_connect(flow: dict[str, Any], verdict: Verdict) -> None:
     # an MM2 flow with mirror.connect: the monitor's lines for each connector or task not RUNNING (api.connect_body)
     connect = flow.get("connect")
     if not isinstance(connect, dict):
@@ -152,7 +153,7 @@ def _judge_connect(flow: dict, verdict: Verdict) -> None:
         verdict.worsen(RED if " FAILED" in line else AMBER, line)
 
 
-def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdict) -> None:
+def _judge_freshness(flow: dict[str, Any], now_ms: int, interval_s: float, verdict: Verdict) -> None:
     ts = flow.get("ts_ms")
     if isinstance(ts, (int, float)) and ts > 0:
         age_s = (now_ms - ts) / 1000
@@ -161,7 +162,7 @@ def _judge_freshness(flow: dict, now_ms: int, interval_s: float, verdict: Verdic
 
 
 def judge_flow(
-    flow: dict,
+    flow: dict[str, Any],
     canary: CanaryReading | None,
     *,
     canary_configured: bool,

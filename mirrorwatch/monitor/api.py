@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs, unquote
+
+import numpy as np
 
 from ..core.httpserver import Response, json_response, probe_response
 from ..core.probes import ProbeState
@@ -30,7 +33,7 @@ from .model import GroupView, Snapshot
 from .recent import RecentStore
 
 
-def _request(path: str) -> dict:
+def _request(path: str) -> dict[str, str]:
     return {"url": path, "host": "mirrorwatch-monitor"}
 
 
@@ -38,18 +41,18 @@ def _not_found(path: str, message: str) -> Response:
     return json_response(404, {"error": True, "message": message, "request": _request(path)})
 
 
-def _ok(path: str, message: str, **body) -> Response:
+def _ok(path: str, message: str, **body: Any) -> Response:
     return json_response(200, {"error": False, "message": message, **body, "request": _request(path)})
 
 
-def _finite(x):
+def _finite(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else x
 
 
-def _burrow_partition(v: GroupView, i: int) -> dict:
+def _burrow_partition(v: GroupView, i: int) -> dict[str, Any]:
     """Burrow's partition object: start/end = oldest/newest stored commit of the window."""
 
-    def commit(pair, lag):
+    def commit(pair: tuple[np.ndarray, np.ndarray], lag: int | float | bool | None) -> dict[str, Any] | None:
         offsets, times = pair
         return None if offsets[i] < 0 else {"offset": int(offsets[i]), "timestamp": int(times[i]), "lag": lag}
 
@@ -58,7 +61,7 @@ def _burrow_partition(v: GroupView, i: int) -> dict:
     return {
         "topic": v.topics[i],
         "partition": v.partitions[i],
-        "status": PARTITION_STATUS[int(v.status[i])],
+        "status": _status_name(v, i),
         "start": commit(v.window_start, None) if v.window_start else None,
         "end": commit(v.window_end, current) if v.window_end else None,
         "current_lag": current if current is not None else 0,
@@ -67,11 +70,17 @@ def _burrow_partition(v: GroupView, i: int) -> dict:
     }
 
 
-def group_status_body(v: GroupView, all_partitions: bool) -> dict:
+def _status_name(v: GroupView, i: int) -> str:
+    return PARTITION_STATUS[int(v.status[i])] if v.status is not None else PartitionStatus.UNKNOWN.name
+
+
+def group_status_body(v: GroupView, all_partitions: bool) -> dict[str, Any]:
     n = len(v.topics)
-    partitions = [_burrow_partition(v, i) for i in range(n) if all_partitions or int(v.status[i]) != PartitionStatus.OK]
+    partitions = [
+        _burrow_partition(v, i) for i in range(n) if all_partitions or _status_name(v, i) != PartitionStatus.OK.name
+    ]
     maxlag = _burrow_partition(v, v.maxlag_row) if v.maxlag_row is not None else None
-    body = {
+    body: dict[str, Any] = {
         "cluster": v.cluster,
         "group": v.group,
         "status": v.status_name,
@@ -92,7 +101,7 @@ def group_status_body(v: GroupView, all_partitions: bool) -> dict:
     return body
 
 
-def connect_body(v: GroupView) -> dict | None:
+def connect_body(v: GroupView) -> dict[str, Any] | None:
     """An MM2 flow's connector and task states from its Connect REST API (None when no ``mirror.connect``)."""
     if v.connect is None:
         return None
@@ -104,7 +113,7 @@ def connect_body(v: GroupView) -> dict | None:
     }
 
 
-def flow_body(v: GroupView) -> dict:
+def flow_body(v: GroupView) -> dict[str, Any]:
     rows = v.rows()
     f = v.figures
     totals = {
@@ -115,7 +124,7 @@ def flow_body(v: GroupView) -> dict:
         "max_time_lag_s": f.rpo_seconds,  # the old name of rpo_seconds, kept for API clients (docs/metrics.md)
         "records_lost": f.records_lost or 0,
     }
-    body = {
+    body: dict[str, Any] = {
         "flow": v.flow,
         "source": v.cluster,
         "target": v.target,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import requests
 
@@ -20,7 +21,7 @@ class CanaryScraper:
     previous scrape that saw new probes (difference of the histogram's sum and count). It is held for
     ``hold_s`` (about two canary intervals: scrapes are more frequent than probes), then None: no probe came back."""
 
-    def __init__(self, url: str, hold_s: float, timeout_s: float = 2.0, clock=time.time):
+    def __init__(self, url: str, hold_s: float, timeout_s: float = 2.0, clock: Callable[[], float] = time.time):
         self.url, self.hold_ms, self.timeout_s, self._clock = url, int(hold_s * 1000), timeout_s, clock
         self._previous: dict[str, CanaryReading] = {}
         self._round_trip: dict[str, tuple[int, float]] = {}  # flow → (when, mean round trip)
@@ -54,8 +55,8 @@ class CanaryScraper:
                 )
                 self._round_trip[flow] = (now_ms, mean)
             self._previous[flow] = now
-            seen_ms, mean = self._round_trip.get(flow, (0, None))
-            round_trip = mean if now_ms - seen_ms <= self.hold_ms else None
+            held = self._round_trip.get(flow)  # (when, mean round trip) of the newest probes back
+            round_trip = held[1] if held is not None and now_ms - held[0] <= self.hold_ms else None
             self.latest[flow] = CanaryFigures(
                 ts_ms=now_ms, round_trip_s=round_trip, heartbeat_age_s=now.heartbeat_age_s, status=now.status
             )

@@ -231,7 +231,9 @@ def print_tables(snap: Snapshot) -> None:
             continue  # nothing to draw: the reason follows in one line
         console.print(table)
         console.print(_totals_line(v, rows))
-        if v.coverage and v.coverage["groups"]:
+        if v.coverage and v.coverage.get("error"):
+            console.print(f"translation coverage unknown: {v.coverage['error']}", highlight=False, soft_wrap=True)
+        elif v.coverage and v.coverage["groups"]:
             c = v.coverage
             console.print(
                 f"translation coverage {c['translated']}/{c['groups']} groups"

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 
-from ..core.config import FlowConfig
+from ..core.config import Config, FlowConfig
 from ..core.connect_rest import ConnectorState, ConnectRestClient, ConnectStates, unknown
 
 log = logging.getLogger("mirrorwatch.monitor.connect")
@@ -88,7 +88,7 @@ class ConnectStateWatch:
         self.client.close()
 
 
-def connect_watches(config) -> dict[str, ConnectStateWatch]:
+def connect_watches(config: Config) -> dict[str, ConnectStateWatch]:
     return {
         name: ConnectStateWatch(name, flow, config.monitor.interval_s)
         for name, flow in config.flows.items()

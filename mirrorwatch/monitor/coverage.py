@@ -17,6 +17,7 @@ from ..core.config import Config, FlowConfig
 from ..core.mm2 import assigned_groups, decode_checkpoint, decode_connect_config, flow_policy, is_mm2, mm2_topics
 from ..core.naming import checkpoints_topic, mirror_group
 from ..core.records import Checkpoint
+from ..core.redact import redact_text
 from ..core.translation import GroupDiscovery, translation_coverage
 from .followers import TopicFollower
 
@@ -44,6 +45,12 @@ def _decoder(flow: FlowConfig):
         )
 
     return mm2
+
+
+def unknown_coverage(reason: str) -> dict:
+    """Coverage that could not be told: no ratio (the exporter leaves the gauge out, as for any unknown value), and
+    the reason, which the API and `monitor lag` show."""
+    return {"groups": 0, "translated": 0, "ratio": None, "untranslated": [], "approximate": [], "error": reason}
 
 
 class CoverageWatch:
@@ -86,6 +93,8 @@ class CoverageWatch:
             listing = source_reader.admin.list_consumer_groups(request_timeout=source_reader.timeout_s).result(
                 source_reader.timeout_s + 1
             )
+            if listing.errors:  # a broker that did not answer: its groups are not "none" (the listing says so here)
+                raise RuntimeError(str(listing.errors[0]))
             names = sorted(
                 g.group_id
                 for g in listing.valid
@@ -99,8 +108,10 @@ class CoverageWatch:
                 mine = {k: v for k, v in (offsets or {}).items() if k in mirrored}
                 if mine:
                     commits[group] = mine
-        except Exception as exc:  # coverage is a bonus: keep the previous answer
-            log.warning("translation coverage of flow %s: %s", self.name, exc)
+        except Exception as exc:  # fail closed: what could not be read is said, never an earlier answer as now's
+            reason = f"cannot read the groups on '{self.flow.source}': {redact_text(str(exc))}"
+            log.warning("translation coverage of flow %s: %s", self.name, reason)
+            self.result = unknown_coverage(reason)
             return self.result
         checkpoints: dict[str, dict] = {}
         for (group, topic, partition), cp in self.tracker.latest().items():

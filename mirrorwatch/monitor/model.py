@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class GroupView:
     topic_catch_up_s: dict[str, float] = field(default_factory=dict)
     engine: str = "mirrorwatch"  # what mirrors the flow: "mirrorwatch" (our engine) or "mm2" (MirrorMaker 2)
     heartbeat_age_s: float | None = None  # MM2 flows: newest heartbeat that crossed the mirror
-    coverage: dict | None = None  # translation coverage and checkpoint age per group (monitor/coverage.py)
+    coverage: dict[str, Any] | None = None  # translation coverage and checkpoint age per group (monitor/coverage.py)
     connect: ConnectStates | None = None  # MM2 flows with mirror.connect: connector and task state (REST)
     transactions: OpenTransactions | None = None  # a transactional target's open transactions (hanging ones)
     notes: tuple[str, ...] = ()  # what a judgement made outside the evaluator adds (monitor/one_look.py)
@@ -82,7 +83,7 @@ class GroupView:
         """Each MM2 connector or task that is not RUNNING (from the Connect REST API; empty without it)."""
         return connector_problems(self.connect.connectors) if self.connect is not None else []
 
-    def hanging_transactions(self) -> list[dict] | None:
+    def hanging_transactions(self) -> list[dict[str, Any]] | None:
         """The target partitions with a hanging transaction (monitor/transactions.py); None when the flow's target is
         not watched for them (not transactional)."""
         return None if self.transactions is None else self.transactions.rows
@@ -106,7 +107,7 @@ class GroupView:
 
     # ------------------------------------------------------------------ rows
 
-    def value(self, name: str, i: int):
+    def value(self, name: str, i: int) -> int | float | bool | None:
         arr = getattr(self, name)
         if arr is None:
             return None
@@ -117,7 +118,7 @@ class GroupView:
             return bool(v)
         return None if v < 0 else int(v)
 
-    def partition_row(self, i: int) -> dict:
+    def partition_row(self, i: int) -> dict[str, Any]:
         """One partition as plain JSON-able values (API, CLI)."""
         v = self.value
         row = {
@@ -154,7 +155,7 @@ class GroupView:
                 row["open_transaction_s"] = None if math.isnan(age) else round(age, 3)
         return row
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[dict[str, Any]]:
         return [self.partition_row(i) for i in range(len(self.topics))]
 
 

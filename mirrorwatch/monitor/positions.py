@@ -17,11 +17,15 @@ and the forecast follow. What differs between engines is only what this module's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.config import FlowConfig
 from ..core.connect_rest import ConnectStates
+
+if TYPE_CHECKING:  # the sampler imports this module
+    from .sampler import Sampler, _GroupState
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,9 @@ class MirrorPositions:
     connect: ConnectStates | None = None  # MM2 in a Connect cluster with a REST URL: connector and task state
 
 
-def engine_positions(sampler, name: str, flow: FlowConfig, group: str, state, keys: list) -> MirrorPositions:
+def engine_positions(
+    sampler: Sampler, name: str, flow: FlowConfig, group: str, state: _GroupState, keys: list[tuple[str, int]]
+) -> MirrorPositions:
     """Our engine: its group's committed offsets and its offset syncs (``monitor.followers``)."""
     members, committed_map = sampler.readers[flow.source].group(group)
     committed_map = committed_map or {}

@@ -13,8 +13,9 @@ import math
 import threading
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
-from .model import Snapshot
+from .model import GroupView, Snapshot
 
 MAX_CHANGES = 50  # status changes kept per flow, besides the time limit
 
@@ -32,8 +33,8 @@ class CanaryFigures:
 class RecentStore:
     def __init__(self, minutes: float):
         self.span_ms = int(minutes * 60_000)
-        self._points: dict[str, deque] = {}
-        self._changes: dict[str, deque] = {}
+        self._points: dict[str, deque[dict[str, Any]]] = {}
+        self._changes: dict[str, deque[dict[str, Any]]] = {}
         self._last_status: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -43,7 +44,7 @@ class RecentStore:
         with self._lock:
             for view in snap.flow_views():
                 own = view.figures
-                point = {
+                point: dict[str, Any] = {
                     "ts_ms": int(view.ts_ms),
                     "status": view.status_name,
                     "rpo_seconds": own.rpo_seconds,
@@ -52,9 +53,9 @@ class RecentStore:
                     "true_lag": own.true_lag,
                 }
                 figures = canary.get(view.flow)
-                fresh = figures is not None and view.ts_ms - figures.ts_ms <= canary_fresh_ms
-                point["canary_round_trip_s"] = figures.round_trip_s if fresh else None
-                point["heartbeat_age_s"] = figures.heartbeat_age_s if fresh else None
+                fresh = figures if figures is not None and view.ts_ms - figures.ts_ms <= canary_fresh_ms else None
+                point["canary_round_trip_s"] = fresh.round_trip_s if fresh is not None else None
+                point["heartbeat_age_s"] = fresh.heartbeat_age_s if fresh is not None else None
                 points = self._points.setdefault(view.flow, deque())
                 if points and points[-1]["ts_ms"] >= point["ts_ms"]:
                     continue
@@ -63,10 +64,11 @@ class RecentStore:
                 if before != view.status_name:
                     changes = self._changes.setdefault(view.flow, deque(maxlen=MAX_CHANGES))
                     changes.append(
-                        {"ts_ms": point["ts_ms"], "from": before, "to": view.status_name, "reason": view.error}
+                        # what explains the new status, as every surface says it (GroupView.reasons)
+                        {"ts_ms": point["ts_ms"], "from": before, "to": view.status_name, "reason": why(view)}
                     )
                     self._last_status[view.flow] = view.status_name
-                self._prune(view.flow, point["ts_ms"])
+                self._prune(view.flow, int(view.ts_ms))
 
     def _prune(self, flow: str, now_ms: int) -> None:
         oldest = now_ms - self.span_ms
@@ -80,7 +82,7 @@ class RecentStore:
     def flows(self) -> list[str]:
         return sorted(self._points)
 
-    def body(self, flow: str, since_ms: int | None = None) -> dict | None:
+    def body(self, flow: str, since_ms: int | None = None) -> dict[str, Any] | None:
         """The API answer for one flow (None: the flow was never sampled)."""
         with self._lock:
             if flow not in self._points:
@@ -95,5 +97,10 @@ class RecentStore:
         }
 
 
-def _clean(point: dict) -> dict:
+def why(view: GroupView) -> str | None:
+    """The reasons of a status, one line: None for OK (nothing to explain)."""
+    return "; ".join(view.reasons) or None
+
+
+def _clean(point: dict[str, Any]) -> dict[str, Any]:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in point.items()}

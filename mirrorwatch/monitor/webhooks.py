@@ -21,6 +21,7 @@ import logging
 import queue
 import threading
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -40,7 +41,7 @@ def _safe_url(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}/…"
 
 
-def status_event(v: GroupView, previous: int) -> dict:
+def status_event(v: GroupView, previous: int) -> dict[str, Any]:
     """The webhook body for a group whose status changed from ``previous`` to its view's."""
     return {
         "event": "group_status_changed",
@@ -54,7 +55,7 @@ def status_event(v: GroupView, previous: int) -> dict:
         "totallag": v.totallag,
         "complete": v.complete,
         "reason": redact_text(v.error) if v.error else None,
-        # what explains it besides the partitions (an MM2 connector not RUNNING, a hanging transaction and what to run)
+        # what explains it (GroupView.reasons: the partitions' statuses, MM2 connectors, hanging transactions)
         "reasons": [redact_text(r) for r in v.reasons],
     }
 
@@ -80,7 +81,7 @@ class Notifier:
         self.election = election  # None: the only replica, always the leader, nothing recorded
         self._term: int | None = None  # the leadership term this replica last queued under
         self._last: dict[tuple[str, str], int] = {}
-        self._queue: queue.Queue = queue.Queue(maxsize=max_queue)
+        self._queue: queue.Queue[tuple[dict[str, Any], int] | _TakeOver] = queue.Queue(maxsize=max_queue)
         self._stop = threading.Event()
         self._session = requests.Session()
         self._thread = threading.Thread(target=self._run, name="webhooks", daemon=True)
@@ -89,7 +90,7 @@ class Notifier:
         if self.urls:
             self._thread.start()
 
-    def observe(self, snap: Snapshot) -> list[dict]:
+    def observe(self, snap: Snapshot) -> list[dict[str, Any]]:
         """Queue an event per group whose status changed; returns the events (for tests and logs). A follower
         queues nothing; a new leader queues a takeover instead (the events are derived on the worker)."""
         leading, term = self.election.state() if self.election is not None else (True, 0)
@@ -110,7 +111,7 @@ class Notifier:
             self._enqueue(_TakeOver(term, {(v.cluster, v.group): v for v in snap.views}))
         return events
 
-    def _enqueue(self, item: tuple[dict, int] | _TakeOver) -> None:
+    def _enqueue(self, item: tuple[dict[str, Any], int] | _TakeOver) -> None:
         while True:
             try:
                 self._queue.put_nowait(item)
@@ -143,7 +144,7 @@ class Notifier:
     def _leading(self, term: int) -> bool:
         return self.election is None or self.election.state() == (True, term)
 
-    def _deliver(self, event: dict, term: int) -> None:
+    def _deliver(self, event: dict[str, Any], term: int) -> None:
         """POST to every URL, then record what was notified; nothing once this replica is not the leader of
         ``term`` (its successor's takeover sends what was not recorded)."""
         for url in self.urls:
@@ -169,7 +170,7 @@ class Notifier:
         for key, previous in owed:
             self._deliver(status_event(item.views[key], previous), item.term)
 
-    def _post(self, url: str, event: dict, term: int = 0) -> bool | None:
+    def _post(self, url: str, event: dict[str, Any], term: int = 0) -> bool | None:
         """True when sent, False when every attempt failed, None when not attempted to the end (not the leader)."""
         for attempt in range(self.retries + 1):
             if self._stop.is_set() and attempt:
