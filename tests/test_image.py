@@ -1,12 +1,14 @@
-"""The container image (Containerfile, built by scripts/image) against the real local Kafka clusters.
+"""The container images, one per role (Containerfile, built by scripts/image), against the real local Kafka clusters.
 
-The image is built once per machine and cached under .cache/image/ (a cold build takes minutes; with nothing
-changed, seconds). Inside it, as uid 10001 with the config mounted read-only, the cluster addresses from the
-environment (``${VAR}`` in the config) and only /var/lib/mirrorwatch and /tmp mounted writable: ``mirror run``
-keeps a flow healthy, ``canary check`` answers OK on it, ``monitor run`` serves its metrics and probes, the Java
-runtime for Spark is there (a whole ``monitor analyze`` run over the history is opt-in: MIRRORWATCH_IMAGE_SPARK=1),
-the status page answers, and the services stop with exit 0 on SIGTERM.
-Nothing is written anywhere else (the root file system could be read-only). See tests/support/image.py for how a container runs here (buildah, chroot isolation).
+The images are built once per machine and cached under .cache/image/ (a cold build takes minutes; with nothing
+changed, seconds). Each role runs in its own image, as uid 10001 with the config mounted read-only, the cluster
+addresses from the environment (``${VAR}`` in the config) and only /var/lib/mirrorwatch and /tmp mounted writable.
+In the base image (``mirrorwatch``: no Java, no Spark, no Streamlit, at most 250 MB): ``mirror run`` keeps a flow
+healthy, ``canary check`` answers OK on it, ``monitor run`` serves its metrics and probes and writes its history.
+In ``mirrorwatch-page`` the status page answers. In ``mirrorwatch-analytics`` the Java runtime and pyspark are
+there (a whole ``monitor analyze`` run over the base image's history is opt-in: MIRRORWATCH_IMAGE_SPARK=1). The
+services stop with exit 0 on SIGTERM, and nothing is written anywhere else (the root file system could be
+read-only). See tests/support/image.py for how a container runs here (buildah, chroot isolation).
 """
 
 from __future__ import annotations
@@ -25,24 +27,36 @@ import yaml
 
 from .support.canary_checks import canary_config
 from .support.helpers import create_topic, produce_numbered
-from .support.image import BUILD_TIMEOUT_S, ROOT, Container, build_image, buildah
+from .support.image import BUILD_TIMEOUT_S, ROOT, Container, build_images, buildah
 
 # the first test waits for the image build; the clusters' start-up and the services come on top
 pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S + 300)
 
 CONFIG = "/etc/mirrorwatch/config.yml"
 STATE = "/var/lib/mirrorwatch"
-MAX_IMAGE_BYTES = 1_500_000_000  # 1.36 GB when written (pyspark alone is ~490 MB): a guard against bloat
+# Issue 36's goal for the base image is 250 MB (uncompressed layers). Not met: 342 MB on 2026-11-27 (the Debian
+# base with Python ~107 MB, the virtualenv ~229 MB, pyarrow ~104 MB of it; docs/image.md). A guard against growth.
+MAX_BASE_IMAGE_BYTES = 360_000_000
+MAX_IMAGE_BYTES = {"page": 800_000_000, "analytics": 1_500_000_000}  # guards against bloat (docs/image.md's sizes)
 
 
-def test_the_base_has_every_package_the_containerfile_installs():
-    """scripts/image makes its Debian base with the Containerfile's packages, so that the Containerfile's apt steps
-    (needed on debian:bookworm-slim) find them installed and do nothing here."""
+def test_the_bases_have_every_package_the_containerfile_installs():
+    """scripts/image makes its Debian bases with the Containerfile's packages, so that the Containerfile's apt steps
+    (needed on debian:bookworm-slim) find them installed and do nothing here; only the analytics image has Java."""
     script = (ROOT / "scripts" / "image").read_text()
     base = set(re.search(r'^BASE_PACKAGES="([^"]+)"', script, re.M).group(1).split())
+    jre = set(re.search(r'^JRE_PACKAGES="([^"]+)"', script, re.M).group(1).split())
+    base |= set(re.search(r'^CXX_PACKAGES="([^"]+)"', script, re.M).group(1).split())
     containerfile = (ROOT / "Containerfile").read_text()
     installed = {p for names in re.findall(r'pkgs="([^"]+)"', containerfile) for p in names.split()}
-    assert installed == base, (installed, base)
+    assert installed == base | jre, (installed, base, jre)
+    runtime = re.search(r"FROM \$\{BASE\} AS runtime\n.*?pkgs=\"([^\"]+)\"", containerfile, re.S).group(1).split()
+    assert not set(runtime) & jre, runtime
+
+
+def _size(image: str) -> int:
+    info = json.loads(buildah("inspect", "--type", "image", image))
+    return sum(layer["size"] for layer in json.loads(info["Manifest"])["layers"])  # uncompressed layers
 
 
 def _free_port() -> int:
@@ -52,12 +66,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def image() -> str:
-    return build_image()
+def images() -> dict[str, str]:
+    return build_images()
 
 
 @pytest.fixture(scope="module")
-def box(image, source, target, tmp_path_factory):
+def image(images) -> str:
+    return images["base"]
+
+
+@pytest.fixture(scope="module")
+def box(images, source, target, tmp_path_factory):
     """A container of the image with a config for the east→west pair (canary, mirror and monitor settings), its
     state and /tmp mounted from the host, and `mirror run` running in it."""
     base = tmp_path_factory.mktemp("image")
@@ -83,11 +102,9 @@ def box(image, source, target, tmp_path_factory):
     config = base / "config.yml"
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     config.chmod(0o644)
-    container = Container(
-        image,
-        mounts={str(config): f"{CONFIG}:ro", str(state): STATE, str(tmp): "/tmp"},
-        env={"EAST_BOOTSTRAP": source.bootstrap, "WEST_BOOTSTRAP": target.bootstrap},
-    )
+    mounts = {str(config): f"{CONFIG}:ro", str(state): STATE, str(tmp): "/tmp"}
+    env = {"EAST_BOOTSTRAP": source.bootstrap, "WEST_BOOTSTRAP": target.bootstrap}
+    container = Container(images["base"], mounts=mounts, env=env)
     mirror = container.start("mirror", "run", "--config", CONFIG, log=base / "mirror.log")
     try:
         deadline = time.monotonic() + 120
@@ -95,10 +112,33 @@ def box(image, source, target, tmp_path_factory):
             assert mirror.proc.poll() is None and time.monotonic() < deadline, mirror.log_text()[-3000:]
             time.sleep(0.3)
         yield SimpleNamespace(
-            container=container, mirror=mirror, state=state, api=api, metrics=metrics, page=page, topic=topic
+            container=container,
+            mirror=mirror,
+            state=state,
+            api=api,
+            metrics=metrics,
+            page=page,
+            topic=topic,
+            mounts=mounts,
+            env=env,
+            images=images,
         )
     finally:
         mirror.kill()
+        container.remove()
+
+
+@pytest.fixture(scope="module")
+def role_container(box):
+    """A container of another role's image, on the same config, state and /tmp as the base image's."""
+    made: list[Container] = []
+
+    def make(role: str) -> Container:
+        made.append(Container(box.images[role], mounts=box.mounts, env=box.env))
+        return made[-1]
+
+    yield make
+    for container in made:
         container.remove()
 
 
@@ -108,14 +148,14 @@ def test_image_runs_as_10001_with_the_commands_and_holds_no_compilers_caches_tes
     config = info["OCIv1"]["config"]
     assert config["User"] == "10001:10001" and config["WorkingDir"] == STATE
     assert "Entrypoint" not in config or not config["Entrypoint"]
-    size = sum(layer["size"] for layer in json.loads(info["Manifest"])["layers"])  # uncompressed layers
     probe = container.run(
         "sh",
         "-c",
-        "id -u; for c in mirror canary monitor mirrorwatch java; do command -v $c; done; "
-        "python3 -c 'import pyspark, streamlit, confluent_kafka, mirrorwatch'; "
-        "for c in gcc cc g++ make pip pytest ruff mypy playwright; do command -v $c; done; "
-        "ls /opt/mirrorwatch/lib/python3.11/site-packages | grep -iE '^(pytest|playwright|ruff|mypy|pip|tests)' ; "
+        "id -u; for c in mirror canary monitor mirrorwatch; do command -v $c; done; "
+        "python3 -c 'import confluent_kafka, pyarrow.parquet, numpy, mirrorwatch.monitor.service'; "
+        "for c in java gcc cc g++ make pip pytest ruff mypy playwright; do command -v $c; done; "
+        "ls /opt/mirrorwatch/lib/python3.11/site-packages "
+        "| grep -iE '^(pytest|playwright|ruff|mypy|pip|tests|pyspark|streamlit|altair|pandas|grafana)' ; "
         "find /var/lib/apt/lists /var/cache/apt /root/.cache -type f ! -name lock 2>/dev/null; "
         "find / -xdev \\( -name '.env' -o -name '*.jks' -o -name '*.p12' -o -name '*.pem' -o -name 'config.y*ml' \\) "
         "! -path '/etc/ssl/*' ! -path '/usr/lib/ssl/*' ! -path '/usr/share/ca-certificates/*' ! -path '/etc/mirrorwatch/*' "
@@ -125,11 +165,32 @@ def test_image_runs_as_10001_with_the_commands_and_holds_no_compilers_caches_tes
     lines = probe.stdout.split()
     assert probe.returncode == 0 and probe.stderr == "", probe.stderr
     assert lines[0] == "10001"
-    assert [line.rsplit("/", 1)[-1] for line in lines[1:6]] == ["mirror", "canary", "monitor", "mirrorwatch", "java"]
-    # nothing else: no compiler, no pip, no test tools, no apt lists or pip cache, no key store or config
-    assert lines[6:-1] == [], lines[6:-1]
+    assert [line.rsplit("/", 1)[-1] for line in lines[1:5]] == ["mirror", "canary", "monitor", "mirrorwatch"]
+    # nothing else: no Java, Spark or Streamlit, no compiler, no pip, no test tools, no apt lists or pip cache, no
+    # key store or config
+    assert lines[5:-1] == [], lines[5:-1]
+    size = _size(image)
     print(f"image {image}: {size / 1e6:.0f} MB, of which the virtualenv {lines[-1]} MB")
-    assert size < MAX_IMAGE_BYTES
+    assert size <= MAX_BASE_IMAGE_BYTES, f"{size / 1e6:.0f} MB"  # the goal, 250 MB, is not met yet: see above
+
+
+@pytest.mark.parametrize("role, present", [("page", "streamlit, altair, pandas"), ("analytics", "pyspark")])
+def test_each_role_image_has_its_extra_and_not_the_other(images, role_container, role, present):
+    other = {"page": "pyspark", "analytics": "streamlit"}[role]
+    run = role_container(role).run(
+        "sh",
+        "-c",
+        f"python3 -c 'import {present}, mirrorwatch.monitor.service'; "
+        f"python3 -c 'import importlib.util as u; print(u.find_spec(\"{other}\"))'; "
+        "command -v java; id -u",
+    )
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    lines = run.stdout.split()
+    assert lines[0] == "None", lines  # the other role's extra is not there
+    assert lines[1:] == (["/usr/bin/java", "10001"] if role == "analytics" else ["10001"]), lines
+    size = _size(images[role])
+    print(f"image {images[role]}: {size / 1e6:.0f} MB")
+    assert size < MAX_IMAGE_BYTES[role]
 
 
 def test_canary_check_in_the_image_answers_ok_on_a_healthy_flow(box):
@@ -174,8 +235,8 @@ def test_monitor_run_in_the_image_serves_metrics_and_probes_and_stops_on_sigterm
     assert list((state / ".cache" / "history").rglob("*.parquet")), "the monitor's history is under the state volume"
 
 
-def test_the_status_page_in_the_image_answers_its_health_check_and_stops_on_sigterm(box, tmp_path):
-    page = box.container.start("monitor", "dashboard", "--config", CONFIG, log=tmp_path / "page.log")
+def test_the_status_page_in_its_image_answers_its_health_check_and_stops_on_sigterm(box, role_container, tmp_path):
+    page = role_container("page").start("monitor", "dashboard", "--config", CONFIG, log=tmp_path / "page.log")
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -192,17 +253,22 @@ def test_the_status_page_in_the_image_answers_its_health_check_and_stops_on_sigt
     assert rc == 0 and "Traceback" not in page.log_text(), page.log_text()[-3000:]
 
 
-def test_the_java_runtime_for_spark_is_in_the_image(box):
-    """The Java runtime is in the image for Spark (pyspark's import: the test above). A whole Spark run inside the image (below)
-    costs ~40 s of a 2-core CI machine whose suite is at its time budget: opt in with MIRRORWATCH_IMAGE_SPARK=1."""
-    run = box.container.run("java", "-version", timeout=120)
+def test_the_status_page_in_the_base_image_names_its_image(box):
+    run = box.container.run("monitor", "dashboard", "--config", CONFIG)
+    assert run.returncode == 2 and "mirrorwatch-page image" in run.stderr, run.stderr
+
+
+def test_the_java_runtime_for_spark_is_in_the_analytics_image(role_container):
+    """A whole Spark run inside the image (below) costs ~40 s of a 2-core CI machine whose suite is at its time
+    budget: opt in with MIRRORWATCH_IMAGE_SPARK=1."""
+    run = role_container("analytics").run("java", "-version", timeout=120)
     assert run.returncode == 0 and "17." in run.stdout + run.stderr, run.stdout + run.stderr
 
 
 @pytest.mark.skipif(os.environ.get("MIRRORWATCH_IMAGE_SPARK") != "1", reason="opt in: MIRRORWATCH_IMAGE_SPARK=1")
-def test_monitor_analyze_in_the_image_runs_spark_over_the_history(box):
-    """The one-shot Spark job runs over the history `monitor run` wrote (run by hand on 2026-11-25: passed)."""
-    run = box.container.run(
+def test_monitor_analyze_in_the_analytics_image_runs_spark_over_the_history(box, role_container):
+    """The one-shot Spark job runs over the history `monitor run` wrote in the base image."""
+    run = role_container("analytics").run(
         "monitor", "analyze", "--history", ".cache/history", "--out", ".cache/analytics", "--quiet", timeout=600
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]

@@ -21,13 +21,15 @@ from .services import die_with_test
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "image"
-BUILD_TIMEOUT_S = 1500  # a cold build makes a Debian base and installs ~1 GB of Python packages: minutes
+BUILD_TIMEOUT_S = 1500  # a cold build makes two Debian bases and installs ~1 GB of Python packages: minutes
+ROLES = ("base", "page", "analytics")  # scripts/image's order
 
 
-def build_image() -> str:
-    """Build (or reuse) the image; its name. The wheels come from this interpreter's pip cache and versions."""
+def build_images() -> dict[str, str]:
+    """Build (or reuse) the three images; their names by role (base, page, analytics). The wheels come from this
+    interpreter's pip cache and versions."""
     proc = subprocess.run(
-        [str(SCRIPT), "build"],
+        [str(SCRIPT), "build", *ROLES],
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT_S,
@@ -36,7 +38,7 @@ def build_image() -> str:
     if proc.returncode != 0:
         raise AssertionError(f"scripts/image build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     print(proc.stderr, end="")  # its steps, shown with -s or on failure
-    return proc.stdout.strip().splitlines()[-1]
+    return dict(zip(ROLES, proc.stdout.strip().splitlines()[-len(ROLES) :]))
 
 
 def buildah(*args: str, timeout: float = 120) -> str:
