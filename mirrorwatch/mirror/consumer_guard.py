@@ -67,7 +67,7 @@ class ConsumerGuard(EngineState):
         """librdkafka's statistics callback, served inside the data path's poll()/consume()."""
         self.group_state = group_state(stats_json)
         # exactly-once: the watched group is the positions group, on the target (transactions.py)
-        role = "target" if getattr(self, "exactly_once", False) else "source"
+        role = "target" if self.exactly_once else "source"
         self.outside_group_since = outside_group_since(
             self.outside_group_since, time.monotonic(), self.watch.up.get(role, True), self.group_state
         )
@@ -87,7 +87,7 @@ class ConsumerGuard(EngineState):
         self._replace_consumer()
 
     def _replace_consumer(self) -> None:
-        if getattr(self, "exactly_once", False):
+        if self.exactly_once:
             self._replace_members()  # transactions.py: its group is the one on the target
         else:
             self._retire(self.consumer)
