@@ -12,6 +12,7 @@ import logging
 from ..core.access import AccessProblem, Denied, wait_for_connection
 from ..core.access import denied as access_denied
 from .acknowledgement import RecordFailure
+from .engine_state import EngineState
 from .topics import check_named_topics
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -21,9 +22,7 @@ ACCESS_CHECK_S = (
 )
 
 
-class EngineAccess:
-    """Needs the engine's flow, config, settings, clusters, admins and ``_stop``."""
-
+class EngineAccess(EngineState):
     access_problem: AccessProblem | None = None  # an ACL or credential problem: stop, say it, exit 1
 
     def _as_problem(self, denied: Denied) -> AccessProblem:

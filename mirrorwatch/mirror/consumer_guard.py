@@ -19,7 +19,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any
+
+from confluent_kafka import Consumer
+
+from .engine_state import EngineState
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -53,29 +56,18 @@ def should_replace(since: float | None, now: float, stuck_after_s: float = STUCK
     return since is not None and now - since >= stuck_after_s
 
 
-class ConsumerGuard:
-    # the engine's, set in MirrorEngine.__init__
-    consumer: Any
-    producer: Any
-    partitions: dict
-    publisher: Any
-    watch: Any
-    owned: frozenset
-    _subscribed: list
-    _pending_subscription: list | None
-    _subscription_lock: Any
-
+class ConsumerGuard(EngineState):
     def _init_consumer_guard(self) -> None:
         self.group_state: str | None = None
         self.outside_group_since: float | None = None
         self.consumer_replacements = 0
-        self._replaced_consumers: list[Any] = []  # kept, never closed: see _replace_consumer
+        self._replaced_consumers: list[Consumer] = []  # kept, never closed: see _replace_consumer
 
     def _on_stats(self, stats_json: str) -> None:
         """librdkafka's statistics callback, served inside the data path's poll()/consume()."""
         self.group_state = group_state(stats_json)
         # exactly-once: the watched group is the positions group, on the target (transactions.py)
-        role = "target" if getattr(self, "exactly_once", False) else "source"
+        role = "target" if self.exactly_once else "source"
         self.outside_group_since = outside_group_since(
             self.outside_group_since, time.monotonic(), self.watch.up.get(role, True), self.group_state
         )
@@ -95,7 +87,7 @@ class ConsumerGuard:
         self._replace_consumer()
 
     def _replace_consumer(self) -> None:
-        if getattr(self, "exactly_once", False):
+        if self.exactly_once:
             self._replace_members()  # transactions.py: its group is the one on the target
         else:
             self._retire(self.consumer)
@@ -110,7 +102,7 @@ class ConsumerGuard:
         self.group_state = self.outside_group_since = None
         self.consumer_replacements += 1
 
-    def _retire(self, old: Any) -> None:
+    def _retire(self, old: Consumer) -> None:
         """Leave a stuck consumer's group and keep it. Never to join again: if it found a broker later it would take
         partitions nobody reads from it. Not closed: close() runs the rebalance callbacks on the closing thread and
         waits for a coordinator this consumer cannot find. Kept referenced so that no garbage collection closes it
@@ -120,8 +112,3 @@ class ConsumerGuard:
         except Exception as exc:
             log.debug("unsubscribing the replaced consumer: %s", exc)
         self._replaced_consumers.append(old)
-
-    def _make_consumer(self) -> Any:  # the engine's
-        raise NotImplementedError
-
-    _replace_members: Any  # transactions.py

@@ -23,7 +23,8 @@ Beside it: ``partition_state.py`` (one assignment's positions and report callbac
 (where ``acked_next`` lands, what may be committed, and the failures the engine stops on; pure),
 ``reports.py`` (delivery reports, failures, the producer's fatal error), ``publisher.py`` (commits and offset syncs), ``client_settings.py`` (the producer's and consumer's properties),
 ``lifecycle.py`` (start-up, outages), ``subscription.py`` (the topic thread and the subscription it hands over), ``access_guard.py`` (credentials and ACLs), ``records_lost.py`` (records removed from the source before mirrored),
-``rebalances.py`` (the source group's rebalances, at-least-once), ``transactions.py`` (exactly-once).
+``rebalances.py`` (the source group's rebalances, at-least-once), ``transactions.py`` (exactly-once);
+``engine_state.py`` declares what the mixins share.
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from ..core.access import AccessProblem, Denied
 from ..core.clients import make_admin, make_consumer, make_producer
@@ -48,7 +52,7 @@ from .lifecycle import EngineLifecycle
 from .metrics import LatencyHistogram
 from .outage import ClustersUnreachable
 from .own_topics import internal_topic_names
-from .partition_state import PartitionState
+from .partition_state import ConsumedRecord, FifoEntry, Header, PartitionState
 from .publisher import PositionPublisher
 from .rebalances import SourceGroupRebalances
 from .records_lost import RecordsLostDetection
@@ -124,10 +128,10 @@ class MirrorEngine(
         self.target_topics = TargetTopics(self.source_admin, self.target_admin, self.policy)
         self._init_lifecycle()  # heartbeats, checkpoints, the cluster watch (lifecycle.py)
 
-    def _producer_props(self) -> dict:
+    def _producer_props(self) -> dict[str, Any]:
         return producer_properties(self.settings, self._transactional_properties() if self.exactly_once else None)
 
-    def _make_consumer(self):
+    def _make_consumer(self) -> Consumer:
         props = consumer_properties(self.settings, on_commit=self.publisher.committed)
         if not self.exactly_once:  # exactly-once: assign() only, no membership to watch on the source
             props.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
@@ -135,7 +139,7 @@ class MirrorEngine(
         return make_consumer(self.source_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group, **props)
 
     # ------------------------------------------------------------------ the data path
-    def _send(self, messages) -> None:
+    def _send(self, messages: Sequence[ConsumedRecord]) -> None:
         """Produce one consumed batch. Messages come in runs per partition; per-partition work happens once per run.
 
         Only some records carry a delivery report: the last record of each run, every ``offset_sync_every``-th
@@ -151,14 +155,19 @@ class MirrorEngine(
         add_origin = self.add_origin
         origin = (PROVENANCE_HEADER, self.origin)
         # shared by every record without headers of its own (produce() only reads it)
-        origin_only = [origin] if add_origin else None
+        origin_only: list[Header] | None = [origin] if add_origin else None
         loop_guard = self.loop_guard
         every_record = loop_guard is not None  # a skipped record may end a run: then nothing would report it
         guard_header = (PROVENANCE_HEADER, loop_guard)
         sync_every = self.settings.offset_sync_every
         partitions = self.partitions
-        run_topic, run_partition = None, -1
-        state = fifo = delivered = target_topic = None
+        run_topic: str | None = None
+        run_partition = -1
+        state: PartitionState | None = None
+        # set with each run's state, and read only while it is set
+        fifo: deque[FifoEntry]
+        delivered: Callable[[KafkaError | None, Message], None]
+        target_topic: str
         sent_records = sent_bytes = unmarked = 0
         segment_start = 0  # index in ``messages`` of the first record the next report will acknowledge
         sync_mark = 0
@@ -362,7 +371,7 @@ class MirrorEngine(
         if self.transaction_refused:
             raise TransactionRefused(self.transaction_refused)
 
-    def _read(self, batch: int, wait: float) -> list:
+    def _read(self, batch: int, wait: float) -> list[ConsumedRecord]:
         """The next records: wait for the first one, then take what is already fetched without waiting.
 
         consume(n, timeout) holds a partial batch until the timeout, which is latency at moderate rates (a 100 ms
@@ -373,7 +382,7 @@ class MirrorEngine(
             return []
         messages = self.consumer.consume(batch - 1, 0) if batch > 1 else []
         messages.insert(0, first)
-        return messages
+        return cast("list[ConsumedRecord]", messages)  # topic, partition, offset read only once error() is None
 
     def stop(self) -> None:
         self._stop.set()

@@ -9,9 +9,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from ..core.access import Denied, is_denied, raise_if_denied
 from ..core.clients import make_admin, make_producer
@@ -44,22 +45,22 @@ class HeartbeatProducer(threading.Thread):
         source: str,
         target: str,
         interval_s: float,
-        on_sent=None,
-        on_denied=None,
-    ):
+        on_sent: Callable[[], None] | None = None,
+        on_denied: Callable[[Denied], None] | None = None,
+    ) -> None:
         super().__init__(name="heartbeats", daemon=True)
         self.topic, self.source, self.target, self.interval_s = topic, source, target, interval_s
         self._cluster = cluster
         self._producer = self._new_producer()
         self._stopping = threading.Event()  # not _stop: that is Thread's own method, which join() calls
-        self._on_sent = on_sent or (lambda: None)
-        self._on_denied = on_denied or (lambda denied: None)
+        self._on_sent: Callable[[], None] = on_sent or (lambda: None)
+        self._on_denied: Callable[[Denied], None] = on_denied or (lambda denied: None)
         self.stuck_after_s = STUCK_AFTER_S
         self._last_sent = self._last_renewal_try = time.monotonic()
-        self._retired: list = []  # replaced producers: kept, never destroyed (see _renew_if_stuck)
+        self._retired: list[Producer] = []  # replaced producers: kept, never destroyed (see _renew_if_stuck)
         self.replacements = 0
 
-    def _new_producer(self):
+    def _new_producer(self) -> Producer:
         return make_producer(self._cluster, "mirrorwatch-heartbeat", **{"linger.ms": 0, "acks": "all"})
 
     def _renew_if_stuck(self) -> None:
@@ -91,7 +92,7 @@ class HeartbeatProducer(threading.Thread):
         self._producer, self._last_sent = fresh, now
         self.replacements += 1
 
-    def _delivered(self, err, _msg) -> None:
+    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
         if err is None:
             self._last_sent = time.monotonic()
             self._on_sent()

@@ -10,6 +10,7 @@ import threading
 from ..core.access import Denied, wait_for_connection
 from ..core.clients import make_admin
 from ..core.probes import LIVENESS_FLOOR_S, ProbeState
+from .engine_state import EngineState
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from .outage import ClusterWatch, start_when_reachable
 from .own_topics import ensure_own_topics, matched_topics, other_consumers, report_shared, warn_if_legacy_group
@@ -22,7 +23,7 @@ START_UP_STALE_S = 180.0
 DATA_PATH_STALE_S = LIVENESS_FLOOR_S
 
 
-class EngineLifecycle:
+class EngineLifecycle(EngineState):
     def _init_lifecycle(self) -> None:
         # /healthz, /readyz: a cluster has answered once the watch's metadata probe succeeded (outage.py)
         self.probes = ProbeState([self.flow.source, self.flow.target])
@@ -118,6 +119,6 @@ class EngineLifecycle:
     def _heartbeat_sent(self) -> None:
         self.heartbeats_sent += 1
 
-    def _retrying(self, message: str, *args) -> None:
+    def _retrying(self, message: str, *args: object) -> None:
         # while the watch reports a cluster away it has said so once; its retries are not news
         log.log(logging.WARNING if self.watch.all_up() else logging.DEBUG, message, *args)

@@ -7,8 +7,13 @@ turns them into metric families when Prometheus scrapes. Names: docs/metrics.md.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from .engine import MirrorEngine
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -34,10 +39,10 @@ class LatencyHistogram:
 
 
 class EngineCollector:
-    def __init__(self, engine) -> None:
+    def __init__(self, engine: MirrorEngine) -> None:
         self.engine = engine
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         e = self.engine
         base = [e.flow_name, e.policy.source, e.policy.target]
         names = ["flow", "source", "target"]

@@ -66,6 +66,7 @@ class Mm2State:
 
 def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
     topics, policy = mm2_topics(flow), flow_policy(flow)
+    assert flow.mirror is not None  # mm2_topics: a MirrorMaker 2 flow
     source_alias, target_alias = aliases(flow)
     target = config.clusters[flow.target]
     reads = {
@@ -123,7 +124,7 @@ def read_mm2_state(config: Config, flow: FlowConfig) -> Mm2State:
             elif not mine:
                 crossed = max(crossed or 0, beat.ts_ms)
     state.heartbeat_ms = crossed if crossed is not None else own
-    configs: dict[tuple, object] = {}
+    configs: dict[tuple[object, ...], object] = {}
     for msg in records["connect_configs"]:
         try:
             decoded = decode_connect_config(msg.key(), msg.value())

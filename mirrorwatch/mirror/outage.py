@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from ..core.clients import make_admin
 from ..core.config import ClusterConfig
@@ -125,7 +126,7 @@ class ClusterWatch:
     def all_up(self) -> bool:
         return all(self.up.values())
 
-    def _make_probe_admin(self, cluster: ClusterConfig):
+    def _make_probe_admin(self, cluster: ClusterConfig) -> AdminClient:
         timeout_ms = int(self.timeout_s * 1000)
         return make_admin(
             cluster,
@@ -137,7 +138,7 @@ class ClusterWatch:
             },
         )
 
-    def _ask(self, admin) -> tuple[bool, str, BaseException | None]:
+    def _ask(self, admin: AdminClient) -> tuple[bool, str, BaseException | None]:
         try:
             metadata = admin.list_topics(timeout=self.timeout_s)
             return bool(metadata.brokers), "no brokers in the metadata answer", None

@@ -16,7 +16,7 @@ import logging
 import time
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from ..core.config import Config, FlowConfig
 from ..core.naming import ReplicationPolicy

@@ -5,14 +5,39 @@ Where ``acked_next`` lands is the acknowledgement rule's (``acknowledgement.py``
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from confluent_kafka import KafkaError, Message
 
 from .acknowledgement import acknowledged_next, commit_position, lowest_failure
 
 if TYPE_CHECKING:
-    from .engine import MirrorEngine
+    from .engine_state import EngineState
+
+# a header as the client hands it over and takes it back: (name, value)
+Header = tuple[str, str | bytes | None]
+
+
+class ConsumedRecord(Protocol):
+    """A record as the data path reads what ``consume()`` returned. The engine reads its topic, partition and
+    offset only when ``error()`` is None, and librdkafka always sets them then: the stubs' ``Optional`` is for
+    error events (and produced messages), which the data path looks no further into than their error."""
+
+    def error(self) -> KafkaError | None: ...
+    def topic(self) -> str: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def headers(self) -> list[Header] | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
+    def __len__(self) -> int: ...
+
+
+# a report due: (source offset, records sent through it, key+value bytes sent through it, the consumed batch,
+# the batch indexes of the first and last record the report acknowledges)
+FifoEntry = tuple[int, int, int, Sequence[ConsumedRecord], int, int]
 
 
 class PartitionState:
@@ -42,7 +67,7 @@ class PartitionState:
         "txn_position",
     )
 
-    def __init__(self, key: tuple[str, int], engine: MirrorEngine) -> None:
+    def __init__(self, key: tuple[str, int], engine: EngineState) -> None:
         self.key = key
         self.engine = engine
         self.read_next: int | None = None  # next source offset to fetch
@@ -52,7 +77,7 @@ class PartitionState:
         # reports due, in send order: (source offset, records sent through it, key+value bytes sent through it,
         # the consumed batch, the batch indexes of the first and last record the report acknowledges). Only some
         # records carry a report (engine._send says which); the batch is kept to name a refused record.
-        self.fifo: deque[tuple] = deque()
+        self.fifo: deque[FifoEntry] = deque()
         self.unmarked = 0  # records sent after the newest one that carries a report: in flight, not in the FIFO
         self.sync_mark = 1  # the record count whose record carries a report for an offset sync (send side)
         self.sent_records = 0
@@ -71,7 +96,7 @@ class PartitionState:
         self.next_sync_at = 1
         # the newest report of this poll round, settled by the engine's _finish_round
         self.round_msg: Message | None = None
-        self.round_entry: tuple | None = None
+        self.round_entry: FifoEntry | None = None
 
     def delivered(self, err: KafkaError | None, msg: Message) -> None:
         # hot path: one call per report (a run of records). Reports come in send order per partition (idempotent
@@ -87,9 +112,11 @@ class PartitionState:
         if entry[1] >= self.next_sync_at:  # exactly every N records, mid-round: checkpoint translation needs them dense
             self.engine._sync_due(self, entry, msg)
 
-    def acknowledged(self, source_offset: int, downstream_offset: int) -> None:
-        """The target acknowledged everything sent through ``source_offset`` (``downstream_offset`` there)."""
-        self.last_upstream, self.last_downstream = source_offset, downstream_offset
+    def acknowledged(self, source_offset: int, downstream_offset: int | None) -> None:
+        """The target acknowledged everything sent through ``source_offset`` (``downstream_offset`` there: a
+        report's ``offset()``, which the client leaves None only when the broker returned none, unknown as -1)."""
+        self.last_upstream = source_offset
+        self.last_downstream = -1 if downstream_offset is None else downstream_offset
         self.acked_next = acknowledged_next(
             source_offset, bool(self.fifo) or self.unmarked > 0, self.read_next, self.acked_next, self.failed_at
         ).acked_next

@@ -29,12 +29,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_STORED, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
 
 from ..core.access import error_of
 from ..core.clients import make_consumer
 from ..core.naming import positions_group
 from .consumer_guard import STATS_INTERVAL_MS
+from .engine_state import EngineState
 from .partition_state import PartitionState
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -74,7 +75,7 @@ class PositionReads:
 
     def __init__(
         self,
-        new_consumer: Callable[[], Any],
+        new_consumer: Callable[[], Consumer],
         retrying: Callable[..., None],
         open_transactions: Callable[[list[Key]], dict[Key, int]] | None = None,
     ) -> None:
@@ -152,7 +153,7 @@ class PositionReads:
 
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
-        consumer = None
+        consumer: Consumer | None = None
         while not self._closed.is_set():
             self._work.wait(ASK_AGAIN_S)
             self._work.clear()
@@ -175,7 +176,7 @@ class PositionReads:
             self._closed.wait(ASK_AGAIN_S)
         _close(consumer)
 
-    def _ask(self, consumer: Any, asked: dict[Key, int]) -> int:
+    def _ask(self, consumer: Consumer, asked: dict[Key, int]) -> int:
         """Ask for these partitions' positions; the answers go to the data loop. Returns how many were answered."""
         try:
             tps = consumer.committed([TopicPartition(t, p) for t, p in asked], timeout=ALL_AT_ONCE_TIMEOUT_S)
@@ -258,7 +259,7 @@ def _timed_out(exc: KafkaException) -> bool:
     return err is not None and err.code() == KafkaError._TIMED_OUT
 
 
-def _close(consumer: Any) -> None:
+def _close(consumer: Consumer | None) -> None:
     if consumer is not None:
         try:
             consumer.close()
@@ -266,23 +267,10 @@ def _close(consumer: Any) -> None:
             log.debug("closing the positions reader: %s", exc)
 
 
-class PositionsGroup:
+class PositionsGroup(EngineState):
     """A mixin of MirrorEngine (with ExactlyOnce): the positions group's consumer and its rebalance callbacks."""
 
-    # the engine's, set in MirrorEngine.__init__
-    consumer: Any
-    members: Any
-    partitions: dict
-    position_reads: PositionReads | None
-    settings: Any
-    policy: Any
-    group: str
-    flow_name: str
-    target_cluster: Any
-    owned: frozenset
-    _stop: Any
-
-    def _make_members(self) -> Any:
+    def _make_members(self) -> Consumer:
         props: dict[str, Any] = {
             "isolation.level": "read_committed",  # it never fetches; as every consumer made through core
             "enable.auto.commit": False,
@@ -295,17 +283,17 @@ class PositionsGroup:
             props["group.instance.id"] = self.settings.instance_id
         # its group state, watched as the source consumer's is under at-least-once (consumer_guard.py)
         props["statistics.interval.ms"] = STATS_INTERVAL_MS
-        props["stats_cb"] = self._on_stats  # type: ignore[attr-defined]
+        props["stats_cb"] = self._on_stats
         return make_consumer(
             self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", positions_group(self.group), **props
         )
 
-    def _eos_assign(self, members, partitions) -> None:
+    def _eos_assign(self, members: Consumer, partitions: list[TopicPartition]) -> None:
         members.incremental_assign(partitions)
         members.pause(partitions)  # it never fetches: its offsets are source positions, not target ones
         self._take(partitions)
 
-    def _take(self, target_partitions) -> None:
+    def _take(self, target_partitions: list[TopicPartition]) -> None:
         """Start mirroring the source partitions of these target partitions from their positions on the target,
         as each position arrives (``_start_from``, from the data loop): never a guess, never a wait here."""
         assert self.position_reads is not None
@@ -318,7 +306,7 @@ class PositionsGroup:
             if topic is None:
                 continue
             key = (topic, partition)
-            state = self.partitions[key] = PartitionState(key, self)  # type: ignore[arg-type]
+            state = self.partitions[key] = PartitionState(key, self)
             if offset >= 0:
                 state.committed = state.read_next = state.acked_next = offset
                 state.txn_position = offset
@@ -333,7 +321,7 @@ class PositionsGroup:
         self.owned = frozenset(self.partitions)
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in source_tps))
 
-    def _eos_revoke(self, members, partitions) -> None:
+    def _eos_revoke(self, members: Consumer, partitions: list[TopicPartition]) -> None:
         """Hand over cleanly: commit what was written (still under our generation), then let go."""
         try:
             self._commit_transaction()
@@ -342,7 +330,7 @@ class PositionsGroup:
         self._drop(partitions)
         members.incremental_unassign(partitions)
 
-    def _eos_lost(self, members, partitions) -> None:
+    def _eos_lost(self, members: Consumer, partitions: list[TopicPartition]) -> None:
         """Another member may own them now: nothing written since the last commit may become visible."""
         log.warning(
             "exactly-once: the positions group's assignment was lost (outside the group past its session: frozen, "
@@ -351,7 +339,7 @@ class PositionsGroup:
         self._abort("the positions group's assignment was lost")
         self._drop(partitions)  # cooperative: the whole assignment is lost at once, nothing is kept to rewind
 
-    def _drop(self, target_partitions) -> None:
+    def _drop(self, target_partitions: list[TopicPartition]) -> None:
         assert self.position_reads is not None
         self.position_reads.forget([(tp.topic, tp.partition) for tp in target_partitions])
         source_tps = []
@@ -372,12 +360,14 @@ class PositionsGroup:
         join with a new one, which takes partitions and positions afresh."""
         self._abort("the positions group's consumer is being replaced", always=True)
         self._unassign_all()
-        self._retire(self.members)  # type: ignore[attr-defined]
+        assert self.members is not None  # made with the engine under exactly-once
+        self._retire(self.members)
         self.members = self._make_members()  # it subscribes as the source consumer would (consumer_guard.py)
 
     def _serve_members(self) -> None:
         """From the data loop: serve the positions group (its rebalances run their callbacks here) and a fatal
         producer error seen inside a poll (replaced here, between batches, never under _send's feet)."""
+        assert self.members is not None  # made with the engine under exactly-once
         self.members.poll(0)
         assert self.position_reads is not None
         found = self.position_reads.poll()
@@ -403,4 +393,5 @@ class PositionsGroup:
         since are read again)."""
         self._unassign_all()
         if not self._stop.is_set():
+            assert self.members is not None  # made with the engine under exactly-once
             self._take(list(self.members.assignment()))

@@ -4,30 +4,18 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
+from .engine_state import EngineState, Key
 from .partition_state import PartitionState
 from .resume import READ_TIMEOUT_S, newest_syncs, resume_position, target_ends
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 
-class SourceGroupRebalances:
-    # the engine's, set in MirrorEngine.__init__
-    partitions: dict
-    publisher: Any
-    owned: frozenset
-    rebalances: int
-    _flush: Any
-    target_cluster: Any
-    target_admin: Any
-    syncs_topic: str
-    target_names: dict
-    policy: Any
-
-    def _on_assign(self, consumer, partitions) -> None:
+class SourceGroupRebalances(EngineState):
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # A rebalance callback must never raise: the exception would surface from consume() and end the engine.
         self.rebalances += 1
         if not partitions:
@@ -60,7 +48,7 @@ class SourceGroupRebalances:
         self.owned = frozenset(self.partitions)
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
 
-    def _resume_from_syncs(self, consumer, committed: list[TopicPartition]) -> dict[tuple[str, int], int]:
+    def _resume_from_syncs(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Key, int]:
         """The partitions whose newest offset sync on the target is later than their commit, and where each then
         resumes (resume.py says why). Anything unread leaves a partition at its commit: more sent again, never less."""
         try:
@@ -71,7 +59,7 @@ class SourceGroupRebalances:
                 key: (self.target_names.get(key[0]) or self.policy.target_topic(key[0]), key[1]) for key in ahead
             }
             ends = target_ends(self.target_admin, list(target_of.values()))
-            later = {}
+            later: dict[Key, int] = {}
             for key, commit in ahead.items():
                 _, source_end = consumer.get_watermark_offsets(TopicPartition(*key), timeout=READ_TIMEOUT_S)
                 sync = syncs[key]
@@ -94,7 +82,7 @@ class SourceGroupRebalances:
             log.warning("could not read the offset syncs back (%s); resuming from the group's commits", exc)
             return {}
 
-    def _on_revoke(self, consumer, partitions) -> None:
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
         try:
             # hand the partitions over cleanly: everything sent must be acknowledged and committed first
@@ -107,7 +95,7 @@ class SourceGroupRebalances:
             self.partitions.pop((tp.topic, tp.partition), None)
         self.owned = frozenset(self.partitions)
 
-    def _on_lost(self, consumer, partitions) -> None:
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
         for tp in partitions:  # another worker owns them now: committing would be wrong
             self.partitions.pop((tp.topic, tp.partition), None)

@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from .engine_state import EngineState
+
 if TYPE_CHECKING:
     from .partition_state import PartitionState
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 
-class RecordsLostDetection:
+class RecordsLostDetection(EngineState):
     def _jumped(self, state: PartitionState, expected: int, offset: int) -> bool:
         """The source skipped from ``expected`` to ``offset``. Transaction markers, aborted records and compaction
         do that harmlessly; records lost to the log start (retention, DeleteRecords, a recreated topic: the
@@ -95,15 +97,17 @@ class RecordsLostDetection:
             log.debug("consumer position: %s", exc)
             return
         for st, tp in zip(states, positions):
+            read_next = st.read_next
+            assert read_next is not None  # the states were picked for having one
             if tp.offset < 0 and tp.error is None:
                 # no record fetched since the assignment: a log start past our offset with nothing after it
                 # (every record deleted) shows only in the cached low watermark
                 low = self._log_start(tp.topic, tp.partition, cached=True)
-                if low > st.read_next and not self._jumped(st, st.read_next, low):
+                if low > read_next and not self._jumped(st, read_next, low):
                     st.read_next = st.acked_next = low
                 continue
-            if tp.offset > st.read_next and tp.error is None:
-                if self._jumped(st, st.read_next, tp.offset):
+            if tp.offset > read_next and tp.error is None:
+                if self._jumped(st, read_next, tp.offset):
                     continue
                 st.read_next = tp.offset
                 if st.acked_next is None or st.acked_next < tp.offset:

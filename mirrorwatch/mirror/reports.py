@@ -5,35 +5,21 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from .acknowledgement import RecordFailure
+from .engine_state import EngineState
 
 if TYPE_CHECKING:
-    from .partition_state import PartitionState
+    from .partition_state import FifoEntry, PartitionState
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 
-class DeliveryReports:
-    # the engine's, set in MirrorEngine.__init__
-    producer: Any
-    partitions: dict
-    settings: Any
-    publisher: Any
-    touched: list
-    latency: Any
-    produce_errors: dict
-    failures: list
-    fatal_error: KafkaError | None
-    _stop: Any
-    exactly_once: bool
-    _fence_pending: KafkaError | None
-    _report_failed: Any  # transactions.py (a stub here would shadow it: this mixin comes first)
-
-    def _segment_failed(self, state: PartitionState, entry: tuple, err: KafkaError, msg) -> None:
+class DeliveryReports(EngineState):
+    def _segment_failed(self, state: PartitionState, entry: FifoEntry, err: KafkaError, msg: Message) -> None:
         """A report failed: every record of its segment (those sent since the previous report) may be the one
         refused, so each is named a failure; ``culprit`` picks the record to name, commits stay below the first."""
         if self.exactly_once and self._report_failed(state, err):
@@ -43,7 +29,7 @@ class DeliveryReports:
         for m in messages[first : last + 1]:
             if m.error() is None and m.topic() == topic and m.partition() == partition:
                 size = len(m.value() or b"") + len(m.key() or b"")
-                self._failed(state, m.offset(), msg.topic(), size, err)
+                self._failed(state, m.offset(), msg.topic() or "", size, err)  # a report names its topic
 
     def _failed(self, state: PartitionState, source_offset: int, target_topic: str, size: int, err: KafkaError) -> None:
         """A record the target refused (size -1 = unknown): count it, never commit past it, stop."""
@@ -56,7 +42,7 @@ class DeliveryReports:
         )
         self._stop.set()
 
-    def _sync_due(self, state: PartitionState, entry: tuple, msg) -> None:
+    def _sync_due(self, state: PartitionState, entry: FifoEntry, msg: Message) -> None:
         """The report of every N-th record: publish an offset sync for exactly that record."""
         state.next_sync_at = entry[1] + self.settings.offset_sync_every
         if self.partitions.get(state.key) is not state:
@@ -125,6 +111,7 @@ class DeliveryReports:
         touched, observe = self.touched, self.latency.observe
         for state in touched:
             msg, entry = state.round_msg, state.round_entry
+            assert msg is not None and entry is not None  # a state is touched by setting both (PartitionState)
             source_offset, records, nbytes = entry[0], entry[1], entry[2]
             state.round_msg = state.round_entry = None
             acked_now = records - state.records

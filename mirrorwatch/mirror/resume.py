@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass
 
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from ..core.config import ClusterConfig
 from ..core.offset_syncs import OffsetSyncReader
@@ -77,7 +77,8 @@ def target_ends(admin: AdminClient, partitions: list[Key]) -> dict[Key, int]:
     if not partitions:
         return {}
     futures = admin.list_offsets(
-        {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}, request_timeout=READ_TIMEOUT_S
+        {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},  # type: ignore[no-untyped-call]
+        request_timeout=READ_TIMEOUT_S,
     )
     out: dict[Key, int] = {}
     for tp, future in futures.items():

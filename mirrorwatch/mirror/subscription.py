@@ -8,15 +8,13 @@ import logging
 import time
 
 from ..core.access import Denied
+from .engine_state import EngineState
 from .topics import list_matching
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 
-class EngineSubscription:
-    """Needs the engine's admins, topic filter, target topics, policy, settings, consumer, ``_stop`` and the
-    subscription fields set in ``MirrorEngine.__init__``."""
-
+class EngineSubscription(EngineState):
     def refresh_topics(self, with_configs: bool) -> None:
         topics = list_matching(self.source_admin, self.topic_filter)
         ready = self.target_topics.sync(topics, with_configs)
@@ -55,6 +53,7 @@ class EngineSubscription:
         self._subscribed = topics
         if topics and self.exactly_once:  # the positions group on the target shares out the partitions
             targets = [self.target_names.get(t) or self.policy.target_topic(t) for t in topics]
+            assert self.members is not None  # made with the engine under exactly-once
             self.members.subscribe(
                 targets, on_assign=self._eos_assign, on_revoke=self._eos_revoke, on_lost=self._eos_lost
             )

@@ -8,10 +8,13 @@ cluster's own defaults stay in force where the source relies on defaults.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import (
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -48,7 +51,7 @@ class SourceTopic:
     partitions: int
 
 
-def check_named_topics(admin: AdminClient, flow: FlowConfig, own: set[str] = frozenset()) -> None:
+def check_named_topics(admin: AdminClient, flow: FlowConfig, own: AbstractSet[str] = frozenset()) -> None:
     """Include patterns that are plain names must be visible: a topic the principal may not DESCRIBE is left
     out of a listing as if it did not exist, and the mirror would silently skip it. Asked by name, the broker
     says TOPIC_AUTHORIZATION_FAILED instead (whether or not it exists). ``own``: the heartbeats and canary
@@ -97,13 +100,16 @@ def explicit_configs(admin: AdminClient, topics: list[str], role: str = "source"
     return out
 
 
-def _result(futures: dict, what: str, operation: str) -> None:
+def _result(
+    futures: Mapping[str, Future[None]] | Mapping[ConfigResource, Future[None]], what: str, operation: str
+) -> None:
     """Wait for a request on the target's topics; ``operation`` is the ACL it needs (named when refused)."""
     for name, future in futures.items():
         try:
             future.result(ADMIN_TIMEOUT_S)
         except KafkaException as exc:
-            raise_if_denied(exc, operation, "topic", getattr(name, "name", name), "target")
+            topic = name.name if isinstance(name, ConfigResource) else name
+            raise_if_denied(exc, operation, "topic", topic, "target")
             code = exc.args[0].name() if exc.args else ""
             if code not in ("TOPIC_ALREADY_EXISTS", "INVALID_PARTITIONS"):
                 raise

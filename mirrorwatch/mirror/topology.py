@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
+from typing import TypedDict
 
 import click
 from confluent_kafka import TopicPartition
@@ -12,6 +14,7 @@ from rich.table import Table
 
 from ..core.cli import UserError
 from ..core.clients import make_consumer
+from ..core.config import ClusterConfig, Config
 from ..core.config_loading import load_config
 from ..core.mm2 import any_heartbeat
 from ..core.oneshot import require_clusters, timeout_option, within
@@ -21,13 +24,23 @@ from ..core.records import RecordFormatError
 TAIL = 200  # heartbeats read per partition (from the end): plenty for the newest of each upstream
 
 
-def heartbeat_topics(topics, name: str) -> list[str]:
+class UpstreamRow(TypedDict):
+    """One upstream cluster seen from a cluster (a row of the table, an item of ``--json``'s ``upstreams``)."""
+
+    cluster: str
+    upstream: str
+    via: str
+    topic: str
+    age_s: float
+
+
+def heartbeat_topics(topics: Iterable[str], name: str) -> list[str]:
     return sorted(t for t in topics if t == name or t.endswith("." + name))
 
 
-def latest_heartbeats(cluster, topic_name: str) -> dict[tuple[str, str], tuple[int, str]]:
+def latest_heartbeats(cluster: ClusterConfig, topic_name: str) -> dict[tuple[str, str], tuple[int, str]]:
     """(source, target) → (newest heartbeat ts_ms, topic it was found in)."""
-    consumer = make_consumer(cluster, "mirrorwatch-topology", **{"enable.partition.eof": True})
+    consumer = make_consumer(cluster, "mirrorwatch-topology", None, **{"enable.partition.eof": True})
     try:
         metadata = consumer.list_topics(timeout=10).topics
         positions, ends = {}, {}
@@ -39,15 +52,16 @@ def latest_heartbeats(cluster, topic_name: str) -> dict[tuple[str, str], tuple[i
         if not positions:
             return {}
         consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in positions.items()])
-        latest = {}
+        latest: dict[tuple[str, str], tuple[int, str]] = {}
         for msg in read_to_end(consumer, positions, 15, ends):
             try:
                 beat = any_heartbeat(msg.key(), msg.value())  # ours (JSON) or MirrorMaker 2's
             except RecordFormatError:
                 continue
-            key = (beat.source, beat.target)
+            key, found_in = (beat.source, beat.target), msg.topic()
+            assert found_in is not None  # read_to_end yields records of a partition
             if key not in latest or beat.ts_ms > latest[key][0]:
-                latest[key] = (beat.ts_ms, msg.topic())
+                latest[key] = (beat.ts_ms, found_in)
         return latest
     finally:
         consumer.close()
@@ -58,7 +72,7 @@ def latest_heartbeats(cluster, topic_name: str) -> dict[tuple[str, str], tuple[i
 @click.option("--cluster", default=None, help="cluster alias to inspect (default: every flow's target)")
 @click.option("--json", "as_json", is_flag=True)
 @timeout_option
-def topology(config_path, cluster, as_json, timeout_s):
+def topology(config_path: str, cluster: str | None, as_json: bool, timeout_s: float) -> None:
     config = load_config(config_path)
     aliases = [cluster] if cluster else sorted({f.target for f in config.flows.values()}) or sorted(config.clusters)
     for alias in aliases:
@@ -68,8 +82,8 @@ def topology(config_path, cluster, as_json, timeout_s):
     within(timeout_s, lambda: _topology(config, aliases, as_json), "mirror topology")
 
 
-def _topology(config, aliases, as_json):
-    rows = []
+def _topology(config: Config, aliases: list[str], as_json: bool) -> None:
+    rows: list[UpstreamRow] = []
     for alias in aliases:
         try:
             found = latest_heartbeats(config.clusters[alias], config.mirror.heartbeats_topic)

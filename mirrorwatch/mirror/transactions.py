@@ -33,8 +33,11 @@ import socket
 import time
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    OffsetSpec,
+)
 
 from ..core.access import Denied, error_of
 from ..core.clients import make_consumer, make_producer
@@ -77,7 +80,7 @@ def transaction_failure(code: int, fatal: bool) -> str:
     return "fenced" if fatal or code == KafkaError._FATAL else "abort"
 
 
-def open_transactions(admin: Any, keys: list[Key]) -> dict[Key, int]:
+def open_transactions(admin: AdminClient, keys: list[Key]) -> dict[Key, int]:
     """Target partitions with a transaction open on them (last stable offset below the end), each with its last
     stable offset: the positions thread does not start them (positions.py says why). Raises when an offset cannot be
     read."""
@@ -85,7 +88,9 @@ def open_transactions(admin: Any, keys: list[Key]) -> dict[Key, int]:
 
     def offsets(level: IsolationLevel) -> dict[Key, int]:
         futures = admin.list_offsets(
-            {tp: OffsetSpec.latest() for tp in tps}, isolation_level=level, request_timeout=COMMIT_TIMEOUT_S
+            {tp: OffsetSpec.latest() for tp in tps},  # type: ignore[no-untyped-call]
+            isolation_level=level,
+            request_timeout=COMMIT_TIMEOUT_S,
         )
         return {(tp.topic, tp.partition): f.result(COMMIT_TIMEOUT_S + 1).offset for tp, f in futures.items()}
 
@@ -100,22 +105,16 @@ class TransactionRefused(MirrorFailure):
 
 
 class ExactlyOnce(PositionsGroup):
-    # the engine's, set in MirrorEngine.__init__ (with those PositionsGroup names)
-    producer: Any
-    publisher: Any
-    flow: Any
-    target_names: dict
-
     def _init_exactly_once(self) -> None:
         self.exactly_once = self.settings.delivery == "exactly_once"
-        self.members: Any = None  # the positions group's consumer on the target
+        self.members = None  # the positions group's consumer on the target
         self.position_reads: PositionReads | None = None  # partitions assigned, waiting for their positions
         if self.exactly_once:
             target, client_id, group = self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group
             self.position_reads = PositionReads(
                 lambda: make_consumer(target, client_id, positions_group(group), **{"enable.auto.commit": False}),
-                self._retrying,  # type: ignore[attr-defined]
-                lambda keys: open_transactions(self.target_admin, keys),  # type: ignore[attr-defined]
+                self._retrying,
+                lambda keys: open_transactions(self.target_admin, keys),
             )
         # What the engine publishes about its progress (offset syncs, the source group's commit) trails by one
         # transaction: commit_transaction() returns once the coordinator has decided, and the markers that make the
@@ -133,7 +132,7 @@ class ExactlyOnce(PositionsGroup):
         self._produced_since_commit = False  # set by the engine's _send; syncs alone come with moved positions
         self._abort_pending: str | None = None  # a report failed in a way that dooms only the transaction
         self._fence_pending: KafkaError | None = None  # the producer failed fatally (seen inside a poll)
-        self._fenced_producers: list[Any] = []
+        self._fenced_producers: list[Producer] = []
         self._transactions_ready = False
         self._commit_failing_since: float | None = None
         instance = self.settings.instance_id or socket.gethostname()
@@ -187,7 +186,7 @@ class ExactlyOnce(PositionsGroup):
 
     def _commit_transaction(self) -> bool:
         """Commit what was produced with the positions it reached. False: nothing committed (aborted or failed)."""
-        self._flush(30)  # type: ignore[attr-defined]  # every report served: positions and offset syncs settled
+        self._flush(30)  # every report served: positions and offset syncs settled
         if self._fence_pending is not None:
             self._fenced(self._fence_pending)
             return False
@@ -207,6 +206,7 @@ class ExactlyOnce(PositionsGroup):
             return False
         offsets = [tp for _, tp in (moved or owned)]
         offsets_sent = False
+        assert self.members is not None  # made with the engine under exactly-once
         while True:
             try:
                 if not offsets_sent:
@@ -248,9 +248,9 @@ class ExactlyOnce(PositionsGroup):
         if err.retriable() and not err.txn_requires_abort() and not err.fatal() and not self._stop.is_set():
             now = time.monotonic()
             failing_since = self._commit_failing_since = self._commit_failing_since or now
-            if now - failing_since < STUCK_COMMIT_S or not self.watch.all_up():  # type: ignore[attr-defined]
-                self._retrying("transaction commit (will retry): %s", err.str())  # type: ignore[attr-defined]
-                self.probes.tick("data path")  # type: ignore[attr-defined]
+            if now - failing_since < STUCK_COMMIT_S or not self.watch.all_up():
+                self._retrying("transaction commit (will retry): %s", err.str())
+                self.probes.tick("data path")
                 self._stop.wait(0.2)
                 return True
             # the target answers others but not this producer (the librdkafka state consumer_guard.py describes)
@@ -284,8 +284,8 @@ class ExactlyOnce(PositionsGroup):
                     self._fenced(err)
                     return
                 if err is not None and err.retriable() and not self._stop.is_set() and time.monotonic() < deadline:
-                    self._retrying("exactly-once: aborting (will retry): %s", err.str())  # type: ignore[attr-defined]
-                    self.probes.tick("data path")  # type: ignore[attr-defined]
+                    self._retrying("exactly-once: aborting (will retry): %s", err.str())
+                    self.probes.tick("data path")
                     self._stop.wait(0.5)
                     continue
                 # not abortable from this producer: a new one with our transactional id aborts it on the target
@@ -336,7 +336,7 @@ class ExactlyOnce(PositionsGroup):
         self.producer = make_producer(
             self.target_cluster,
             f"mirrorwatch-mirror-{self.flow_name}",
-            **self._producer_props(),  # type: ignore[attr-defined]
+            **self._producer_props(),
         )
         self.publisher.bind(self.producer, self.consumer)
         self._transactions_ready = False
@@ -345,13 +345,13 @@ class ExactlyOnce(PositionsGroup):
                 self._init_transactions()
                 break
             except KafkaException as exc:
-                self._retrying("exactly-once: starting transactions again (will retry): %s", exc)  # type: ignore[attr-defined]
-                self.probes.tick("data path")  # type: ignore[attr-defined]
+                self._retrying("exactly-once: starting transactions again (will retry): %s", exc)
+                self.probes.tick("data path")
                 self._stop.wait(1.0)
         self._rewind()
 
     def _stop_reason(self) -> bool:
-        return bool(self.failures or self.fatal_error is not None or self.lost)  # type: ignore[attr-defined]
+        return bool(self.failures or self.fatal_error is not None or self.lost)
 
     def _close_transactions(self) -> None:
         """At shutdown: commit what was written if it can be checked, else abort; leave the positions group."""
@@ -361,9 +361,9 @@ class ExactlyOnce(PositionsGroup):
             elif self._stop_reason():
                 self._abort("stopping on a failure")
             elif self.members is not None:
-                self._commit_positions()  # type: ignore[attr-defined]  # the engine's: syncs, then the transaction
+                self._commit_positions()  # the engine's: syncs, then the transaction
                 if self._syncs_in_txn:  # the last one's syncs and source commit trail it by one transaction
-                    self._commit_positions()  # type: ignore[attr-defined]
+                    self._commit_positions()
         except Exception as exc:
             log.warning("exactly-once: closing the transaction: %s", exc)
         if self.position_reads is not None:
