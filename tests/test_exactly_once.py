@@ -168,7 +168,7 @@ def test_the_target_broker_killed_doubles_nothing(source, target, topic_name, mi
         target.local.start()
         wait_until(
             lambda: on_call.tend() or committed_total(target.bootstrap, group, mirrored, parts) >= before + 3000,
-            120,
+            240,  # the broker's restart, the transaction timeout, on-call's aborts (a JVM each): minutes under load
             what="the flow going on after the target's restart",
             alive=mirror,
         )
@@ -177,7 +177,7 @@ def test_the_target_broker_killed_doubles_nothing(source, target, topic_name, mi
         produced = writer.finish()
         wait_until(
             lambda: on_call.tend() or committed_total(target.bootstrap, group, mirrored, parts) >= produced,
-            120,
+            240,
             what="every record committed",
             alive=mirror,
         )

@@ -36,10 +36,8 @@ class OffsetSyncReader:
         client_id: str = "mirrorwatch-syncs-reader",
         group_id: str | None = None,
         recheck_s: float = 10.0,
-        tail: int | None = None,
     ):
         self.topic = topic
-        self.tail = tail  # read only the newest ``tail`` records of each partition (None: from its start)
         self.on_sync = on_sync
         self.bad_records = 0
         self.recheck_s = recheck_s
@@ -92,16 +90,9 @@ class OffsetSyncReader:
         count = len(md.partitions) if md is not None and md.error is None else 0
         new = [p for p in range(count) if (self.topic, p) not in self._positions]
         if new:
-            starts = {p: self._start_of(p, timeout_s) for p in new}
-            self._consumer.incremental_assign([TopicPartition(self.topic, p, starts[p]) for p in new])
-            self._positions.update({(self.topic, p): max(0, starts[p]) for p in new})
+            self._consumer.incremental_assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in new])
+            self._positions.update({(self.topic, p): 0 for p in new})
         return bool(self._positions)
-
-    def _start_of(self, partition: int, timeout_s: float) -> int:
-        if self.tail is None:
-            return OFFSET_BEGINNING
-        low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=timeout_s)
-        return int(max(low, high - self.tail))
 
     def _apply(self, msg: Message) -> None:
         value = msg.value()

@@ -17,19 +17,22 @@ partition's end past it: a target topic created again). Anything unread or uncle
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from ..core.clients import make_consumer
 from ..core.config import ClusterConfig
-from ..core.offset_syncs import OffsetSyncReader
-from ..core.records import OffsetSync
+from ..core.reading import read_to_end
+from ..core.records import OffsetSync, RecordFormatError
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 Key = tuple[str, int]
-SYNCS_TAIL = 20_000  # the newest records of each offset-syncs partition read back on an assignment
+SYNCS_TAIL = 20_000  # at most this many of the newest records of each offset-syncs partition read back
+SYNCS_WINDOW = 2_000  # read back this many at a time, newest first
 READ_TIMEOUT_S = 5.0  # within a rebalance callback: what is not read by then falls back to the commit
 
 
@@ -55,21 +58,51 @@ def resume_position(
 
 
 def newest_syncs(cluster: ClusterConfig, topic: str, keys: list[Key]) -> dict[Key, OffsetSync]:
-    """The newest offset sync of each of these source partitions among the last SYNCS_TAIL of the topic (what is read
-    within READ_TIMEOUT_S: every sync read is valid, a missing one only means more is sent again)."""
-    wanted, newest = set(keys), {}
-
-    def keep(sync: OffsetSync) -> None:
-        key = (sync.topic, sync.partition)
-        if key in wanted and sync.upstream_offset >= 0:
-            newest[key] = sync
-
-    reader = OffsetSyncReader(cluster, topic, keep, client_id="mirrorwatch-mirror-resume", tail=SYNCS_TAIL)
+    """The newest offset sync of each of these source partitions, read backwards from the topic's end in windows of
+    SYNCS_WINDOW records until each has one, SYNCS_TAIL records back at most, within READ_TIMEOUT_S. The newest
+    window comes first, so a read cut short by the time still has the newest syncs (the topic is shared by every
+    flow from the source: reading a long tail forwards, a slow read ended on old ones)."""
+    wanted, newest = set(keys), dict[Key, OffsetSync]()
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    consumer = make_consumer(cluster, "mirrorwatch-mirror-resume", None, **{"enable.partition.eof": True})
     try:
-        reader.catch_up(READ_TIMEOUT_S)
+        meta = consumer.list_topics(topic, timeout=READ_TIMEOUT_S).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return {}
+        for partition in meta.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=READ_TIMEOUT_S)
+            end = high
+            while end > max(low, high - SYNCS_TAIL) and wanted - set(newest) and time.monotonic() < deadline:
+                start = max(low, end - SYNCS_WINDOW)
+                found = _window(consumer, topic, partition, start, end, deadline)
+                for key, sync in found.items():  # a newer window's sync wins over an older one's
+                    if key in wanted:
+                        newest.setdefault(key, sync)
+                end = start
     finally:
-        reader.close()
+        consumer.close()
     return newest
+
+
+def _window(
+    consumer: Consumer, topic: str, partition: int, start: int, end: int, deadline: float
+) -> dict[Key, OffsetSync]:
+    """The newest sync per source partition among offsets [start, end) of one partition of the syncs topic."""
+    consumer.assign([TopicPartition(topic, partition, start)])
+    found: dict[Key, OffsetSync] = {}
+    positions = {(topic, partition): start}
+    for msg in read_to_end(consumer, positions, max(0.0, deadline - time.monotonic()), {(topic, partition): end}):
+        value, offset = msg.value(), msg.offset()
+        if value is None or offset is None or offset >= end:
+            continue
+        try:
+            sync = OffsetSync.from_value(value)
+        except RecordFormatError:
+            continue
+        if sync.upstream_offset >= 0:
+            found[(sync.topic, sync.partition)] = sync
+    consumer.unassign()
+    return found
 
 
 def target_ends(admin: AdminClient, partitions: list[Key]) -> dict[Key, int]:
