@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mirrorwatch.core.records import lag_sample_arrow_schema
-from mirrorwatch.monitor.analytics.job import AnalysisSettings, run_analysis
+from mirrorwatch.monitor.analytics.job import TABLE_NAMES, AnalysisSettings, run_analysis
 from mirrorwatch.monitor.analytics.progress import Progress
 
 pytestmark = pytest.mark.spark
@@ -27,18 +27,7 @@ START = datetime(2026, 3, 1, 21, 0, tzinfo=UTC)
 STEP = timedelta(minutes=10)
 LATE_S = 1200.0
 RUNS = [START + timedelta(hours=h, minutes=m) for h, m in ((1, 40), (3, 20), (5, 0), (6, 40), (8, 10))]
-TABLES = [
-    "lag_hourly",
-    "lag_daily",
-    "sampling_gaps",
-    "slo_by_topic",
-    "slo_by_flow",
-    "incidents",
-    "incidents_by_topic",
-    "committed_view",
-    "trend_daily",
-    "trend",
-]
+TABLES = TABLE_NAMES
 
 
 def at(h: int, m: int) -> datetime:

@@ -70,6 +70,20 @@ def run_job(settings: AnalysisSettings, master: str | None = None, progress: Pro
             spark.stop()
 
 
+TABLE_NAMES = [
+    "lag_hourly",
+    "lag_daily",
+    "sampling_gaps",
+    "slo_by_topic",
+    "slo_by_flow",
+    "incidents",
+    "incidents_by_topic",
+    "committed_view",
+    "trend_daily",
+    "trend",
+]
+
+
 def build_tables(done: Summarised, mirrors: DataFrame) -> dict[str, Callable[[Reader], DataFrame]]:
     """Every output table by name, in writing order, as a function of ``read`` (which loads a table already
     written). Tables derived from another table read it back instead of recomputing it."""
@@ -81,7 +95,7 @@ def build_tables(done: Summarised, mirrors: DataFrame) -> dict[str, Callable[[Re
     def keyed(table: DataFrame, keys: list[str]) -> DataFrame:
         return t.with_mirror(table, mirrors, keys)
 
-    return {
+    tables: dict[str, Callable[[Reader], DataFrame]] = {
         "lag_hourly": lambda read: keyed(t.lag_hourly(merged), PARTITION_KEYS),
         "lag_daily": lambda read: keyed(t.lag_daily(merged), PARTITION_KEYS),
         "sampling_gaps": lambda read: keyed(done.gaps, PARTITION_KEYS),
@@ -93,6 +107,8 @@ def build_tables(done: Summarised, mirrors: DataFrame) -> dict[str, Callable[[Re
         "trend_daily": lambda read: keyed(t.trend_daily(merged), TOPIC_KEYS),
         "trend": lambda read: t.trend(read("trend_daily"), TOPIC_KEYS),
     }
+    assert list(tables) == TABLE_NAMES
+    return tables
 
 
 def single_file(table: DataFrame) -> DataFrame:
@@ -126,13 +142,14 @@ def run_analysis(spark: SparkSession, settings: AnalysisSettings, progress: Prog
         done = summarise(spark, history_files, settings, progress.warn)
     try:
         # One small collect: each flow's mirror (joined into every table) and the row count (0: nothing to write).
-        flows = [r.asDict() for r in flow_mirrors(done.merged).collect()]
+        flows = [r.asDict() for r in flow_mirrors(done.merged, done.read_from_ms).collect()]
         mirrors = spark.createDataFrame(
             [{k: r[k] for k in ("flow", "source", "target", "mirror")} for r in flows],
             "flow string, source string, target string, mirror string",
         )
         tables = build_tables(done, mirrors)
         rows = sum(r["samples"] for r in flows)
+        done.info["rows_read"] = sum(r["samples_read"] for r in flows)
         if rows == 0:
             raise HistoryUnavailable(
                 f"the lag history under {settings.history_uri} is empty"

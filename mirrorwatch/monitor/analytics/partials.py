@@ -121,10 +121,13 @@ def merge(parts: DataFrame) -> DataFrame:
     )
 
 
-def flow_mirrors(merged: DataFrame) -> DataFrame:
+def flow_mirrors(merged: DataFrame, read_from_ms: int | None) -> DataFrame:
     """What mirrors each flow: its newest non-empty ``mirror`` in the period ("" if none), so history files from
-    before the column (null there) and a flow whose mirror changed stay one series."""
+    before the column (null there) and a flow whose mirror changed stay one series. Also its samples in the
+    period, and those read by this run (its hours: from ``read_from_ms`` on)."""
+    this_run = F.col("hour_ms") >= F.lit(read_from_ms if read_from_ms is not None else -(2**62))
     return merged.groupBy("flow", "source", "target").agg(
         F.coalesce(F.max("mirror_newest").getField("mirror"), F.lit("")).alias("mirror"),
         F.sum("samples").alias("samples"),
+        F.coalesce(F.sum(F.when(this_run, F.col("samples"))), F.lit(0)).alias("samples_read"),
     )
