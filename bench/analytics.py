@@ -1,19 +1,24 @@
 """Benchmark: generate 1M and 10M lag samples, run ``monitor analyze`` on each (local[*]), print wall times.
 
-    .venv/bin/python -m bench.analytics [--sizes 1000000,10000000] [--workdir /tmp/mirrorwatch-bench]
+    .venv/bin/python -m bench.analytics [--sizes 1000000,10000000] [--workdir /tmp/mirrorwatch-bench] [--incremental]
 
 Each analysis runs in its own process (a fresh Spark, as a user would run it), so start-up is included.
+``--incremental`` also times, per size, a ``--state`` run as of one hour before the history's end (it builds
+the state: a cold run) and then the scheduled hourly run as of the end, which reads only the last hour or two;
+it prints the hourly run's time as a share of the cold one's.
 Ends with one JSON line (bench/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 from .jsonline import BenchRun
 
@@ -29,6 +34,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000000,10000000")
     parser.add_argument("--workdir", default="/tmp/mirrorwatch-bench")
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--incremental", action="store_true", help="also time a state-building and an hourly run")
     args = parser.parse_args()
     monitor = [os.path.join(os.path.dirname(sys.executable), "monitor")]  # the console script beside this Python
     with BenchRun("analytics", vars(args)) as bench_run:
@@ -43,8 +49,11 @@ def measure(args, monitor: list[str], figures: dict) -> None:
         shutil.rmtree(history, ignore_errors=True)
         gen_s = run(monitor + ["generate-history", "--out", history, "--samples", str(size), "--quiet"])
         analyze_s = run(monitor + ["analyze", "--history", history, "--out", out, "--master", args.master, "--quiet"])
-        results.append({"samples": size, "generate_s": gen_s, "analyze_s": analyze_s})
+        result = {"samples": size, "generate_s": gen_s, "analyze_s": analyze_s}
         print(f"{size:>11,} samples: generate {gen_s:7.1f}s   analyze {analyze_s:7.1f}s", flush=True)
+        if args.incremental:
+            result.update(incremental(args, monitor, history, out))
+        results.append(result)
     if len(results) >= 2:
         first, last = results[0], results[-1]
         figures["samples_ratio"] = last["samples"] / first["samples"]
@@ -54,6 +63,28 @@ def measure(args, monitor: list[str], figures: dict) -> None:
             f"ratio {last['samples'] // first['samples']}x samples: generate {figures['generate_s_ratio']:.1f}x, "
             f"analyze {figures['analyze_s_ratio']:.1f}x"
         )
+
+
+def incremental(args, monitor: list[str], history: str, out: str) -> dict:
+    """A state-building run as of the history's end minus an hour, then the hourly run as of its end."""
+    with open(os.path.join(history, "ground_truth.json")) as f:
+        spec = json.load(f)["spec"]
+    end_ms = spec["start_ms"] + int(spec["steps"] * spec["interval_s"] * 1000)
+    state = out + ".state"
+    shutil.rmtree(state, ignore_errors=True)
+    times = {}
+    for name, as_of_ms in (("state_build_s", end_ms - 3_600_000), ("hourly_run_s", end_ms)):
+        as_of = datetime.fromtimestamp(as_of_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        argv = ["analyze", "--history", history, "--out", out, "--state", state, "--to", as_of, "--quiet"]
+        times[name] = run(monitor + argv + ["--master", args.master])
+    with open(os.path.join(out, "summary.json")) as f:
+        times["hourly_rows_read"] = json.load(f)["incremental"]["rows_read"]
+    print(
+        f"{'':>11}  incremental: building the state {times['state_build_s']:7.1f}s, "
+        f"hourly run {times['hourly_run_s']:7.1f}s reading {times['hourly_rows_read']:,} samples",
+        flush=True,
+    )
+    return times
 
 
 if __name__ == "__main__":

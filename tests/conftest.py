@@ -58,6 +58,7 @@ SHARED_FIXTURE_GROUPS = {"sasl_pair": "sasl", "spark": "spark", "spark_cluster":
 MODULE_GROUPS = {
     "test_analytics_cli": "spark",
     "test_analytics_cluster": "spark",
+    "test_analytics_incremental": "spark",
     "test_analytics_job": "spark",
     "test_analytics_reference": "spark",
     # not a user of the shared session, but it waits for a Spark run of the monitor's own: beside the Spark modules

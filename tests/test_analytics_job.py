@@ -13,10 +13,12 @@ from mirrorwatch.monitor.cli import main
 
 pytestmark = pytest.mark.spark
 
-# One run on this module's small history (11,364 rows) issued 53 Spark jobs before the trim in BENCHMARKS.md and
-# 14 after. Each job has a fixed cost whatever the data size (scheduling, and on a cluster the executors), so a
-# change that adds jobs fails here, as a count: a slower suite would not say why.
-MAX_SPARK_JOBS = 14
+# One run on this module's small history (11,364 rows) issued 53 Spark jobs before the trim in BENCHMARKS.md, 14
+# after, and 32 since the tables are built from hour partials (issue 38: what incremental runs merge; the
+# aggregations over the cached partials shuffle again). Each job has a fixed cost whatever the data size
+# (scheduling, and on a cluster the executors), so a change that adds jobs fails here, as a count: a slower suite
+# would not say why.
+MAX_SPARK_JOBS = 32
 
 
 def run_cli(argv: list[str]) -> int:

@@ -160,6 +160,16 @@ def test_job_argv_is_monitor_analyze_over_the_lookback():
     )
 
 
+def test_scheduled_runs_are_incremental_as_of_now():
+    from datetime import datetime
+
+    now = datetime(2026, 1, 5, 12, tzinfo=UTC)
+    argv = job_argv(AnalyticsSchedule(every_s=60), "/h", "/o.run-1", now, state="/o.state")
+    assert argv[argv.index("--state") + 1] == "/o.state" and argv[argv.index("--to") + 1] == "2026-01-05T12:00:00Z"
+    runner = AnalyticsRunner(AnalyticsSchedule(every_s=60), "/h", "/srv/analytics")
+    assert runner.state == "/srv/analytics.state"  # beside the output folder, which each run replaces whole
+
+
 @pytest.fixture
 def history(tmp_path):
     folder = tmp_path / "history" / "lag" / "date=2026-01-05"

@@ -4,12 +4,14 @@ Each run is a child process (``python -m mirrorwatch.monitor.analytics.job``), s
 its memory or a hang can never touch sampling; a run still going after ``timeout_s`` is killed with its whole
 process group (the JVM included). The scheduler never starts a run while one is going (``max_instances=1``,
 ``coalesce``). The job writes into a fresh folder beside ``out`` and the finished folder replaces ``out`` with two
-renames, so a reader (the status page) never sees half-written tables. The last run's outcome — with the reason
+renames, so a reader (the status page) never sees half-written tables. The job keeps what it summarised in
+``<out>.state`` and each run reads only the history since (``--state``). The last run's outcome — with the reason
 when it failed — is kept for the HTTP API (``/v1/analytics``) and the page.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -61,8 +63,13 @@ class RunStatus:
         return body
 
 
-def job_argv(settings: AnalyticsSchedule, history_dir: str, out: str, now: datetime) -> list[str]:
+def job_argv(
+    settings: AnalyticsSchedule, history_dir: str, out: str, now: datetime, state: str | None = None
+) -> list[str]:
+    """``state``: summarise incrementally (``--state``), as of ``now``: each run reads only the history the
+    previous runs have not summarised (docs/analytics.md, "Incremental runs")."""
     start = now - timedelta(days=settings.lookback_days)
+    incremental = ["--state", state, "--to", now.strftime("%Y-%m-%dT%H:%M:%SZ")] if state else []
     return [
         sys.executable,
         "-m",
@@ -79,6 +86,7 @@ def job_argv(settings: AnalyticsSchedule, history_dir: str, out: str, now: datet
         str(settings.slo_lag),
         "--slo-time",
         str(settings.slo_time_s),
+        *incremental,
         "--quiet",
     ]
 
@@ -113,7 +121,10 @@ class AnalyticsRunner:
         self._proc: subprocess.Popen | None = None
         self._stopping = False
         self._status = RunStatus(every_s=settings.every_s, master=settings.master, out=self.out)
-        self.command = job_argv  # (settings, history_dir, out, now) → argv; tests put a stand-in here
+        # the summarised hours outlive each run's output folder (which is replaced whole): beside it, not in it
+        self.state = f"{self.out.rstrip('/')}.state"
+        # (settings, history_dir, out, now) → argv; tests put a stand-in here
+        self.command = functools.partial(job_argv, state=self.state)
 
     def status(self) -> RunStatus:
         return self._status

@@ -64,8 +64,23 @@ def parse_time(text: str | None, option: str) -> datetime | None:
     default=None,
     help="Spark master [default: local[*]; under spark-submit, its --master]. Ignored if a session already runs.",
 )
+@click.option(
+    "--state",
+    "state_uri",
+    default=None,
+    help="Incremental: keep the summarised hours here and read only history not yet summarised "
+    "(--to, default now, is the run's time; --from is rounded down to the hour).",
+)
+@click.option(
+    "--late",
+    "late_s",
+    type=click.FloatRange(min=0),
+    default=3900.0,
+    show_default=True,
+    help="With --state: how late (s) a sample may be written after its own time; later ones are not counted.",
+)
 @click.option("--quiet", is_flag=True, help="No progress output (warnings still go to stderr).")
-def analyze(history_uri, out_uri, from_text, to_text, slo_lag, slo_time, gap_factor, master, quiet):
+def analyze(history_uri, out_uri, from_text, to_text, slo_lag, slo_time, gap_factor, master, state_uri, late_s, quiet):
     require_extra("analytics", "monitor analyze")
     from .job import AnalysisSettings, run_job
     from .progress import Progress
@@ -78,6 +93,8 @@ def analyze(history_uri, out_uri, from_text, to_text, slo_lag, slo_time, gap_fac
         slo_lag=slo_lag,
         slo_time_s=slo_time,
         gap_factor=gap_factor,
+        state_uri=state_uri,
+        late_s=late_s,
     )
     if settings.start and settings.end and settings.start >= settings.end:
         raise UserError("--from must be before --to", 2)

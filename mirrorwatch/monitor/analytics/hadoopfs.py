@@ -6,6 +6,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("mirrorwatch.monitor.analytics")
 
@@ -17,7 +21,7 @@ class RemoteFile:
 
 
 class HadoopFS:
-    def __init__(self, spark):
+    def __init__(self, spark: SparkSession) -> None:
         self._jvm = spark.sparkContext._jvm
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
 
@@ -79,3 +83,26 @@ class HadoopFS:
             stream.write(bytearray(text.encode()))
         finally:
             stream.close()
+
+    def read_text(self, uri: str) -> str | None:
+        """A small text file's content, or None if there is no such file."""
+        path = self._path(uri)
+        fs = self._fs(path)
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            out = bytearray()
+            reader = self._jvm.java.io.BufferedReader(self._jvm.java.io.InputStreamReader(stream, "UTF-8"))
+            line = reader.readLine()
+            while line is not None:
+                out += (line + "\n").encode()
+                line = reader.readLine()
+            return out.decode()
+        finally:
+            stream.close()
+
+    def delete(self, uri: str) -> None:
+        """Remove a file or a folder with everything under it (nothing if it is not there)."""
+        path = self._path(uri)
+        self._fs(path).delete(path, True)

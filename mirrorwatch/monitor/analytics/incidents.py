@@ -17,39 +17,68 @@ an *incident* is a maximal run of consecutive breach samples of one series with 
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from .definitions import PARTITION_KEYS, TOPIC_KEYS
+from .definitions import SERIES_KEYS, TOPIC_KEYS
 from .prepare import series_window
 
+# What an incident's samples before the boundary add up to: carried to the next run with the boundary sample
+# when the incident is still going there (``incident_partials``).
+CARRIED = ("inc_start_ms", "inc_samples", "inc_peak", "inc_peak_time", "inc_statuses")
 
-def incidents(enriched: DataFrame) -> DataFrame:
+
+def _statuses(column: Column) -> Column:
+    return F.array_sort(F.array_distinct(F.flatten(F.collect_list(column))))
+
+
+def incident_groups(enriched: DataFrame, boundary_ms: int | None = None) -> DataFrame:
+    """One row per incident, with its fields folded from the rows' ``inc_*`` partials (a carried boundary sample
+    brings the earlier part of its incident, so an incident that spans runs is one row), ``final`` (its end and
+    the sample after it lie before ``boundary_ms``: no later run can change it) and, for the incident that holds
+    a series' deferred sample, its partial up to the boundary (``c_*``)."""
     w = series_window()
     running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     starts = F.col("breach") & (~F.lag("breach", 1, False).over(w) | F.lag("gap_after", 1, False).over(w))
     marked = (
         enriched.select(
-            *PARTITION_KEYS, "ts_ms", "true_lag", "time_lag_s", "status", "breach", "compliant", "gap_after"
+            *SERIES_KEYS,
+            "ts_ms",
+            "true_lag",
+            "breach",
+            "compliant",
+            "gap_after",
+            "deferred",
+            "next_ts_ms",
+            *CARRIED,
         )
-        .withColumn("next_ts_ms", F.lead("ts_ms").over(w))
         .withColumn("next_true_lag", F.lead("true_lag").over(w))
         .withColumn("next_compliant", F.lead("compliant").over(w))
         .withColumn("incident_no", F.sum(starts.cast("int")).over(running))
         .filter("breach")
     )
-    g = marked.groupBy(*PARTITION_KEYS, "incident_no").agg(
-        F.min("ts_ms").alias("start_ms"),
+    before = F.col("ts_ms") < F.lit(boundary_ms if boundary_ms is not None else 2**62)
+    return marked.groupBy(*SERIES_KEYS, "incident_no").agg(
+        F.min("inc_start_ms").alias("start_ms"),
         F.max("ts_ms").alias("end_ms"),
-        F.count(F.lit(1)).alias("samples"),
+        F.sum("inc_samples").alias("samples"),
         # max of (lag, -ts): the largest lag, and among equal lags the earliest sample. Null lags sort first.
-        F.max(F.struct(F.col("true_lag"), (-F.col("ts_ms")).alias("neg_ts"))).alias("peak"),
-        F.max("time_lag_s").alias("peak_time_lag_s"),
-        F.array_sort(F.collect_set("status")).alias("statuses"),
-        F.max_by(F.struct("gap_after", "next_ts_ms", "next_true_lag", "next_compliant", "true_lag"), "ts_ms").alias(
-            "last"
-        ),
+        F.max("inc_peak").alias("peak"),
+        F.max("inc_peak_time").alias("peak_time_lag_s"),
+        _statuses(F.col("inc_statuses")).alias("statuses"),
+        F.max_by(
+            F.struct("gap_after", "next_ts_ms", "next_true_lag", "next_compliant", "true_lag", "deferred"), "ts_ms"
+        ).alias("last"),
+        F.max(F.col("deferred").cast("int")).cast("boolean").alias("has_deferred"),
+        F.sum(F.when(before, F.col("inc_samples"))).alias("c_samples"),
+        F.max(F.when(before, F.col("inc_peak"))).alias("c_peak"),
+        F.max(F.when(before, F.col("inc_peak_time"))).alias("c_peak_time"),
+        _statuses(F.when(before, F.col("inc_statuses")).otherwise(F.array().cast("array<string>"))).alias("c_statuses"),
     )
+
+
+def incidents(groups: DataFrame, boundary_ms: int | None = None) -> DataFrame:
+    """The ``incidents`` table's rows (keyed by ``SERIES_KEYS``; ``mirror`` is added when written) and ``final``."""
     recovered = (
         F.col("last.next_ts_ms").isNotNull()
         & ~F.col("last.gap_after")
@@ -63,8 +92,9 @@ def incidents(enriched: DataFrame) -> DataFrame:
         ref_lag.isNotNull() & peak_ms.isNotNull() & (ref_ms != peak_ms),
         (peak_lag - ref_lag) / ((ref_ms - peak_ms) / 1000.0),
     )
-    return g.select(
-        *PARTITION_KEYS,
+    final = F.lit(False) if boundary_ms is None else (F.col("end_ms") < boundary_ms) & ~F.col("last.deferred")
+    return groups.select(
+        *SERIES_KEYS,
         F.timestamp_millis("start_ms").alias("start"),
         F.timestamp_millis("end_ms").alias("end"),
         F.when(recovered, F.timestamp_millis(F.col("last.next_ts_ms"))).alias("recovered"),
@@ -76,6 +106,19 @@ def incidents(enriched: DataFrame) -> DataFrame:
         "peak_time_lag_s",
         rate.alias("catch_up_rate_per_s"),
         "statuses",
+        final.alias("final"),
+    )
+
+
+def carried_partials(groups: DataFrame) -> DataFrame:
+    """Per series whose deferred (boundary) sample is a breach: its incident's partial up to the boundary."""
+    return groups.filter("has_deferred").select(
+        *SERIES_KEYS,
+        F.col("start_ms").alias("inc_start_ms"),
+        F.col("c_samples").alias("inc_samples"),
+        F.col("c_peak").alias("inc_peak"),
+        F.col("c_peak_time").alias("inc_peak_time"),
+        F.col("c_statuses").alias("inc_statuses"),
     )
 
 

@@ -11,14 +11,31 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
 
 from ...core.cli import UserError
-from .definitions import DEFAULT_GAP_FACTOR, DEFAULT_SLO_LAG, DEFAULT_SLO_TIME_S, FLOW_KEYS, TOPIC_KEYS
-from .inputs import HistoryUnavailable, find_history_files, lag_root, local_path
+from .definitions import (
+    DEFAULT_GAP_FACTOR,
+    DEFAULT_SLO_LAG,
+    DEFAULT_SLO_TIME_S,
+    FLOW_KEYS,
+    PARTITION_KEYS,
+    TOPIC_KEYS,
+)
+from .inputs import HistoryFiles, HistoryUnavailable, find_history_files, lag_root, local_path
 from .progress import Progress
 from .session import spark_session
+
+if TYPE_CHECKING:  # pyspark is imported when a run starts, not when the CLI loads
+    from pyspark.sql import DataFrame, SparkSession
+
+    from .incremental import Summarised
+
+Reader = Callable[[str], "DataFrame"]
+DEFAULT_LATE_S = 3900.0  # a history file closes within an hour (monitor.history_roll_s ≤ 3600), plus a margin
 
 
 @dataclass(frozen=True)
@@ -30,9 +47,11 @@ class AnalysisSettings:
     slo_lag: int = DEFAULT_SLO_LAG
     slo_time_s: float = DEFAULT_SLO_TIME_S
     gap_factor: float = DEFAULT_GAP_FACTOR
+    state_uri: str | None = None  # incremental: the summarised past is kept here (``state``)
+    late_s: float = DEFAULT_LATE_S  # how late a sample may be written, after its own time (incremental runs)
 
 
-def run_job(settings: AnalysisSettings, master: str | None = None, progress: Progress | None = None) -> dict:
+def run_job(settings: AnalysisSettings, master: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Start (or reuse) Spark, run the analysis, stop Spark if started here. User problems → ``UserError``."""
     progress = progress or Progress(quiet=True)
     local = local_path(settings.history_uri)
@@ -51,98 +70,104 @@ def run_job(settings: AnalysisSettings, master: str | None = None, progress: Pro
             spark.stop()
 
 
-def build_tables(enriched, settings: AnalysisSettings) -> dict:
+TABLE_NAMES = [
+    "lag_hourly",
+    "lag_daily",
+    "sampling_gaps",
+    "slo_by_topic",
+    "slo_by_flow",
+    "incidents",
+    "incidents_by_topic",
+    "committed_view",
+    "trend_daily",
+    "trend",
+]
+
+
+def build_tables(done: Summarised, mirrors: DataFrame) -> dict[str, Callable[[Reader], DataFrame]]:
     """Every output table by name, in writing order, as a function of ``read`` (which loads a table already
-    written). Tables derived from another table read it back instead of recomputing it from the samples."""
+    written). Tables derived from another table read it back instead of recomputing it."""
     from . import incidents as inc
     from . import tables as t
 
-    return {
-        "lag_hourly": lambda read: t.lag_stats(enriched, "hour"),
-        "lag_daily": lambda read: t.lag_stats(enriched, "day"),
-        "sampling_gaps": lambda read: t.sampling_gaps(enriched),
-        "slo_by_topic": lambda read: t.slo_compliance(enriched, TOPIC_KEYS),
-        "slo_by_flow": lambda read: t.slo_compliance(enriched, FLOW_KEYS),
-        "incidents": lambda read: inc.incidents(enriched),
+    merged = done.merged
+
+    def keyed(table: DataFrame, keys: list[str]) -> DataFrame:
+        return t.with_mirror(table, mirrors, keys)
+
+    tables: dict[str, Callable[[Reader], DataFrame]] = {
+        "lag_hourly": lambda read: keyed(t.lag_hourly(merged), PARTITION_KEYS),
+        "lag_daily": lambda read: keyed(t.lag_daily(merged), PARTITION_KEYS),
+        "sampling_gaps": lambda read: keyed(done.gaps, PARTITION_KEYS),
+        "slo_by_topic": lambda read: keyed(t.slo_compliance(merged, t.SERIES_TOPIC), TOPIC_KEYS),
+        "slo_by_flow": lambda read: keyed(t.slo_compliance(merged, t.SERIES_FLOW), FLOW_KEYS),
+        "incidents": lambda read: keyed(done.incidents, PARTITION_KEYS),
         "incidents_by_topic": lambda read: inc.incidents_by_topic(read("incidents")),
-        "committed_view": lambda read: t.committed_view(enriched, settings.slo_lag),
-        "trend_daily": lambda read: t.trend_daily(enriched),
-        "trend": lambda read: t.trend(read("trend_daily")),
+        "committed_view": lambda read: keyed(t.committed_view(merged), TOPIC_KEYS),
+        "trend_daily": lambda read: keyed(t.trend_daily(merged), TOPIC_KEYS),
+        "trend": lambda read: t.trend(read("trend_daily"), TOPIC_KEYS),
     }
+    assert list(tables) == TABLE_NAMES
+    return tables
 
 
-# Beyond this many samples a second core's share of an aggregation outweighs the fixed cost of the Spark job a
-# shuffle adds (scheduling; largest on a cluster); see ``single_file``. Coarse on purpose: the bench's 1M samples
-# took ~3 s per table on one core.
-SINGLE_TASK_MAX_ROWS = 1_000_000
-
-
-def single_file(table, flow_series: int, rows: int):
+def single_file(table: DataFrame) -> DataFrame:
     """``table`` as one partition, so it is written as one file (the tables are small: per partition × hour at
-    most, and readers such as the status page take a table as one file).
-
-    ``coalesce(1)`` runs the whole last stage — the aggregation over the cached samples — in the one task that
-    writes; ``repartition(1)`` aggregates in parallel and then shuffles to one writer, which costs one Spark job
-    more per table. The cached samples are hash-partitioned by flow series (``prepare.read_samples``' window), so
-    with one flow series they sit in one partition and the aggregation has one task either way; with several
-    flows and a large history the shuffle is worth its job (the two tables derived from a table read back, one
-    partition already, then pay a needless one too: two small jobs in a long run)."""
-    if flow_series <= 1 or rows <= SINGLE_TASK_MAX_ROWS:
-        return table.coalesce(1)
-    return table.repartition(1)
+    most, and readers such as the status page take a table as one file). They are built from the merged hour
+    partials, which are cached: ``coalesce(1)`` runs the last aggregation in the one writing task."""
+    return table.coalesce(1)
 
 
-def run_analysis(spark, settings: AnalysisSettings, progress: Progress) -> dict:
-    from pyspark import StorageLevel
-
+def run_analysis(spark: SparkSession, settings: AnalysisSettings, progress: Progress) -> dict[str, Any]:
     from .hadoopfs import HadoopFS
-    from .prepare import enrich, read_samples
+    from .incremental import summarise
+    from .partials import flow_mirrors
 
-    with progress.stage("checking history files"):
-        files = find_history_files(spark, settings.history_uri, settings.start, settings.end)
-    for uri, reason in files.skipped:
-        progress.warn(f"skipping corrupt Parquet file {uri}: {reason}")
-    if not files.good:
-        raise HistoryUnavailable(
-            f"no readable lag history files under {lag_root(settings.history_uri)}"
-            + (" in the requested period" if settings.start or settings.end else "")
-        )
+    def history_files(start: datetime | None, end: datetime | None) -> HistoryFiles:
+        with progress.stage("checking history files"):
+            files = find_history_files(spark, settings.history_uri, start, end)
+        for uri, reason in files.skipped:
+            progress.warn(f"skipping corrupt Parquet file {uri}: {reason}")
+        return files
 
     out = settings.out_uri.rstrip("/")
     schemas = {}  # of the tables written so far: reading them back needs no schema inference (a Spark job each)
 
-    def read(name):
+    def read(name: str) -> DataFrame:
         # A table read back is one file, i.e. one partition; coalesce(1) tells Spark so (without a shuffle), and the
         # per-topic windows over it then need no exchange (a Spark job each).
         return spark.read.schema(schemas[name]).parquet(f"{out}/{name}").coalesce(1)
 
-    with progress.stage(f"reading {len(files.good)} files"):
-        samples = read_samples(spark, files.good, settings.start, settings.end)
-        enriched = enrich(samples, settings.slo_lag, settings.slo_time_s, settings.gap_factor)
-        enriched = enriched.persist(StorageLevel.MEMORY_AND_DISK)
-        tables = build_tables(enriched, settings)
-        # One small collect fills the cache, says whether there is anything (its samples add up to the row count:
-        # no count(), which cost two jobs more) and gives the summary its per-flow compliance.
-        by_flow = [r.asDict() for r in tables["slo_by_flow"](read).collect()]
-        rows = sum(r["samples"] for r in by_flow)
+    with progress.stage("summarising the history"):
+        done = summarise(spark, history_files, settings, progress.warn)
     try:
+        # One small collect: each flow's mirror (joined into every table) and the row count (0: nothing to write).
+        flows = [r.asDict() for r in flow_mirrors(done.merged, done.read_from_ms).collect()]
+        mirrors = spark.createDataFrame(
+            [{k: r[k] for k in ("flow", "source", "target", "mirror")} for r in flows],
+            "flow string, source string, target string, mirror string",
+        )
+        tables = build_tables(done, mirrors)
+        rows = sum(r["samples"] for r in flows)
+        done.info["rows_read"] = sum(r["samples_read"] for r in flows)
         if rows == 0:
             raise HistoryUnavailable(
                 f"the lag history under {settings.history_uri} is empty"
                 + (" in the requested period" if settings.start or settings.end else "")
             )
-        flow_series = len({(r["flow"], r["source"], r["target"]) for r in by_flow})
         for name, table in tables.items():
             with progress.stage(f"writing {name}"):
                 df = table(read)
                 schemas[name] = df.schema
-                single_file(df, flow_series, rows).write.mode("overwrite").parquet(f"{out}/{name}")
+                single_file(df).write.mode("overwrite").parquet(f"{out}/{name}")
+        with progress.stage("keeping the summarised hours (--state)" if settings.state_uri else "finishing"):
+            done.commit()
         with progress.stage("writing summary.json"):
-            summary = json_safe(build_summary(read, settings, files, rows, by_flow, list(tables)))
+            summary = json_safe(build_summary(read, settings, done, rows, list(tables)))
             HadoopFS(spark).write_text(f"{out}/summary.json", json.dumps(summary, indent=1, allow_nan=False))
         return summary
     finally:
-        enriched.unpersist()
+        done.release()
 
 
 def json_safe(value):
@@ -203,9 +228,15 @@ def read_back(read, wanted: dict[str, list[str]]) -> dict[str, list[dict]]:
     return rows
 
 
-def build_summary(read, settings: AnalysisSettings, files, rows: int, by_flow: list[dict], table_names) -> dict:
-    """Small figures for dashboards and humans, from the tables just written: the per-flow rows are in hand, the
-    rest are read back (no recomputation) in one Spark job, and totals are added up here rather than by a Spark
+def build_summary(
+    read: Reader,
+    settings: AnalysisSettings,
+    done: Summarised,
+    rows: int,
+    table_names: list[str],
+) -> dict[str, Any]:
+    """Small figures for dashboards and humans, from the tables just written: read back (no recomputation) in one
+    Spark job, and totals are added up here rather than by a Spark
     aggregate (two jobs each)."""
     out = settings.out_uri.rstrip("/")
     slo_cols = [
@@ -238,6 +269,7 @@ def build_summary(read, settings: AnalysisSettings, files, rows: int, by_flow: l
     back = read_back(
         read,
         {
+            "slo_by_flow": FLOW_KEYS + slo_cols,
             "slo_by_topic": TOPIC_KEYS + slo_cols,
             "incidents": ["open", "duration_s", "peak_true_lag"],
             "incidents_by_topic": ["open"],
@@ -253,8 +285,12 @@ def build_summary(read, settings: AnalysisSettings, files, rows: int, by_flow: l
         "period": {"from": settings.start, "to": settings.end},
         "slo": {"true_lag": settings.slo_lag, "time_lag_s": settings.slo_time_s, "gap_factor": settings.gap_factor},
         "rows": rows,
-        "files": {"read": len(files.good), "skipped": [{"uri": u, "reason": r} for u, r in files.skipped]},
-        "compliance_by_flow": ordered(by_flow, FLOW_KEYS + slo_cols, FLOW_KEYS),
+        "files": {
+            "read": len(done.files.good),
+            "skipped": [{"uri": u, "reason": r} for u, r in done.files.skipped],
+        },
+        "incremental": done.info,
+        "compliance_by_flow": ordered(back["slo_by_flow"], FLOW_KEYS + slo_cols, FLOW_KEYS),
         "compliance_by_topic": ordered(back["slo_by_topic"], TOPIC_KEYS + slo_cols, TOPIC_KEYS),
         "incidents": {
             "count": len(incidents),

@@ -1,20 +1,22 @@
 """Reading the history and deriving the per-sample columns every table builds on. Pure DataFrame functions.
 
 The derived columns (see ``definitions`` for the meaning of each):
-``ts_ms``, ``spacing_ms``, ``median_spacing_ms``, ``weight_ms``, ``unobserved_ms``, ``gap_after``,
-``breach``, ``compliant``.
+``hour_ms``, ``next_ts_ms``, ``spacing_ms``, ``median_spacing_ms``, ``weight_ms``, ``unobserved_ms``,
+``gap_after``, ``breach``, ``compliant``, ``deferred``; and ``is_carry`` plus the ``inc_*`` incident partial
+that ``incidents`` folds (a history sample is a one-sample partial; a carried boundary sample brings the part of
+its incident seen by earlier runs).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...core.records import lag_sample_arrow_schema
-from .definitions import PARTITION_KEYS
+from .definitions import HOUR_MS, SERIES_KEYS
 
 
 def history_spark_schema() -> T.StructType:
@@ -24,7 +26,7 @@ def history_spark_schema() -> T.StructType:
     """
     import pyarrow as pa
 
-    def spark_type(arrow_type):
+    def spark_type(arrow_type: pa.DataType) -> T.DataType:
         if pa.types.is_timestamp(arrow_type):
             # An instant (tz-aware) is Spark's TimestampType, not TIMESTAMP_NTZ.
             return T.TimestampType() if arrow_type.tz else T.TimestampNTZType()
@@ -46,14 +48,9 @@ def read_samples(
     spark: SparkSession, files: list[str], start: datetime | None = None, end: datetime | None = None
 ) -> DataFrame:
     """Files are listed and checked beforehand (``inputs``); ``ignoreCorruptFiles`` only guards against damage
-    inside data pages that the footer check cannot see."""
+    inside data pages that the footer check cannot see. ``mirror`` is left as written (null in files from before
+    the column): the tables settle one value per flow (``partials.flow_mirrors``)."""
     df = spark.read.schema(history_spark_schema()).option("ignoreCorruptFiles", "true").parquet(*files)
-    # One mirror per flow: files from before the column existed read null, and a flow whose mirror changed
-    # (our engine replaced by MM2, or back) would otherwise split its series in two. The flow's newest
-    # non-empty value speaks for the whole period.
-    newest = F.max(F.when(F.col("mirror") != "", F.struct("ts", "mirror")))  # max() skips the nulls
-    flow = Window.partitionBy("flow", "source", "target")
-    df = df.withColumn("mirror", F.coalesce(newest.over(flow).getField("mirror"), F.lit("")))
     if start is not None:
         df = df.filter(F.col("ts") >= F.lit(start))
     if end is not None:
@@ -61,8 +58,8 @@ def read_samples(
     return df
 
 
-def series_window():
-    return Window.partitionBy(*PARTITION_KEYS).orderBy("ts_ms")
+def series_window() -> WindowSpec:
+    return Window.partitionBy(*SERIES_KEYS).orderBy("ts_ms")
 
 
 def breach_expr(slo_lag: int, slo_time_s: float) -> Column:
@@ -76,34 +73,65 @@ def compliant_expr(slo_lag: int, slo_time_s: float) -> Column:
     return F.coalesce((F.col("true_lag") <= slo_lag) & (F.col("time_lag_s") <= slo_time_s), F.lit(False))
 
 
-def enrich(samples: DataFrame, slo_lag: int, slo_time_s: float, gap_factor: float) -> DataFrame:
-    """One row per sample with the derived columns; only the columns the tables use are kept (it is cached)."""
-    df = samples.select(
-        *PARTITION_KEYS,
-        "ts",
-        F.unix_millis("ts").alias("ts_ms"),
+PEAK_TYPE = "struct<true_lag:bigint,neg_ts:bigint>"
+
+
+def sample_rows(samples: DataFrame) -> DataFrame:
+    """History rows in the shape ``enrich`` takes: each sample is its own one-sample incident partial."""
+    ts_ms = F.unix_millis("ts")
+    return samples.select(
+        *SERIES_KEYS,
+        "mirror",
+        ts_ms.alias("ts_ms"),
         "true_lag",
         "committed_lag",
         "time_lag_s",
         "status",  # the evaluator's word on each sample: the incidents say which statuses their breach saw
+        F.lit(False).alias("is_carry"),
+        F.lit(None).cast("double").alias("carry_median_ms"),
+        ts_ms.alias("inc_start_ms"),
+        F.lit(1).cast("long").alias("inc_samples"),
+        F.struct(F.col("true_lag").alias("true_lag"), (-ts_ms).alias("neg_ts")).alias("inc_peak"),
+        F.col("time_lag_s").alias("inc_peak_time"),
+        F.when(F.col("status").isNotNull(), F.array("status"))
+        .otherwise(F.array().cast("array<string>"))
+        .alias("inc_statuses"),
     )
-    df = df.withColumn("spacing_ms", F.lead("ts_ms").over(series_window()) - F.col("ts_ms"))
-    # Exact median over the whole series: a window without ordering spans the entire partition.
-    df = df.withColumn("median_spacing_ms", F.percentile("spacing_ms", 0.5).over(Window.partitionBy(*PARTITION_KEYS)))
-    cap_ms = F.floor(F.lit(gap_factor) * F.col("median_spacing_ms")).cast("long")
-    last_weight_ms = F.floor(F.col("median_spacing_ms")).cast("long")
+
+
+def enrich(
+    rows: DataFrame, slo_lag: int, slo_time_s: float, gap_factor: float, boundary_ms: int | None = None
+) -> DataFrame:
+    """One row per sample (``sample_rows``, plus the carried boundary samples of an incremental run) with the
+    derived columns. ``deferred`` marks each series' last sample before ``boundary_ms`` (the next run's start):
+    what its spacing stands for is only known once its successor is (``state``)."""
+    hour_ms = F.floor(F.col("ts_ms") / HOUR_MS).cast("long") * HOUR_MS
+    df = rows.withColumn("hour_ms", hour_ms).withColumn("next_ts_ms", F.lead("ts_ms").over(series_window()))
+    df = df.withColumn("spacing_ms", F.col("next_ts_ms") - F.col("ts_ms"))
+    within = ~F.col("is_carry") & (F.col("next_ts_ms") < F.col("hour_ms") + HOUR_MS)
+    # Exact median of the hour's own spacings; a carried sample's hour is not read again, so its median is carried.
+    hour_median = F.percentile(F.when(within, F.col("spacing_ms")), 0.5).over(
+        Window.partitionBy(*SERIES_KEYS, "hour_ms")
+    )
+    df = df.withColumn("median_spacing_ms", F.coalesce(F.col("carry_median_ms"), hour_median))
+    median, spacing = F.col("median_spacing_ms"), F.col("spacing_ms")
+    cap_ms = F.floor(F.lit(gap_factor) * median).cast("long")
+    if boundary_ms is None:
+        deferred = F.lit(False)
+    else:
+        deferred = (F.col("ts_ms") < boundary_ms) & F.coalesce(F.col("next_ts_ms") >= boundary_ms, F.lit(True))
     return df.select(
         "*",
-        # Spark's least/greatest skip nulls, hence the explicit branch for the last sample (spacing null).
-        F.when(F.col("spacing_ms").isNull(), F.coalesce(last_weight_ms, F.lit(0).cast("long")))
-        .otherwise(F.least(F.col("spacing_ms"), cap_ms))
+        F.when(median.isNull(), F.lit(0).cast("long"))
+        .when(spacing.isNull(), F.floor(median).cast("long"))
+        .otherwise(F.least(spacing, cap_ms))
         .alias("weight_ms"),
-        F.when(F.col("spacing_ms").isNull(), F.lit(0).cast("long"))
-        .otherwise(F.greatest(F.col("spacing_ms") - cap_ms, F.lit(0).cast("long")))
+        F.when(spacing.isNull(), F.lit(0).cast("long"))
+        .when(median.isNull(), spacing)
+        .otherwise(F.greatest(spacing - cap_ms, F.lit(0).cast("long")))
         .alias("unobserved_ms"),
-        F.coalesce(F.col("spacing_ms") > F.lit(gap_factor) * F.col("median_spacing_ms"), F.lit(False)).alias(
-            "gap_after"
-        ),
+        F.coalesce(spacing > F.lit(gap_factor) * median, F.lit(False)).alias("gap_after"),
         breach_expr(slo_lag, slo_time_s).alias("breach"),
         compliant_expr(slo_lag, slo_time_s).alias("compliant"),
+        deferred.alias("deferred"),
     )

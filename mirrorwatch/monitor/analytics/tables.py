@@ -1,70 +1,111 @@
-"""The output tables other than incidents. Pure DataFrame → DataFrame functions over ``prepare.enrich``'s rows."""
+"""The output tables other than incidents. Pure DataFrame functions over the merged hour partials (``partials``),
+keyed by ``SERIES_KEYS``; ``with_mirror`` adds each flow's ``mirror`` when a table is written."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from .definitions import LAG_KINDS, PARTITION_KEYS, PERCENTILES, TOPIC_KEYS
+from .definitions import DAY_MS, HOUR_MS, LAG_KINDS, PERCENTILES, SERIES_KEYS
 
-BUCKET_MS = {"hour": 3_600_000, "day": 86_400_000}
-
-
-def _percentile_columns(column: str, prefix: str | None = None) -> tuple[list, list]:
-    """(aggregate, final-select) columns for p50/p95/p99 of one column (exact, linear interpolation)."""
-    prefix = prefix or column
-    arr = F.percentile(column, list(PERCENTILES))
-    cols = [arr.alias(f"_{prefix}_pcts")]
-    return cols, [F.col(f"_{prefix}_pcts")[i].alias(f"{prefix}_p{int(p * 100)}") for i, p in enumerate(PERCENTILES)]
+# The tables' keys without ``mirror`` (added by ``with_mirror``).
+SERIES_TOPIC = [k for k in SERIES_KEYS if k != "partition"]
+SERIES_FLOW = ["flow", "source", "target", "group"]
 
 
-def lag_stats(enriched: DataFrame, bucket: str) -> DataFrame:
-    """Per partition and hour (or day): lag percentiles and max, samples and sampling coverage.
+def with_mirror(table: DataFrame, mirrors: DataFrame, keys: list[str]) -> DataFrame:
+    """``table`` with the flow's ``mirror`` in its place among ``keys`` (a small broadcast join)."""
+    rest = [c for c in table.columns if c not in keys]
+    joined = table.join(F.broadcast(mirrors), ["flow", "source", "target"], "left")
+    return joined.select(*keys, *rest)
 
-    ``coverage`` = samples / expected samples, where expected = bucket length / the series' median spacing,
+
+def _merged_sketch(kind: str) -> Column:
+    merge = F.kll_merge_agg_double if kind == "time_lag_s" else F.kll_merge_agg_bigint
+    return merge(f"{kind}_sketch")
+
+
+def _coverage(bucket_ms: int) -> list[Column]:
+    # try_divide: Spark 4 runs in ANSI mode, where x/0 fails the job; a median spacing of 0 (duplicate samples)
+    # or null (an hour with one sample) gives null here instead.
+    expected = F.try_divide(F.lit(float(bucket_ms)), F.col("median_spacing_ms"))
+    return [
+        expected.alias("expected_samples"),
+        F.least(F.lit(1.0), F.try_divide(F.col("samples"), expected)).alias("coverage"),
+        F.col("gaps"),
+        (F.col("unobserved_ms") / 1000.0).alias("unobserved_s"),
+    ]
+
+
+def lag_hourly(merged: DataFrame) -> DataFrame:
+    """Per partition and hour: exact lag percentiles and max, samples and sampling coverage.
+
+    ``coverage`` = samples / expected samples, where expected = bucket length / the hour's median spacing,
     capped at 1. ``gaps`` counts sampling gaps that start in the bucket; ``unobserved_s`` is their time beyond
     the cap (see ``definitions``), i.e. time nobody looked.
     """
-    aggs, finals = [], []
+    finals: list[Column | str] = []
     for kind in LAG_KINDS:
-        a, f = _percentile_columns(kind)
-        aggs += a
-        finals += f + [F.col(f"{kind}_max")]
-        aggs.append(F.max(kind).alias(f"{kind}_max"))
-    grouped = (
-        enriched.withColumn("bucket_start", F.date_trunc(bucket, "ts"))
-        .groupBy(*PARTITION_KEYS, "bucket_start")
-        .agg(
-            F.count(F.lit(1)).alias("samples"),
-            *[F.count(kind).alias(f"{kind}_known") for kind in LAG_KINDS],
-            *aggs,
-            F.first("median_spacing_ms").alias("median_spacing_ms"),
-            F.sum(F.col("gap_after").cast("int")).alias("gaps"),
-            (F.sum("unobserved_ms") / 1000.0).alias("unobserved_s"),
-        )
-    )
-    # try_divide: Spark 4 runs in ANSI mode, where x/0 fails the job; a median spacing of 0 (duplicate samples)
-    # or null (a single sample) gives null here instead.
-    expected = F.try_divide(F.lit(float(BUCKET_MS[bucket])), F.col("median_spacing_ms"))
-    return grouped.select(
-        *PARTITION_KEYS,
-        "bucket_start",
+        finals += [F.col(f"{kind}_pcts")[i].alias(f"{kind}_p{int(p * 100)}") for i, p in enumerate(PERCENTILES)]
+        finals.append(f"{kind}_max")
+    return merged.filter("samples > 0").select(
+        *SERIES_KEYS,
+        F.timestamp_millis("hour_ms").alias("bucket_start"),
         "samples",
         *[f"{kind}_known" for kind in LAG_KINDS],
         *finals,
-        expected.alias("expected_samples"),
-        F.least(F.lit(1.0), F.try_divide(F.col("samples"), expected)).alias("coverage"),
-        "gaps",
-        "unobserved_s",
+        *_coverage(HOUR_MS),
     )
 
 
+def lag_daily(merged: DataFrame) -> DataFrame:
+    """Per partition and UTC day: percentiles from the hours' sketches merged (rank error: ``SKETCH_RANK_ERROR``),
+    exact max and counts; the day's median spacing is the median of its hours' medians."""
+    day_ms = F.floor(F.col("hour_ms") / DAY_MS).cast("long") * DAY_MS
+    g = (
+        merged.filter("samples > 0")
+        .withColumn("day_ms", day_ms)
+        .groupBy(*SERIES_KEYS, "day_ms")
+        .agg(
+            F.sum("samples").alias("samples"),
+            *[F.sum(f"{kind}_known").alias(f"{kind}_known") for kind in LAG_KINDS],
+            *[_merged_sketch(kind).alias(f"{kind}_sketch") for kind in LAG_KINDS],
+            *[F.max(f"{kind}_max").alias(f"{kind}_max") for kind in LAG_KINDS],
+            F.percentile("median_spacing_ms", 0.5).alias("median_spacing_ms"),
+            F.sum("gaps").alias("gaps"),
+            F.sum("unobserved_ms").alias("unobserved_ms"),
+        )
+    )
+    finals: list[Column | str] = []
+    for kind in LAG_KINDS:
+        finals += _known_quantiles(kind)
+        finals.append(f"{kind}_max")
+    return g.select(
+        *SERIES_KEYS,
+        F.timestamp_millis("day_ms").alias("bucket_start"),
+        "samples",
+        *[f"{kind}_known" for kind in LAG_KINDS],
+        *finals,
+        *_coverage(DAY_MS),
+    )
+
+
+def _known_quantiles(kind: str, prefix: str | None = None, known: str | None = None) -> list[Column]:
+    """p50/p95/p99 of a merged sketch column ``<kind>_sketch``; null where no value was known (empty sketch)."""
+    prefix = prefix or kind
+    has = F.col(known or f"{kind}_known") > 0
+    arr = (F.kll_sketch_get_quantile_double if kind == "time_lag_s" else F.kll_sketch_get_quantile_bigint)(
+        F.when(has, F.col(f"{kind}_sketch")), F.array(*[F.lit(p) for p in PERCENTILES])
+    )
+    return [arr[i].cast("double").alias(f"{prefix}_p{int(p * 100)}") for i, p in enumerate(PERCENTILES)]
+
+
 def sampling_gaps(enriched: DataFrame) -> DataFrame:
-    """Every spacing longer than gap_factor × the series' median spacing."""
+    """Every spacing longer than gap_factor × the hour's median spacing (``SERIES_KEYS``-keyed rows)."""
     return enriched.filter("gap_after").select(
-        *PARTITION_KEYS,
-        F.col("ts").alias("gap_start"),
-        F.timestamp_millis(F.col("ts_ms") + F.col("spacing_ms")).alias("gap_end"),
+        *SERIES_KEYS,
+        F.timestamp_millis("ts_ms").alias("gap_start"),
+        F.timestamp_millis("next_ts_ms").alias("gap_end"),
         (F.col("spacing_ms") / 1000.0).alias("gap_s"),
         (F.col("median_spacing_ms") / 1000.0).alias("median_spacing_s"),
         F.try_divide(F.col("spacing_ms"), F.col("median_spacing_ms")).alias("spacing_ratio"),
@@ -72,20 +113,13 @@ def sampling_gaps(enriched: DataFrame) -> DataFrame:
     )
 
 
-def slo_compliance(enriched: DataFrame, keys: list[str]) -> DataFrame:
+def slo_compliance(merged: DataFrame, keys: list[str]) -> DataFrame:
     """Time-weighted SLO compliance per ``keys`` (topic or flow). Sums are integer milliseconds, so exact."""
-
-    def ms_where(cond):
-        return F.coalesce(F.sum(F.when(cond, F.col("weight_ms")).otherwise(F.lit(0))), F.lit(0)).cast("long")
-
-    g = enriched.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("samples"),
-        ms_where(F.col("compliant")).alias("compliant_ms"),
-        ms_where(F.col("breach")).alias("breach_ms"),
-        ms_where(~F.col("compliant") & ~F.col("breach")).alias("unknown_ms"),
-        F.sum("unobserved_ms").cast("long").alias("unobserved_ms"),
-        F.min("ts").alias("first_sample"),
-        F.max("ts").alias("last_sample"),
+    g = merged.groupBy(*keys).agg(
+        F.sum("samples").alias("samples"),
+        *[F.sum(c).cast("long").alias(c) for c in ("compliant_ms", "breach_ms", "unknown_ms", "unobserved_ms")],
+        F.timestamp_millis(F.min("first_ms")).alias("first_sample"),
+        F.timestamp_millis(F.max("last_ms")).alias("last_sample"),
     )
     judged = F.col("compliant_ms") + F.col("breach_ms")
     everything = judged + F.col("unknown_ms") + F.col("unobserved_ms")
@@ -97,35 +131,28 @@ def slo_compliance(enriched: DataFrame, keys: list[str]) -> DataFrame:
     )
 
 
-def committed_view(enriched: DataFrame, slo_lag: int) -> DataFrame:
+def committed_view(merged: DataFrame) -> DataFrame:
     """How wrong the committed view (kafka-consumer-groups' lag) was, per topic.
 
-    ``committed_minus_true`` = committed_lag − true_lag over samples where both are known.
-    ``false_pages``: committed_lag > SLO lag while the sample was within SLO (true and time lag) — pages the
-    committed view alone would have sent that true lag avoids. ``missed_breaches``: committed_lag within the
+    ``committed_minus_true`` = committed_lag − true_lag over samples where both are known (percentiles from
+    sketches). ``false_pages``: committed_lag > SLO lag while the sample was within SLO (true and time lag) — pages
+    the committed view alone would have sent that true lag avoids. ``missed_breaches``: committed_lag within the
     lag SLO while the sample breached (possible through time lag).
     """
-    both = enriched.filter(F.col("committed_lag").isNotNull() & F.col("true_lag").isNotNull()).withColumn(
-        "committed_minus_true", F.col("committed_lag") - F.col("true_lag")
+    g = merged.groupBy(*SERIES_TOPIC).agg(
+        F.sum("cmt_samples").alias("samples"),
+        F.min("cmt_min").alias("committed_minus_true_min"),
+        F.sum("cmt_sum").alias("cmt_sum"),
+        F.max("cmt_max").alias("committed_minus_true_max"),
+        F.kll_merge_agg_bigint("cmt_sketch").alias("cmt_sketch"),
+        *[F.sum(c).alias(c) for c in ("committed_pages", "false_pages", "missed_breaches")],
     )
-    a, f = _percentile_columns("committed_minus_true")
-    committed_pages = F.col("committed_lag") > slo_lag
-    g = both.groupBy(*TOPIC_KEYS).agg(
-        F.count(F.lit(1)).alias("samples"),
-        F.min("committed_minus_true").alias("committed_minus_true_min"),
-        F.avg("committed_minus_true").alias("committed_minus_true_mean"),
-        F.max("committed_minus_true").alias("committed_minus_true_max"),
-        *a,
-        F.sum(committed_pages.cast("long")).alias("committed_pages"),
-        F.sum((committed_pages & F.col("compliant")).cast("long")).alias("false_pages"),
-        F.sum((~committed_pages & F.col("breach")).cast("long")).alias("missed_breaches"),
-    )
-    return g.select(
-        *TOPIC_KEYS,
+    return g.filter("samples > 0").select(
+        *SERIES_TOPIC,
         "samples",
         "committed_minus_true_min",
-        "committed_minus_true_mean",
-        *f,
+        (F.col("cmt_sum") / F.col("samples")).alias("committed_minus_true_mean"),
+        *_known_quantiles("cmt", "committed_minus_true", "samples"),
         "committed_minus_true_max",
         "committed_pages",
         "false_pages",
@@ -134,19 +161,31 @@ def committed_view(enriched: DataFrame, slo_lag: int) -> DataFrame:
     )
 
 
-def trend_daily(enriched: DataFrame) -> DataFrame:
-    """Per topic and UTC day: p99 of true and time lag over all the topic's partitions, and the change on the
-    previous day that has data."""
+def trend_daily(merged: DataFrame) -> DataFrame:
+    """Per topic and UTC day: p99 of true and time lag over all the topic's partitions (merged sketches), and the
+    change on the previous day that has data."""
+    day = F.to_date(F.timestamp_millis(F.floor(F.col("hour_ms") / DAY_MS).cast("long") * DAY_MS))
     daily = (
-        enriched.withColumn("day", F.to_date("ts"))
-        .groupBy(*TOPIC_KEYS, "day")
+        merged.filter("samples > 0")
+        .withColumn("day", day)
+        .groupBy(*SERIES_TOPIC, "day")
         .agg(
-            F.count(F.lit(1)).alias("samples"),
-            F.percentile("true_lag", 0.99).alias("true_lag_p99"),
-            F.percentile("time_lag_s", 0.99).alias("time_lag_s_p99"),
+            F.sum("samples").alias("samples"),
+            F.sum("true_lag_known").alias("true_lag_known"),
+            F.sum("time_lag_s_known").alias("time_lag_s_known"),
+            _merged_sketch("true_lag").alias("true_lag_sketch"),
+            _merged_sketch("time_lag_s").alias("time_lag_s_sketch"),
         )
     )
-    w = Window.partitionBy(*TOPIC_KEYS).orderBy("day")
+    p99 = list(PERCENTILES).index(0.99)
+    daily = daily.select(
+        *SERIES_TOPIC,
+        "day",
+        "samples",
+        _known_quantiles("true_lag")[p99].alias("true_lag_p99"),
+        _known_quantiles("time_lag_s")[p99].alias("time_lag_s_p99"),
+    )
+    w = Window.partitionBy(*SERIES_TOPIC).orderBy("day")
     return daily.select(
         "*",
         (F.col("true_lag_p99") - F.lag("true_lag_p99").over(w)).alias("true_lag_p99_change"),
@@ -154,13 +193,13 @@ def trend_daily(enriched: DataFrame) -> DataFrame:
     )
 
 
-def trend(daily: DataFrame) -> DataFrame:
+def trend(daily: DataFrame, keys: list[str]) -> DataFrame:
     """Per topic over the period: first and last day's p99 true lag, the change, and a least-squares slope
     (per day). First/last days may be partial days; the slope is less sensitive to that than the change."""
-    day_index = F.datediff("day", F.min("day").over(Window.partitionBy(*TOPIC_KEYS)))
+    day_index = F.datediff("day", F.min("day").over(Window.partitionBy(*keys)))
     g = (
         daily.withColumn("day_index", day_index)
-        .groupBy(*TOPIC_KEYS)
+        .groupBy(*keys)
         .agg(
             F.count(F.lit(1)).alias("days"),
             F.min("day").alias("first_day"),

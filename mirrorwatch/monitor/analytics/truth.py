@@ -20,6 +20,21 @@ class SeriesFlags:
     compliant: np.ndarray
 
 
+HOUR_MS = 3_600_000
+
+
+def hour_medians(ts_ms: np.ndarray) -> np.ndarray:
+    """Per sample: the median of its series' spacings that begin and end in the sample's UTC hour (NaN if none)."""
+    hours = ts_ms // HOUR_MS
+    spacing = np.diff(ts_ms)
+    out = np.full(len(ts_ms), np.nan)
+    edges = [0, *(np.flatnonzero(np.diff(hours)) + 1).tolist(), len(ts_ms)]
+    for a, b in zip(edges, edges[1:]):  # ts_ms is sorted: each hour is one slice
+        if b - a >= 2:
+            out[a:b] = np.median(spacing[a : b - 1])
+    return out
+
+
 def series_flags(
     ts_ms: np.ndarray,
     true_lag: np.ndarray,
@@ -31,16 +46,18 @@ def series_flags(
     """``true_lag`` / ``time_lag_s`` as float arrays with NaN for unknown; ``ts_ms`` sorted."""
     n = len(ts_ms)
     spacing = np.diff(ts_ms)
-    median = float(np.median(spacing)) if len(spacing) else None
+    median = hour_medians(ts_ms)
     weight = np.zeros(n, dtype=np.int64)
     unobserved = np.zeros(n, dtype=np.int64)
     gap_after = np.zeros(n, dtype=bool)
-    if median is not None:
-        cap = int(np.floor(gap_factor * median))
-        weight[:-1] = np.minimum(spacing, cap)
-        weight[-1] = int(np.floor(median))
-        unobserved[:-1] = np.maximum(spacing - cap, 0)
-        gap_after[:-1] = spacing > gap_factor * median
+    has = ~np.isnan(median)
+    cap = np.where(has, np.floor(gap_factor * np.nan_to_num(median)), 0).astype(np.int64)
+    if n:
+        weight[:-1] = np.where(has[:-1], np.minimum(spacing, cap[:-1]), 0)
+        weight[-1] = int(np.floor(median[-1])) if has[-1] else 0
+        unobserved[:-1] = np.where(has[:-1], np.maximum(spacing - cap[:-1], 0), spacing)
+        with np.errstate(invalid="ignore"):
+            gap_after[:-1] = has[:-1] & (spacing > gap_factor * median[:-1])
     with np.errstate(invalid="ignore"):
         breach = (true_lag > slo_lag) | (time_lag_s > slo_time_s)
         compliant = (true_lag <= slo_lag) & (time_lag_s <= slo_time_s)
