@@ -49,7 +49,11 @@ def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config,
         )
     groups = {g["group"]: g for g in report["groups"]}
     assert code == 2  # the worst verdict decides the exit code
-    assert groups[ready]["verdict"] == "READY" and groups[ready]["lost"] == 0 and groups[ready]["duplicates"] >= 0
+    assert (
+        groups[ready]["verdict"] == "READY"
+        and groups[ready]["true_lag"] == groups[ready]["lost"] == 0
+        and groups[ready]["duplicates"] >= 0
+    )
     assert groups[unchecked]["verdict"] == "NOT READY" and "no checkpoint for 2 of 2" in groups[unchecked]["reasons"][0]
     assert [t["true_lag"] for t in report["topics"] if t["topic"] == topic_name] == [0]
     # translation coverage for our engine too (issue 14): the checkpointed group is translated, the other is not,
@@ -61,7 +65,7 @@ def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config,
     produce_numbered(source.bootstrap, topic_name, 37, partitions=2, start=1000)
     code, report = check(path, ready)
     group = report["groups"][0]
-    assert code == 1 and group["verdict"] == "DEGRADED" and group["lost"] == 37
+    assert code == 1 and group["verdict"] == "DEGRADED" and group["true_lag"] == group["lost"] == 37
     assert "37 records not yet on the target would be lost" in group["reasons"]
     topic = [t for t in report["topics"] if t["topic"] == topic_name][0]
     assert topic["true_lag"] == 37 and topic["time_lag_s"] >= 0

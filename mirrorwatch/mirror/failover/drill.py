@@ -34,10 +34,10 @@ from ...core.config_loading import load_config
 from ...core.reading import end_offsets, read_to_end
 
 BIN = Path(sys.executable).parent
-FAILBACK = """Failback (do not reverse the mirror in place): the old source missed everything written to the new
-primary and may hold records the new primary never got. 1) keep the old source's clusters stopped for clients;
-2) wipe the old source's mirrored topics (or the cluster); 3) mirror the new primary back into it
-(a west→east flow) until true lag is 0; 4) fail over again, the same way, in a quiet window."""
+FAILBACK = """Failback (do not reverse the mirror in place, and do not wipe first): the old source may hold records
+the new primary never got. 1) keep clients off the old source; 2) save them: `mirror failback tail --out FILE`;
+3) `mirror failback plan --tail-manifest FILE.manifest.json` gives the wipe, the reverse flow and the switchover
+back, in order (docs/dr.md)."""
 
 
 def is_loopback(bootstrap: str) -> bool:
@@ -315,8 +315,15 @@ def run_drill(
     help="use the config's clusters instead of a fresh local pair (the outage is then simulated)",
 )
 @click.option("--i-know", "i_know", is_flag=True, help="allow clusters that are not on this machine's loopback")
+@click.option("--unplanned", is_flag=True, help="the source killed under traffic; the tail found, exported, checked")
+@click.option("--planned", is_flag=True, help="a planned switchover: RPO 0, 0 lost, re-deliveries within the bound")
+@click.option("--rate", default=2000, show_default=True, help="--unplanned, --planned: records per second")
 @click.option("--json", "as_json", is_flag=True)
-def drill(mode, records, delivery, config_path, i_know, as_json):
+def drill(mode, records, delivery, config_path, i_know, unplanned, planned, rate, as_json):
+    if unplanned:
+        return _drill_unplanned(records, rate, as_json)
+    if planned:
+        return _drill_planned(records, rate, as_json)
     if config_path is not None:
         cfg = load_config(config_path)
         name, flow = cfg.flow(None)
@@ -343,4 +350,43 @@ def drill(mode, records, delivery, config_path, i_know, as_json):
         )
         click.echo(f"drill {'PASSED' if result['ok'] else 'FAILED'}")
         click.echo(FAILBACK)
+    return 0 if result["ok"] else 1
+
+
+def _drill_unplanned(records: int, rate: int, as_json: bool) -> int:
+    from .drill_unplanned import run_unplanned
+
+    say = (lambda *_: None) if as_json else click.echo
+    result = run_unplanned(records, rate, Path(tempfile.mkdtemp(prefix="mw-drill-")), say)
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(
+            f"8. verified by an independent reader: {result['independent_missing']} east records missing from west, "
+            f"the tail said {result['tail_records']}, the export holds {result['exported']} "
+            f"({'exactly those' if result['export_matches'] else 'NOT those'}); "
+            f"unaccounted for: {result['unaccounted']} of {result['produced_acknowledged']} acknowledged"
+        )
+        for g in result["groups_read_into_tail"]:
+            click.echo(f"   group {g['group']} had processed {g['records']} of the tail on east")
+        click.echo(f"drill {'PASSED' if result['ok'] else 'FAILED'}; the way home (mirror failback plan):")
+        for number, step in enumerate(result["failback_steps"], 1):
+            click.echo(f"   {number}) {step}")
+    return 0 if result["ok"] else 1
+
+
+def _drill_planned(records: int, rate: int, as_json: bool) -> int:
+    from .drill_planned import run_planned
+
+    say = (lambda *_: None) if as_json else click.echo
+    result = run_planned(records, rate, Path(tempfile.mkdtemp(prefix="mw-drill-")), say)
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(
+            f"6. verified by an independent reader of west: {result['on_target']} records on the target, "
+            f"{result['rpo_records']} acknowledged records missing there (RPO), lost {result['lost']}, "
+            f"re-delivered {result['duplicates']} (the switchover stated at most {result['redelivery_bound']})"
+        )
+        click.echo(f"drill {'PASSED' if result['ok'] else 'FAILED'}")
     return 0 if result["ok"] else 1

@@ -94,14 +94,15 @@ def _run(
             raise _Stopped(name)
 
     all_applied = "applied" in done
-    for number, name, step in (
-        (1, "healthy", step_healthy),
-        (2, "quiet", step_quiet),
-        (3, "caught_up", step_caught_up),
-    ):
+    gates = (
+        (1, "healthy", "the flow is healthy", step_healthy),
+        (2, "quiet", "writes have stopped", step_quiet),
+        (3, "caught_up", "true lag 0 on every partition, proved", step_caught_up),
+    )
+    for number, name, title, step in gates:
         if all_applied:
             continue  # the groups have moved: the gates were met then, and are history now
-        plan.say(f"{number}. {step.__doc__.splitlines()[0] if step.__doc__ else name}")
+        plan.say(f"{number}. {title}")
         finish(name, step(plan))
     if not all_applied:
         plan.say("4. every group translated and applied on the target (refused while active)")
