@@ -69,6 +69,8 @@ MODULE_GROUPS = {
     "test_security": "sasl",
 }
 LONGEST_FIRST = [
+    # two three-node clusters, two mirrors, MM2 and three writers through seven faults (docs/reliability.md)
+    "test_faults",
     "spark",
     "test_mm2",
     "connect",
@@ -88,6 +90,8 @@ LONGEST_FIRST = [
     "test_mirror_behaviour",
     "test_mirror_failover",
     "test_mirror_faults",
+    "test_multinode",
+    "test_eos_target_kill",
     "test_monitor_engine",
     "test_monitor_kafka",
     # after the long groups: its image builds in the background from the start of scripts/test (minutes on a fresh
