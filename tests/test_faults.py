@@ -23,6 +23,9 @@ from .support.fault_rig import COMMIT_INTERVAL_S, CONTESTANTS, PARTITIONS, RATE,
 from .support.mirror_harness import wait_until
 from .support.oracle import Verdict, judge
 
+# the whole plan runs in the module's fixtures, inside its first test's setup: 9-10 min at load average 40-55 here
+pytestmark = pytest.mark.timeout(1800)
+
 # Duplicates one fault may cause an at-least-once copier that keeps running: what it delivered since its last
 # successful commit (one commit interval of traffic) plus what was in flight when the fault hit (up to one more
 # second of traffic: a produce request's retries through a leader change, a commit that timed out).
@@ -156,3 +159,24 @@ def test_at_least_once_duplicates_stay_within_one_fault_in_flight_window(plan, c
 def test_the_plan_covered_every_fault_on_three_partitions(plan, rig):
     assert [m.fault for m in plan][:2] == ["rolling restart of the source", "rolling restart of the target"]
     assert len(plan) == 7 and all(len(r.received) == PARTITIONS for r in rig.readers.values())
+
+
+@pytest.mark.parametrize("fault", ["rolling restart of the source", "rolling restart of the target"])
+@pytest.mark.xfail(
+    strict=False,
+    reason="librdkafka 2.16's admin client aborts the monitor now and then while brokers restart "
+    "(rdkafka_queue.h: rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0'; docs/reliability.md): "
+    "when it dies during a rolling restart this test fails, not at random in whatever follows",
+)
+def test_a_clean_rolling_restart_never_turns_the_evaluator_err(plan, rig, fault):
+    seen = rig.monitor.during(fault)
+    statuses: dict[tuple[str, str], int] = {}
+    for s in seen:
+        statuses[(s.flow, s.status)] = statuses.get((s.flow, s.status), 0) + 1
+    print(f"monitor during {fault}: {statuses}")
+    faults = [m.fault for m in plan]
+    died = rig.monitor_died_during
+    assert died is None or faults.index(died) > faults.index(fault), f"the monitor died: {rig.monitor.exit_said()}"
+    assert len(seen) >= 10, statuses  # it answered all along
+    err = [s for s in seen if s.status == "ERR"]
+    assert not err, f"{len(err)} ERR answers, e.g. {err[:3]}"

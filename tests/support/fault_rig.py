@@ -22,6 +22,7 @@ from mirrorwatch.localkafka.multinode import MultiNodeCluster
 from mirrorwatch.localkafka.process import free_port
 
 from .mirror_harness import MirrorProcess, crash_report, fast_mirror_settings, wait_until
+from .monitor_watch import MonitorWatch
 from .oracle import NumberedWriter, TargetReader, judge
 
 RATE = 500  # records/s into each contestant's source topic, for the whole plan
@@ -67,6 +68,8 @@ class Rig:
         self.readers: dict[str, TargetReader] = {}
         self.mirrors: dict[str, MirrorProcess] = {}
         self.mm2: LocalMirrorMaker2 | None = None
+        self.monitor: MonitorWatch | None = None
+        self.monitor_died_during: str | None = None  # the plan goes on without it; its test says so
         self.measured: list[Measured] = []
         self._duplicates = dict.fromkeys(CONTESTANTS, 0)
 
@@ -93,9 +96,30 @@ class Rig:
             self._wait_target_topic(name)
             self.readers[name] = TargetReader(self.west.bootstrap, self.target_topic(name), PARTITIONS)
         self.wait_caught_up(self.acknowledged(), timeout_s=240)
+        self.monitor = MonitorWatch(self.base, self._clusters(), self._monitored_flows()).begin()
+        self.monitor.wait_answering()
         return self
 
+    def _clusters(self) -> dict[str, dict[str, str]]:
+        return {"east": self.east.client_config(), "west": self.west.client_config()}
+
+    def _monitored_flows(self) -> dict[str, dict[str, object]]:
+        """Our engine's two flows (the monitor finds the exactly-once one transactional by its open transactions)."""
+        return {
+            name: {
+                "source": "east",
+                "target": "west",
+                "topics": [self.topics[name]],
+                "group": self.groups[name],
+                "checkpoint_groups": [],
+                "internal_topics": False,
+            }
+            for name in ("alo", "eos")
+        }
+
     def stop(self) -> None:
+        if self.monitor is not None:
+            self.monitor.finish()
         for writer in self.writers.values():
             if writer.is_alive():
                 writer.finish()
@@ -113,7 +137,7 @@ class Rig:
         if name == "eos":
             mirror.update({"delivery": "exactly_once", "instance_id": EOS_INSTANCE})
         return {
-            "clusters": {"east": self.east.client_config(), "west": self.west.client_config()},
+            "clusters": self._clusters(),
             "flows": {
                 "east-west": {
                     "source": "east",
@@ -197,6 +221,8 @@ class Rig:
 
     def run_fault(self, name: str, fault: Callable[[], None]) -> Measured:
         started = time.monotonic()
+        if self.monitor is not None:
+            self.monitor.fault = name
         fault()
         acknowledged = self.acknowledged()
         self.east.wait_in_sync(180)
@@ -208,4 +234,8 @@ class Rig:
             measured.duplicates[contestant] = total - self._duplicates[contestant]
             self._duplicates[contestant] = total
         self.measured.append(measured)
+        if self.monitor is not None:
+            if not self.monitor.alive() and self.monitor_died_during is None:
+                self.monitor_died_during = name
+            self.monitor.fault = f"after {name}"
         return measured
