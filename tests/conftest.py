@@ -71,6 +71,8 @@ MODULE_GROUPS = {
     "test_security": "sasl",
 }
 LONGEST_FIRST = [
+    # two three-node clusters, two mirrors, MM2 and three writers through seven faults (docs/reliability.md)
+    "test_faults",
     "spark",
     "test_mm2",
     "connect",
@@ -91,6 +93,8 @@ LONGEST_FIRST = [
     "test_mirror_behaviour",
     "test_mirror_failover",
     "test_mirror_faults",
+    "test_multinode",
+    "test_eos_target_kill",
     "test_monitor_engine",
     "test_monitor_kafka",
     "test_bench_smoke",  # 80-110 s: a tiny run of each bench script, two of them mirroring on the session's pair

@@ -17,7 +17,17 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
 
 QUIET = {"log_level": 0}
 
@@ -172,28 +182,52 @@ class TargetReader:
             }
         )
         self._consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        self._admin_config: dict[str, str | int | float | bool] = {"bootstrap.servers": bootstrap, **QUIET}
+        self._next = [0] * partitions  # one past the last record read
+        self._eof_at = [0] * partitions  # the fetch position at the last end reached (past trailing markers)
 
     def read(self, timeout_s: float = 120) -> list[tuple[str, int]]:
-        """Every record of every partition up to its end as seen during this call, partition by partition."""
-        at_end: set[int] = set()
+        """Every record of every partition up to its last stable offset as it was when the call started."""
         deadline = time.monotonic() + timeout_s
-        while len(at_end) < self.partitions:
+        stable = self._stable_ends(deadline)
+        while True:
+            behind = [p for p in range(self.partitions) if max(self._next[p], self._eof_at[p]) < stable[p]]
+            if not behind:
+                return self.all()
             if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"{self.topic}: partitions {sorted(set(range(self.partitions)) - at_end)} "
-                    f"not read to their end within {timeout_s:.0f} s"
-                )
+                where = ", ".join(f"[{p}] at {max(self._next[p], self._eof_at[p])} of {stable[p]}" for p in behind)
+                raise AssertionError(f"{self.topic}: not read to the stable end within {timeout_s:.0f} s: {where}")
             for msg in self._consumer.consume(10_000, 1.0):
-                err = msg.error()
+                err, p = msg.error(), msg.partition() or 0
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(msg.partition() or 0)
+                        self._eof_at[p] = max(self._eof_at[p], msg.offset() or 0)  # the fetch position, past markers
                         continue
                     if err.retriable() or err.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
                         continue  # a broker away: the consumer reconnects
                     raise KafkaException(err)
-                self.received[msg.partition() or 0].append(parse(msg.value() or b""))
-        return self.all()
+                self.received[p].append(parse(msg.value() or b""))
+                self._next[p] = (msg.offset() or 0) + 1
+
+    def _stable_ends(self, deadline: float) -> list[int]:
+        """Each partition's last stable offset now (its end when no transaction is open on it)."""
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # confluent-kafka ships it unannotated
+        request = {TopicPartition(self.topic, p): latest for p in range(self.partitions)}
+        said = ""
+        while time.monotonic() < deadline:
+            # a new client each time: a long-lived one kept answering FENCED_LEADER_EPOCH from stale metadata for
+            # minutes after a target node's restart
+            admin = AdminClient(self._admin_config)
+            try:
+                futures = admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
+                ends = [0] * self.partitions
+                for tp, future in futures.items():
+                    ends[tp.partition] = future.result(15).offset
+                return ends
+            except KafkaException as exc:  # a leader moving: ask again
+                said = str(exc)
+                time.sleep(0.5)
+        raise AssertionError(f"{self.topic}: could not read the last stable offsets: {said}")
 
     def all(self) -> list[tuple[str, int]]:
         return [record for p in range(self.partitions) for record in self.received[p]]

@@ -1,0 +1,182 @@
+"""Real clusters, real faults (issue 34): on ONE pair of three-node KRaft clusters, our engine at-least-once, our
+engine exactly-once and MirrorMaker 2 (dedicated mode) mirror side by side under steady load through one fault plan,
+and an independent oracle (tests/support/oracle.py: no engine code) judges what each target holds.
+
+The plan, each fault followed by a wait for full ISR on both clusters and for every contestant to have mirrored all
+the source had acknowledged (polled, never slept):
+  a clean rolling restart of every source node, then of every target node; SIGKILL of the leader of a mirrored source
+  partition, then its restart; SIGKILL of the node that coordinates the at-least-once mirror's group (on the source)
+  and of the exactly-once mirror's transaction coordinator (on the target), each restarted; the target's active
+  controller SIGKILLed and restarted; the leader of a target partition frozen (SIGSTOP) past its broker session, then
+  thawed.
+The bars (docs/reliability.md says what each costs a user): 0 lost and per-key order kept for everyone; exactly-once
+0 duplicates for a read_committed reader; at-least-once and MM2 duplicates per fault within IN_FLIGHT_BOUND.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .support.fault_rig import COMMIT_INTERVAL_S, CONTESTANTS, PARTITIONS, RATE, Measured, Rig
+from .support.mirror_harness import wait_until
+from .support.oracle import Verdict, judge
+
+# the whole plan runs in the module's fixtures, inside its first test's setup: 9-10 min at load average 40-55 here
+pytestmark = pytest.mark.timeout(1800)
+
+# Duplicates one fault may cause an at-least-once copier that keeps running: what it delivered since its last
+# successful commit (one commit interval of traffic) plus what was in flight when the fault hit (up to one more
+# second of traffic: a produce request's retries through a leader change, a commit that timed out).
+IN_FLIGHT_BOUND = int(RATE * (COMMIT_INTERVAL_S + 1.0))
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory):
+    started = Rig(tmp_path_factory.mktemp("faults"))
+    try:
+        started.start()
+        yield started
+    finally:
+        started.stop()
+
+
+def _rolling(cluster):
+    def fault() -> None:
+        for node in cluster:
+            cluster.restart_node(node.node_id)
+            cluster.wait_in_sync(180)
+
+    return fault
+
+
+def _kill_and_restart(cluster, which, moved_from):
+    """SIGKILL the node ``which()`` names, wait until ``moved_from(node)`` says its role went elsewhere, restart it."""
+
+    def fault() -> None:
+        node_id = which()
+        cluster.node(node_id).kill()
+        try:
+            wait_until(lambda: moved_from(node_id), 60, 0.3, f"{cluster.name}: node {node_id}'s role taken over")
+        finally:
+            cluster.start_node(node_id)
+
+    return fault
+
+
+def _freeze_past_session(cluster, which):
+    def fault() -> None:
+        node_id = which()
+        node = cluster.node(node_id)
+        node.freeze()
+        try:
+            wait_until(lambda: node_id not in cluster.brokers(), 60, 0.5, f"{cluster.name}: node {node_id} fenced")
+        finally:
+            node.thaw()
+
+    return fault
+
+
+def _changed(read, node_id) -> bool:
+    try:
+        return read() not in (node_id, -1)
+    except Exception:  # noqa: BLE001 - a coordinator moving answers with errors for a moment: ask again
+        return False
+
+
+@pytest.fixture(scope="module")
+def plan(rig) -> list[Measured]:
+    east, west = rig.east, rig.west
+    alo_topic, eos_target = rig.topics["alo"], rig.target_topic("eos")
+    faults = [
+        ("rolling restart of the source", _rolling(east)),
+        ("rolling restart of the target", _rolling(west)),
+        (
+            "source partition leader SIGKILLed",
+            _kill_and_restart(
+                east, lambda: east.leader_of(alo_topic, 0), lambda n: _changed(lambda: east.leader_of(alo_topic, 0), n)
+            ),
+        ),
+        (
+            "mirror group coordinator SIGKILLed",
+            _kill_and_restart(
+                east,
+                lambda: east.group_coordinator(rig.groups["alo"]),
+                lambda n: _changed(lambda: east.group_coordinator(rig.groups["alo"]), n),
+            ),
+        ),
+        (
+            "transaction coordinator SIGKILLed",
+            _kill_and_restart(
+                west,
+                lambda: west.transaction_coordinator(rig.transactional_id),
+                lambda n: _changed(lambda: west.transaction_coordinator(rig.transactional_id), n),
+            ),
+        ),
+        (
+            "target active controller SIGKILLed",
+            _kill_and_restart(west, west.active_controller, lambda n: _changed(west.active_controller, n)),
+        ),
+        (
+            "target partition leader frozen past its session",
+            _freeze_past_session(west, lambda: west.leader_of(eos_target, 0)),
+        ),
+    ]
+    for name, fault in faults:
+        measured = rig.run_fault(name, fault)
+        print(f"fault: {json.dumps(measured.__dict__)}")
+    return rig.measured
+
+
+@pytest.fixture(scope="module")
+def verdicts(rig, plan) -> dict[str, Verdict]:
+    acknowledged = {name: writer.finish() for name, writer in rig.writers.items()}
+    rig.wait_caught_up(acknowledged, timeout_s=180)
+    out = {name: judge(acknowledged[name], rig.readers[name].all()) for name in CONTESTANTS}
+    for name, verdict in out.items():
+        print(f"verdict {name}: {verdict}")
+    return out
+
+
+@pytest.mark.parametrize("contestant", CONTESTANTS)
+def test_nothing_is_lost_and_every_key_keeps_its_order(verdicts, contestant):
+    verdict = verdicts[contestant]
+    assert verdict.records > RATE * 60, verdict  # the plan ran under load
+    assert (verdict.lost, verdict.order_violations, verdict.gaps) == (0, 0, 0), str(verdict)
+
+
+def test_exactly_once_duplicates_nothing_for_a_read_committed_reader(verdicts, plan):
+    assert verdicts["eos"].duplicates == 0, (str(verdicts["eos"]), [(m.fault, m.duplicates["eos"]) for m in plan])
+
+
+@pytest.mark.parametrize("contestant", ["alo", "mm2"])
+def test_at_least_once_duplicates_stay_within_one_fault_in_flight_window(plan, contestant):
+    over = [(m.fault, m.duplicates[contestant]) for m in plan if m.duplicates[contestant] > IN_FLIGHT_BOUND]
+    assert not over, f"{contestant}: more than {IN_FLIGHT_BOUND} duplicates in: {over}"
+
+
+def test_the_plan_covered_every_fault_on_three_partitions(plan, rig):
+    assert [m.fault for m in plan][:2] == ["rolling restart of the source", "rolling restart of the target"]
+    assert len(plan) == 7 and all(len(r.received) == PARTITIONS for r in rig.readers.values())
+
+
+@pytest.mark.parametrize("fault", ["rolling restart of the source", "rolling restart of the target"])
+@pytest.mark.xfail(
+    strict=False,
+    reason="librdkafka 2.16's admin client aborts the monitor now and then while brokers restart "
+    "(rdkafka_queue.h: rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0'; docs/reliability.md): "
+    "when it dies during a rolling restart this test fails, not at random in whatever follows",
+)
+def test_a_clean_rolling_restart_never_turns_the_evaluator_err(plan, rig, fault):
+    seen = rig.monitor.during(fault)
+    statuses: dict[tuple[str, str], int] = {}
+    for s in seen:
+        statuses[(s.flow, s.status)] = statuses.get((s.flow, s.status), 0) + 1
+    print(f"monitor during {fault}: {statuses}")
+    faults = [m.fault for m in plan]
+    died = rig.monitor_died_during
+    assert died is None or faults.index(died) > faults.index(fault), f"the monitor died: {rig.monitor.exit_said()}"
+    assert len(seen) >= 10, statuses  # it answered all along
+    err = [s for s in seen if s.status == "ERR"]
+    assert not err, f"{len(err)} ERR answers, e.g. {err[:3]}"
