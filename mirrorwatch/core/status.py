@@ -113,6 +113,8 @@ def partition_status_reasons(
     """One line per non-OK partition status present, most severe first: how many partitions, what the status means,
     and which partitions (the first few). UNKNOWN is not among them: what made a partition unknown (an unreachable
     cluster, a judgement that could not be made) says its own reason."""
+    import numpy as np
+
     lines = []
     for status in _REASON_ORDER:
         rows = np.flatnonzero(codes == status)
