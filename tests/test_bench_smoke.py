@@ -34,7 +34,16 @@ SMOKE = {
 }
 # a run of these costs minutes (Spark, Chromium, broker restarts, Prometheus and Alertmanager, a py-spy profile):
 # their smoke is the import and the argument parser
-HELP_ONLY = ["analytics", "canary_detection", "dashboard_render", "detection", "profile_mirror", "scrape", "soak"]
+HELP_ONLY = [
+    "analytics",
+    "canary_detection",
+    "dashboard_render",
+    "detection",
+    "profile_mirror",
+    "scrape",
+    "soak",
+    "startup",
+]
 
 
 def run_bench(script: str, args: list[str], env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:

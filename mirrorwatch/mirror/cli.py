@@ -25,7 +25,7 @@ log = logging.getLogger("mirrorwatch.mirror")
         ),
         "failback": (
             "mirrorwatch.mirror.failover.failback:failback",
-            "After an unplanned failover: the old source's unmirrored tail, and the plan to return home.",
+            "Failback after an unplanned failover: save the old source's unmirrored tail; plan the way home.",
         ),
         "topology": (
             "mirrorwatch.mirror.topology:topology",
