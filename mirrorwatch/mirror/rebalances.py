@@ -53,8 +53,11 @@ class SourceGroupRebalances(EngineState):
         resumes (resume.py says why). Anything unread leaves a partition at its commit: more sent again, never less."""
         try:
             syncs = newest_syncs(self.target_cluster, self.syncs_topic, [(tp.topic, tp.partition) for tp in committed])
-            ahead = {(tp.topic, tp.partition): tp.offset for tp in committed if (tp.topic, tp.partition) in syncs}
-            ahead = {key: c for key, c in ahead.items() if syncs[key].acked_next > c}
+            ahead = {
+                (tp.topic, tp.partition): tp.offset
+                for tp in committed
+                if (tp.topic, tp.partition) in syncs and syncs[(tp.topic, tp.partition)].acked_next > tp.offset
+            }
             target_of = {
                 key: (self.target_names.get(key[0]) or self.policy.target_topic(key[0]), key[1]) for key in ahead
             }
