@@ -12,7 +12,14 @@ How: the consumer's statistics (every ``STATS_INTERVAL_MS``) carry its group sta
 the source answers and the state is not ``up`` for ``STUCK_AFTER_S``, the consumer is replaced: its partitions
 count as lost (their in-flight records still report, to detached states), a new consumer joins the group and
 resumes from the group's commits. What was acknowledged but not committed is read and sent again: duplicates,
-never a gap, as after a restart."""
+never a gap, as after a restart.
+
+A consumer that failed fatally is replaced at once, the same way. With static membership (``mirror.instance_id``)
+librdkafka (2.16) can fence its own consumer for good: its group coordinator's broker killed, the session times out
+locally, the consumer rejoins with a new member id under the same ``group.instance.id``, and an answer to a request
+still carrying the old member id (FENCED_INSTANCE_ID, "Static consumer fenced by other consumer with same
+group.instance.id") is fatal to it. The consumer never rejoins, its statistics may keep saying ``up``, and the mirror
+stood still with nothing assigned (the exactly-once fault suite: its coordinator SIGKILLed on a three-node target)."""
 
 from __future__ import annotations
 
@@ -20,7 +27,7 @@ import logging
 import re
 import time
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError
 
 from .engine_state import EngineState
 
@@ -56,12 +63,25 @@ def should_replace(since: float | None, now: float, stuck_after_s: float = STUCK
     return since is not None and now - since >= stuck_after_s
 
 
+def is_fatal(err: KafkaError) -> bool:
+    """A client error after which the consumer cannot go on (librdkafka reports it as ``_FATAL``)."""
+    return err.fatal() or err.code() == KafkaError._FATAL
+
+
 class ConsumerGuard(EngineState):
     def _init_consumer_guard(self) -> None:
         self.group_state: str | None = None
         self.outside_group_since: float | None = None
         self.consumer_replacements = 0
         self._replaced_consumers: list[Consumer] = []  # kept, never closed: see _replace_consumer
+        self.group_failed: KafkaError | None = None  # the watched consumer's fatal error, until it is replaced
+
+    def _note_consumer_error(self, err: KafkaError) -> None:
+        """An error event read from the watched consumer (the source consumer under at-least-once, the positions
+        group's under exactly-once): librdkafka hands a consumer's fatal error out this way, not to ``error_cb``.
+        A fatal one has the data path replace that consumer."""
+        if is_fatal(err):
+            self.group_failed = self.group_failed or err
 
     def _on_stats(self, stats_json: str) -> None:
         """librdkafka's statistics callback, served inside the data path's poll()/consume()."""
@@ -73,7 +93,17 @@ class ConsumerGuard(EngineState):
         )
 
     def _guard_consumer(self) -> None:
-        """From the data path, between reads: replace a consumer that stayed outside its group."""
+        """From the data path, between reads: replace a consumer that failed fatally or stayed outside its group."""
+        failed = self.group_failed
+        if failed is not None:
+            log.warning(
+                "the %s group's consumer failed for good (%s); replacing it (records acknowledged since the last "
+                "commit are read and sent again)",
+                "positions" if self.exactly_once else "source",
+                failed.str(),
+            )
+            self._replace_consumer()
+            return
         since = self.outside_group_since
         if not should_replace(since, time.monotonic()):
             return
@@ -87,6 +117,7 @@ class ConsumerGuard(EngineState):
         self._replace_consumer()
 
     def _replace_consumer(self) -> None:
+        self.group_failed = None
         if self.exactly_once:
             self._replace_members()  # transactions.py: its group is the one on the target
         else:

@@ -195,6 +195,8 @@ class MirrorEngine(
                     self.deny(Denied("READ", "topic", topic or ", ".join(self._subscribed), "source"))
                 elif err.code() != KafkaError._PARTITION_EOF:
                     log.warning("consume error: %s", err.str())
+                    if not self.exactly_once:  # exactly-once reads by assign(): no membership to lose
+                        self._note_consumer_error(err)
                 continue
             if partition != run_partition or topic != run_topic:
                 if state is not None:
@@ -317,7 +319,7 @@ class MirrorEngine(
                 self._stop.set()  # stopped, or gave up on a cluster that stayed away, before the start-up steps
             while not self._stop.is_set():
                 self.probes.tick("data path")  # /healthz (lifecycle.py)
-                if self.outside_group_since is not None:
+                if self.outside_group_since is not None or self.group_failed is not None:
                     self._guard_consumer()
                 if self.exactly_once:
                     self._serve_members()

@@ -285,7 +285,10 @@ class PositionsGroup(EngineState):
         props["statistics.interval.ms"] = STATS_INTERVAL_MS
         props["stats_cb"] = self._on_stats
         return make_consumer(
-            self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", positions_group(self.group), **props
+            self.target_cluster,
+            f"mirrorwatch-mirror-{self.flow_name}",
+            positions_group(self.group),
+            **props,
         )
 
     def _eos_assign(self, members: Consumer, partitions: list[TopicPartition]) -> None:
@@ -368,7 +371,11 @@ class PositionsGroup(EngineState):
         """From the data loop: serve the positions group (its rebalances run their callbacks here) and a fatal
         producer error seen inside a poll (replaced here, between batches, never under _send's feet)."""
         assert self.members is not None  # made with the engine under exactly-once
-        self.members.poll(0)
+        event = self.members.poll(0)  # it never fetches: only its errors come out here
+        err = event.error() if event is not None else None
+        if err is not None:
+            log.debug("the positions group's consumer: %s", err.str())
+            self._note_consumer_error(err)  # a fatal one replaces it (consumer_guard.py)
         assert self.position_reads is not None
         found = self.position_reads.poll()
         if found:
