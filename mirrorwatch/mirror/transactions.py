@@ -43,6 +43,7 @@ from ..core.access import Denied, error_of
 from ..core.clients import make_consumer, make_producer
 from ..core.naming import positions_group, transactional_id
 from .acknowledgement import MirrorFailure
+from .bounded_calls import CallHung, call_bounded
 from .partition_state import PartitionState
 from .positions import PositionReads, PositionsGroup
 
@@ -211,13 +212,20 @@ class ExactlyOnce(PositionsGroup):
             try:
                 if not offsets_sent:
                     metadata = self.members.consumer_group_metadata()
-                    self.producer.send_offsets_to_transaction(offsets, metadata, COMMIT_TIMEOUT_S)
+                    producer = self.producer
+                    call_bounded(
+                        lambda: producer.send_offsets_to_transaction(offsets, metadata, COMMIT_TIMEOUT_S),
+                        "send_offsets_to_transaction",
+                    )
                     offsets_sent = True
-                self.producer.commit_transaction(COMMIT_TIMEOUT_S)
+                call_bounded(lambda: self.producer.commit_transaction(COMMIT_TIMEOUT_S), "commit_transaction")
                 break
             except KafkaException as exc:
                 if not self._retry_commit(exc):
                     return False
+            except CallHung as hung:
+                self._producer_hung(hung)
+                return False
         self.transactions_committed += 1
         self._commit_failing_since = None
         self._produced_since_commit = False
@@ -276,8 +284,11 @@ class ExactlyOnce(PositionsGroup):
         deadline = time.monotonic() + 60
         while True:
             try:
-                self.producer.abort_transaction(10)
+                call_bounded(lambda: self.producer.abort_transaction(10), "abort_transaction")
                 break
+            except CallHung as hung:
+                self._producer_hung(hung)
+                return
             except KafkaException as exc:
                 err = error_of(exc)
                 if err is not None and err.fatal():
@@ -315,6 +326,16 @@ class ExactlyOnce(PositionsGroup):
             return
         log.warning(
             "exactly-once: producer fenced (%s); replacing it and resuming from the target's positions", err.str()
+        )
+        self._replace_producer()
+
+    def _producer_hung(self, hung: CallHung) -> None:
+        log.error(
+            "exactly-once: the producer's %s did not return within %.0f s (librdkafka is stuck inside it); "
+            "replacing the producer: nothing of the open transaction becomes visible, its partitions resume from "
+            "the target's positions",
+            hung.what,
+            hung.waited_s,
         )
         self._replace_producer()
 
