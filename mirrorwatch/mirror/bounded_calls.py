@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 # far above any call's own timeout (5 s for a commit, 10 s for an abort, 30 s to start transactions), so only a call
 # that no timeout ends is abandoned
-HUNG_AFTER_S = 60.0
+HUNG_AFTER_S = 30.0
 
 
 class CallHung(Exception):

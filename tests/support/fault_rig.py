@@ -15,15 +15,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
 from mirrorwatch.localkafka.multinode import MultiNodeCluster
 from mirrorwatch.localkafka.process import free_port
 
-from .mirror_harness import MirrorProcess, crash_report, fast_mirror_settings, wait_until
+from .mirror_harness import BIN, MirrorProcess, crash_report, fast_mirror_settings, wait_until
 from .monitor_watch import MonitorWatch
 from .oracle import NumberedWriter, TargetReader, judge
+from .paging_watch import PagingWatch
+from .services import Service
 
 RATE = 500  # records/s into each contestant's source topic, for the whole plan
 PARTITIONS = 3
@@ -69,6 +72,11 @@ class Rig:
         self.mirrors: dict[str, MirrorProcess] = {}
         self.mm2: LocalMirrorMaker2 | None = None
         self.monitor: MonitorWatch | None = None
+        # the exporters a real Prometheus scrapes (paging_watch.py): both engines, the canary, the monitor
+        self.ports = {name: free_port() for name in ("alo", "eos", "canary", "monitor")}
+        self.canary: Service | None = None
+        self.paging: PagingWatch | None = None
+        self.still_alerting: dict[str, tuple[str, ...]] = {}  # clean faults: alerts still active once settled
         self.stalled: dict[str, str] = {}  # contestant -> the fault after which it stopped catching up, and how
         self.current = "start"
         self.monitor_died_during: str | None = None  # the plan goes on without it; its test says so
@@ -98,9 +106,61 @@ class Rig:
             self._wait_target_topic(name)
             self.readers[name] = TargetReader(self.west.bootstrap, self.target_topic(name), PARTITIONS)
         self.wait_caught_up(self.acknowledged(), timeout_s=240)
-        self.monitor = MonitorWatch(self.base, self._clusters(), self._monitored_flows()).begin()
+        self.monitor = MonitorWatch(
+            self.base, self._clusters(), self._monitored_flows(), metrics_port=self.ports["monitor"]
+        ).begin()
         self.monitor.wait_answering()
+        self.canary = Service("canary", [str(BIN / "canary"), "run", "--config", str(self._canary_config())], self.base)
+        self.paging = PagingWatch(self.base, self._scraped()).begin()
+        self._wait_canary_ok()
         return self
+
+    def _canary_config(self) -> Path:
+        """The canary on the at-least-once flow, the one that mirrors the pair's heartbeats and canary topics."""
+        config = {
+            "clusters": self._clusters(),
+            "flows": {"alo": self._engine_config("alo")["flows"]["alo"]},
+            "mirror": {"heartbeats_topic": f"hb.{self.groups['alo']}"},
+            "canary": {"interval_s": 2, "metrics_port": self.ports["canary"], "replication_factor": 3},
+        }
+        path = self.base / "canary.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    def _scraped(self) -> dict[str, list[str]]:
+        at = {name: f"127.0.0.1:{port}" for name, port in self.ports.items()}
+        return {
+            "mirrorwatch-mirror": [at["alo"], at["eos"]],
+            "mirrorwatch-canary": [at["canary"]],
+            "mirrorwatch-monitor": [at["monitor"]],
+        }
+
+    def _wait_canary_ok(self) -> None:
+        """Until the canary says OK, as Prometheus sees it: the plan starts from a healthy stack."""
+
+        def ok() -> bool:
+            assert self.canary is not None and self.canary.alive(), f"canary exited:\n{self.canary_log()}"
+            assert self.paging is not None
+            looks = self.paging.looks[-3:]
+            return len(looks) == 3 and all(look.canary_status == 0 for look in looks)
+
+        wait_until(ok, 240, 1.0, "the canary OK in Prometheus before the first fault")
+
+    def canary_log(self) -> str:
+        return self.canary.log_tail() if self.canary is not None else "not started"
+
+    def settle_alerts(self, timeout_s: float = 120) -> tuple[str, ...]:
+        """After a fault: until no alert is pending or firing; what is still active at the deadline. A condition
+        still true when the fault is over could fire later, under the next fault's name: so it is waited out here
+        and counted against this one."""
+        assert self.paging is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            looks = self.paging.looks[-2:]
+            if len(looks) == 2 and all(look.canary_status is not None and not look.alerts for look in looks):
+                return ()
+            time.sleep(1.0)
+        return self.paging.looks[-1].alerts if self.paging.looks else ("no answer",)
 
     def _clusters(self) -> dict[str, dict[str, str]]:
         return {"east": self.east.client_config(), "west": self.west.client_config()}
@@ -120,6 +180,10 @@ class Rig:
         }
 
     def stop(self) -> None:
+        if self.paging is not None:
+            self.paging.finish()
+        if self.canary is not None:
+            self.canary.stop()
         if self.monitor is not None:
             self.monitor.finish()
         for writer in self.writers.values():
@@ -135,25 +199,27 @@ class Rig:
         self.west.stop()
 
     def _engine_config(self, name: str) -> dict[str, object]:
-        mirror = fast_mirror_settings(commit_interval_s=COMMIT_INTERVAL_S, heartbeats_topic=f"hb.{self.groups[name]}")
+        mirror = fast_mirror_settings(
+            commit_interval_s=COMMIT_INTERVAL_S,
+            heartbeats_topic=f"hb.{self.groups[name]}",
+            metrics_port=self.ports[name],
+        )
         if name == "eos":
             mirror.update({"delivery": "exactly_once", "instance_id": EOS_INSTANCE})
         return {
             "clusters": self._clusters(),
             "flows": {
-                "east-west": {
+                # named as the monitor names them: the shipped rules join the engines' and the monitor's series by flow
+                name: {
                     "source": "east",
                     "target": "west",
                     "topics": [self.topics[name]],
                     "group": self.groups[name],
-                    # Neither group checkpoints nor the heartbeats and canary topics: both make the engine ask the
-                    # source's admin API about other groups, and on these three-node clusters librdkafka 2.16 crashed
-                    # the mirror there while coordinators moved (docs/reliability.md, "Crashes found"): SIGSEGV in
-                    # rd_kafka_cgrp_op under list_consumer_group_offsets (the checkpointer), SIGABRT on
-                    # "eonce->refcnt > 0" under describe_consumer_groups (own_topics.other_consumers). This suite
-                    # measures delivery through broker faults; those crashes are left to the engine's owners.
+                    # no group checkpoints: the suite measures delivery, and the checkpointer's admin calls are the
+                    # ones librdkafka 2.16 crashed in while coordinators moved (docs/reliability.md, "Crashes found")
                     "checkpoint_groups": [],
-                    "internal_topics": False,
+                    # the at-least-once flow mirrors the pair's heartbeats and canary topics, for the canary
+                    "internal_topics": name == "alo",
                 }
             },
             "mirror": mirror,
@@ -227,6 +293,8 @@ class Rig:
         self.current = name
         if self.monitor is not None:
             self.monitor.fault = name
+        if self.paging is not None:
+            self.paging.fault = name
         fault()
         acknowledged = self.acknowledged()
         self.east.wait_in_sync(180)
@@ -242,4 +310,9 @@ class Rig:
             if not self.monitor.alive() and self.monitor_died_during is None:
                 self.monitor_died_during = name
             self.monitor.fault = f"after {name}"
+        if self.paging is not None:
+            if name.startswith("rolling restart"):  # clean: nothing may page, not even later (settle_alerts)
+                self.still_alerting[name] = self.settle_alerts()
+            self.paging.ended(name)
+            self.paging.fault = f"after {name}"
         return measured

@@ -26,13 +26,19 @@ class Seen:
 
 
 class MonitorWatch(threading.Thread):
-    def __init__(self, base: Path, clusters: dict[str, dict[str, str]], flows: dict[str, dict[str, object]]) -> None:
+    def __init__(
+        self,
+        base: Path,
+        clusters: dict[str, dict[str, str]],
+        flows: dict[str, dict[str, object]],
+        metrics_port: int | None = None,
+    ) -> None:
         super().__init__(daemon=True, name="monitor-watch")
         self.port = free_port()
         config = {
             "clusters": clusters,
             "flows": flows,
-            "monitor": {"interval_s": 1, "history": False, "metrics_port": None, "http_port": self.port},
+            "monitor": {"interval_s": 1, "history": False, "metrics_port": metrics_port, "http_port": self.port},
         }
         self.config_path = base / "monitor.yaml"
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
