@@ -64,6 +64,7 @@ MODULE_GROUPS = {
     # not a user of the shared session, but it waits for a Spark run of the monitor's own: beside the Spark modules
     # on the other worker, two Spark workloads shared 2 cores and it took 294 s in CI instead of ~105 s
     "test_dashboard_live": "spark",
+    "test_coordinator_calls_sasl": "sasl",
     "test_doctor": "sasl",
     "test_failover_refusals": "sasl",
     "test_mm2_connect": "connect",

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # script → (arguments of its tiny run, figures its line must hold, needs the Kafka pair)
 SMOKE = {
+    "coordinator_calls": (["--rounds", "5"], ["describe", "offsets", "helper_rss_mb"], True),
     "evaluator": ([], ["10000_partitions", "100000_partitions"], False),
     "exporter": (["--partitions", "200"], ["first_scrape_ms", "cached_scrape_us"], False),
     "lag_accuracy": (["--skip-clusters", "--cycles", "3", "--partitions", "100"], [], False),

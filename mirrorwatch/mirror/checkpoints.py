@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from ..core.access import Denied, is_denied, raise_if_denied
 from ..core.clients import make_admin, make_producer
 from ..core.config import ClusterConfig, Config, FlowConfig
+from ..core.coordinator_calls import CoordinatorCalls, for_cluster
 from ..core.naming import checkpoints_topic, mirror_group, offset_syncs_topic
 from ..core.offset_syncs import OffsetSyncReader
 from ..core.records import Checkpoint, OffsetSync, RecordFormatError
@@ -61,11 +62,17 @@ def source_groups(admin: AdminClient, flow: FlowConfig, exclude: set[str]) -> li
     )
 
 
-def committed_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+def committed_offsets(
+    admin: AdminClient, group: str, calls: CoordinatorCalls | None = None
+) -> dict[tuple[str, int], int]:
+    """``calls``: the cluster's coordinator-call helper, for the long-lived checkpointer (librdkafka 2.16 can abort
+    the process on this request when a broker drops); one-shot commands ask directly."""
     # confluent-kafka 2.16 crashes the process in list_consumer_group_offsets when the group coordinator is
     # not there yet (a fresh cluster without __consumer_offsets): only ask for a group the cluster lists
     if not group_exists(admin, group):
         return {}
+    if calls is not None:
+        return calls.committed_offsets(group, ADMIN_TIMEOUT_S)
     request = [ConsumerGroupTopicPartitions(group)]
     result = admin.list_consumer_group_offsets(request)[group].result(ADMIN_TIMEOUT_S)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
@@ -80,13 +87,21 @@ def translate_group(store: OffsetSyncStore, committed: dict[tuple[str, int], int
     return out
 
 
-def apply_offsets(admin: AdminClient, group: str, offsets: dict[tuple[str, int], int], forward_only: bool) -> int:
+def apply_offsets(
+    admin: AdminClient,
+    group: str,
+    offsets: dict[tuple[str, int], int],
+    forward_only: bool,
+    calls: CoordinatorCalls | None = None,
+) -> int:
     """Commit offsets for ``group`` (topic names as on that cluster). Returns how many were written."""
     if forward_only:
-        current = committed_offsets(admin, group)
+        current = committed_offsets(admin, group, calls)
         offsets = {k: v for k, v in offsets.items() if v > current.get(k, -1)}
     if not offsets:
         return 0
+    if calls is not None:
+        return calls.alter_offsets(group, offsets, ADMIN_TIMEOUT_S)
     tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(ADMIN_TIMEOUT_S)
     return len(tps)
@@ -137,6 +152,9 @@ class CheckpointEmitter(threading.Thread):
         self.own_group = mirror_group(self.flow.source, self.flow.target, self.flow.group, self.flow_name)
         self.source_admin = make_admin(config.clusters[self.flow.source], "mirrorwatch-checkpoints")
         self.target_admin = make_admin(config.clusters[self.flow.target], "mirrorwatch-checkpoints")
+        # group describes and offsets through each cluster's coordinator-call helper (core.coordinator_calls)
+        self.source_calls = for_cluster(config.clusters[self.flow.source])
+        self.target_calls = for_cluster(config.clusters[self.flow.target])
         self.store = OffsetSyncStore()
         self.reader = OffsetSyncReader(
             config.clusters[self.flow.target], offset_syncs_topic(self.flow.source), self.store.add
@@ -180,7 +198,7 @@ class CheckpointEmitter(threading.Thread):
         for group in source_groups(self.source_admin, self.flow, {self.own_group}):
             committed = {
                 k: v
-                for k, v in committed_offsets(self.source_admin, group).items()
+                for k, v in committed_offsets(self.source_admin, group, self.source_calls).items()
                 if k[0] in mirrored and (owned is None or k in owned)
             }
             translations = translate_group(store, committed)
@@ -200,7 +218,7 @@ class CheckpointEmitter(threading.Thread):
         """Commit the translated offsets for ``group`` on the target, only while nobody consumes with it there;
         when that cannot be told, this round leaves the group alone and says why."""
         try:
-            if group_is_active(self.target_admin, group, self.flow.target, self.admin_timeout_s):
+            if group_is_active(self.target_admin, group, self.flow.target, self.admin_timeout_s, self.target_calls):
                 return
         except CannotTell as exc:
             log.warning("not syncing group %s's offsets to the target this round: %s", group, exc)
@@ -210,6 +228,7 @@ class CheckpointEmitter(threading.Thread):
             group,
             {(self.policy.target_topic(t.topic), t.partition): t.downstream_offset for t in translations},
             forward_only=True,
+            calls=self.target_calls,
         )
 
     def stop(self) -> None:

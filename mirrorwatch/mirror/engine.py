@@ -41,6 +41,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from ..core.access import AccessProblem, Denied
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
+from ..core.coordinator_calls import close_all as close_coordinator_calls
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.records import PROVENANCE_HEADER
 from ..core.topic_selection import TopicFilter, policy_of
@@ -420,3 +421,4 @@ class MirrorEngine(
             self.consumer.close()
         except Exception as exc:
             log.warning("closing the consumer: %s", exc)
+        close_coordinator_calls()  # the helper processes of the group describes and offsets (core.coordinator_calls)

@@ -9,6 +9,7 @@ import threading
 
 from ..core.access import Denied, wait_for_connection
 from ..core.clients import make_admin
+from ..core.coordinator_calls import for_cluster
 from ..core.probes import LIVENESS_FLOOR_S, ProbeState
 from .engine_state import EngineState
 from .heartbeat import HeartbeatProducer, ensure_heartbeats_topic
@@ -47,7 +48,8 @@ class EngineLifecycle(EngineState):
             self.flow_name, self.flow, ready, self.internal_topics, self.matched_topics is None
         )
         if with_configs:  # as often as configs are synced (a group listing is not free)
-            others = other_consumers(self.source_admin, self.group, self.internal_topics)
+            calls = for_cluster(self.source_cluster)
+            others = other_consumers(self.source_admin, calls, self.group, self.internal_topics)
             self.shared_with = report_shared(self.flow_name, self.flow, others, self.shared_with)
 
     def _prepare(self) -> None:

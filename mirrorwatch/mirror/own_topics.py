@@ -19,6 +19,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from ..core.config import Config, FlowConfig
+from ..core.coordinator_calls import CoordinatorCalls
 from ..core.naming import ReplicationPolicy
 from ..core.topic_selection import own_topics
 
@@ -96,8 +97,10 @@ def matched_topics(flow_name: str, flow: FlowConfig, ready: list[str], internal:
     return count
 
 
-def other_consumers(admin: AdminClient, own_group: str, topics: set[str]) -> list[str]:
-    """Consumer groups other than ours with a member assigned one of ``topics`` (another flow mirroring them)."""
+def other_consumers(admin: AdminClient, calls: CoordinatorCalls, own_group: str, topics: set[str]) -> list[str]:
+    """Consumer groups other than ours with a member assigned one of ``topics`` (another flow mirroring them).
+    The describe goes through the source's coordinator-call helper (core.coordinator_calls): librdkafka 2.16
+    aborted the mirror here during a rolling restart."""
     if not topics:
         return []
     groups = [
@@ -106,14 +109,12 @@ def other_consumers(admin: AdminClient, own_group: str, topics: set[str]) -> lis
         if g.group_id != own_group
     ]
     found = []
-    for group, future in (
-        admin.describe_consumer_groups(groups, request_timeout=ADMIN_TIMEOUT_S).items() if groups else ()
-    ):
-        try:
-            members = future.result(ADMIN_TIMEOUT_S).members or ()
-        except KafkaException:  # gone meanwhile, or not a consumer group: not a second mirror
+    for group, described in calls.describe_groups(groups, ADMIN_TIMEOUT_S).items():
+        if isinstance(described, KafkaException):  # gone meanwhile, or not a consumer group: not a second mirror
             continue
-        if any(tp.topic in topics for m in members if m.assignment for tp in m.assignment.topic_partitions):
+        if isinstance(described, Exception):  # no answer: not "nobody else"
+            raise described
+        if any(t in topics for m in described.members for t, _ in m.assignment):
             found.append(group)
     return sorted(found)
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from ..core.access import connection_problem, serve_callbacks
 from ..core.clients import make_admin
 from ..core.config import ClusterConfig
+from ..core.coordinator_calls import for_cluster
 from ..core.redact import redact_text
 
 log = logging.getLogger("mirrorwatch.monitor.kafka")
@@ -28,6 +29,7 @@ class ClusterReader:
     def __init__(self, alias: str, cluster: ClusterConfig, timeout_s: float = 5.0):
         self.alias, self.timeout_s, self._cluster = alias, timeout_s, cluster
         self.admin = self._new_admin()
+        self.coordinator = for_cluster(cluster)  # describe and offsets of groups: in a helper process
         self._stale = False
         self._topics: dict[str, int] = {}
         self._metadata = None  # the newest list_topics answer (partition leaders for the hanging-transaction advice)
@@ -107,38 +109,33 @@ class ClusterReader:
         live, subscribed consumer). Offsets: {} when the group has none, None when unknown to the cluster or
         its coordinator is not available yet.
 
-        confluent-kafka 2.16's list_consumer_group_offsets crashes the whole process (SIGSEGV) when the group
-        coordinator is not available (seen on a fresh cluster before __consumer_offsets exists and while it
-        is being created). So offsets are only asked for after describe_consumer_groups — which fails
-        cleanly in that state — has reached the coordinator.
+        Both are coordinator requests, which librdkafka 2.16 can abort the process on when a broker drops: they go
+        through the cluster's helper process (core.coordinator_calls). Offsets are only asked for after the
+        describe — which fails cleanly on a fresh cluster — has reached the coordinator (an OffsetFetch there
+        ended its process with SIGSEGV).
         """
         try:
-            desc = self.admin.describe_consumer_groups([group], request_timeout=self.timeout_s)[group]
-            members = len(desc.result(self.timeout_s + 1).members or ())
+            members = len(self.coordinator.describe_group(group, self.timeout_s).members)
         except Exception as exc:
             err = exc.args[0] if exc.args else None
             if "__consumer_offsets" not in self._topics and (
                 isinstance(err, KafkaError) and err.code() == KafkaError.COORDINATOR_NOT_AVAILABLE
             ):
                 return None, None  # a fresh cluster: no group has ever committed here
-            # anything else is not "no such group": an authorization error or a timeout says nothing about the
-            # group, so the view is UNKNOWN with what could not be read (fail closed), never NOTFOUND or OK.
-            # (A principal without DESCRIBE on __consumer_offsets does not see it listed: the metadata alone
-            # cannot tell a fresh cluster, so the coordinator's answer decides.)
+            # anything else is not "no such group": an authorization error, a timeout or a helper that died says
+            # nothing about the group, so the view is UNKNOWN with what could not be read (fail closed), never
+            # NOTFOUND or OK. (A principal without DESCRIBE on __consumer_offsets does not see it listed: the
+            # metadata alone cannot tell a fresh cluster, so the coordinator's answer decides.)
             raise self._fail(f"cannot describe group '{group}'", exc) from None
         try:
-            future = self.admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s
-            )[group]
-            result = future.result(self.timeout_s + 1)
+            return members, self.coordinator.committed_offsets(group, self.timeout_s)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
             if isinstance(err, KafkaError) and err.code() in (KafkaError.GROUP_ID_NOT_FOUND,):
                 return members, None
             raise self._fail(f"cannot read offsets of group '{group}'", exc) from None
-        except Exception as exc:  # timeouts surface as concurrent.futures errors
+        except Exception as exc:  # a timeout, or the helper died
             raise self._fail(f"cannot read offsets of group '{group}'", exc) from None
-        return members, {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or () if tp.offset >= 0}
 
     def _reachable(self) -> bool:
         try:

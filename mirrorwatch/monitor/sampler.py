@@ -122,6 +122,8 @@ class Sampler(SamplerEstimates):
             connect.close()
         for reader in self.ts_readers.values():
             reader.close()
+        for cluster_reader in self.readers.values():
+            cluster_reader.coordinator.close()  # its helper process (core.coordinator_calls)
         # AdminClient has no close(): dropping the references lets librdkafka destroy the handles now
         self.readers.clear()
         self.ts_readers.clear()

@@ -20,6 +20,7 @@ from ...core.access import error_of
 from ...core.cli import UserError
 from ...core.clients import make_consumer
 from ...core.config import ClusterConfig
+from ...core.coordinator_calls import CoordinatorCalls
 from ...core.reading import end_offsets, read_to_end
 
 EXIT_CANNOT_TELL = 3  # docs/errors.md: a check could not read what it needs, so the action is refused
@@ -60,10 +61,17 @@ def reason(exc: BaseException, timeout_s: float) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def group_is_active(admin: AdminClient, group: str, alias: str, timeout_s: float = ADMIN_TIMEOUT_S) -> bool:
+def group_is_active(
+    admin: AdminClient,
+    group: str,
+    alias: str,
+    timeout_s: float = ADMIN_TIMEOUT_S,
+    calls: CoordinatorCalls | None = None,
+) -> bool:
     """Whether ``group`` has members on the cluster ``alias``. An unknown group is described by the broker as
     DEAD with no members (not active). A retriable error (a coordinator loading or moving) is asked again until
-    ``timeout_s``; any other failure, or none answered in time, raises :class:`CannotTell`."""
+    ``timeout_s``; any other failure, or none answered in time, raises :class:`CannotTell`. ``calls``: the
+    cluster's coordinator-call helper, for the long-lived checkpointer (core.coordinator_calls)."""
     what = f"whether group '{group}' is active on '{alias}'"
     deadline = time.monotonic() + timeout_s
     while True:
@@ -71,6 +79,8 @@ def group_is_active(admin: AdminClient, group: str, alias: str, timeout_s: float
         try:
             # no request_timeout: librdkafka aborted the process when a describe that had timed out on its own
             # deadline was answered by the broker coming back (tests/test_failover_refusals.py, a frozen broker)
+            if calls is not None:
+                return bool(calls.describe_group(group, left).members)
             description = admin.describe_consumer_groups([group])[group].result(left)
             return bool(description.members)
         except Exception as exc:
