@@ -189,6 +189,8 @@ def test_a_clean_rolling_restart_never_turns_the_evaluator_err(plan, rig, fault)
     for s in seen:
         statuses[(s.flow, s.status)] = statuses.get((s.flow, s.status), 0) + 1
     print(f"monitor during {fault}: {statuses}")
+    for reasons in sorted({s.reasons for s in seen if s.status != "OK"})[:5]:
+        print(f"  not OK because: {reasons}")
     faults = [m.fault for m in plan]
     died = rig.monitor_died_during
     assert died is None or faults.index(died) > faults.index(fault), f"the monitor died: {rig.monitor.exit_said()}"

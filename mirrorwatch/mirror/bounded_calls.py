@@ -6,8 +6,8 @@ replaced: the application thread waited in ``rd_kafka_txn_op_req0`` for an answe
 never came, the target rolled the open transaction back on its timeout, and the mirror stood still without a line.
 A call's own timeout bounds only its second half (waiting for the result), not the hand-over to the client's thread.
 
-How: each call runs on a thread of its own while the data path waits for it, at most ``HUNG_AFTER_S``; past that it
-raises :class:`CallHung` and the caller replaces the producer (a new one with the same transactional id fences the
+How: each call runs on a thread of its own while the data path waits for it, at most ``HUNG_FACTOR`` times the
+call's own timeout; past that it raises :class:`CallHung` and the caller replaces the producer (a new one with the same transactional id fences the
 stuck one and aborts what it left open). The stuck thread and its producer are left as they are: neither can be
 freed while librdkafka is inside them."""
 
@@ -16,9 +16,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-# far above any call's own timeout (5 s for a commit, 10 s for an abort, 30 s to start transactions), so only a call
-# that no timeout ends is abandoned
-HUNG_AFTER_S = 30.0
+# a call's bound, in multiples of its own timeout: well past any answer that timeout allows (librdkafka sets its result
+# when the timeout passes), short enough that a stuck producer is replaced before the monitor's STOP rule could see a
+# mirror that stopped committing (its window: 10 samples of 5 s by default)
+HUNG_FACTOR = 3.0
 
 
 class CallHung(Exception):
@@ -29,8 +30,10 @@ class CallHung(Exception):
         self.what, self.waited_s = what, waited_s
 
 
-def call_bounded(call: Callable[[], None], what: str, bound_s: float = HUNG_AFTER_S) -> None:
-    """``call()`` on a thread of its own; its exception is raised here; :class:`CallHung` past ``bound_s``."""
+def call_bounded(call: Callable[[], None], what: str, timeout_s: float, factor: float = HUNG_FACTOR) -> None:
+    """``call()``, given its own ``timeout_s``, on a thread of its own; its exception is raised here;
+    :class:`CallHung` past ``factor`` times its timeout."""
+    bound_s = timeout_s * factor
     done = threading.Event()
     raised: list[BaseException] = []
 

@@ -65,6 +65,7 @@ RECORD_REFUSED = {
     KafkaError.CLUSTER_AUTHORIZATION_FAILED,
     KafkaError._INVALID_ARG,
 }
+ABORT_TIMEOUT_S = 10.0
 COMMIT_TIMEOUT_S = 5.0  # one try; a retriable failure (a coordinator moving, a target away) is tried again
 # fenced this often within this long: another process uses our transactional id (two of them fence each other
 # every few seconds); a zombie's thaw and a target away past the transaction timeout are one fence each
@@ -216,9 +217,12 @@ class ExactlyOnce(PositionsGroup):
                     call_bounded(
                         lambda: producer.send_offsets_to_transaction(offsets, metadata, COMMIT_TIMEOUT_S),
                         "send_offsets_to_transaction",
+                        COMMIT_TIMEOUT_S,
                     )
                     offsets_sent = True
-                call_bounded(lambda: self.producer.commit_transaction(COMMIT_TIMEOUT_S), "commit_transaction")
+                call_bounded(
+                    lambda: self.producer.commit_transaction(COMMIT_TIMEOUT_S), "commit_transaction", COMMIT_TIMEOUT_S
+                )
                 break
             except KafkaException as exc:
                 if not self._retry_commit(exc):
@@ -284,7 +288,9 @@ class ExactlyOnce(PositionsGroup):
         deadline = time.monotonic() + 60
         while True:
             try:
-                call_bounded(lambda: self.producer.abort_transaction(10), "abort_transaction")
+                call_bounded(
+                    lambda: self.producer.abort_transaction(ABORT_TIMEOUT_S), "abort_transaction", ABORT_TIMEOUT_S
+                )
                 break
             except CallHung as hung:
                 self._producer_hung(hung)

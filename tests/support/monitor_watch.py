@@ -38,7 +38,8 @@ class MonitorWatch(threading.Thread):
         config = {
             "clusters": clusters,
             "flows": flows,
-            "monitor": {"interval_s": 1, "history": False, "metrics_port": metrics_port, "http_port": self.port},
+            # the shipped sampling (every 5 s, a window of 10): the evaluator judged as a user's would
+            "monitor": {"history": False, "metrics_port": metrics_port, "http_port": self.port},
         }
         self.config_path = base / "monitor.yaml"
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
