@@ -177,12 +177,6 @@ def test_the_plan_covered_every_fault_on_three_partitions(plan, rig):
 
 
 @pytest.mark.parametrize("fault", ["rolling restart of the source", "rolling restart of the target"])
-@pytest.mark.xfail(
-    strict=False,
-    reason="librdkafka 2.16's admin client aborts the monitor now and then while brokers restart "
-    "(rdkafka_queue.h: rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0'; docs/reliability.md): "
-    "when it dies during a rolling restart this test fails, not at random in whatever follows",
-)
 def test_a_clean_rolling_restart_never_turns_the_evaluator_err(plan, rig, fault):
     seen = rig.monitor.during(fault)
     statuses: dict[tuple[str, str], int] = {}
