@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar, overload
+from typing import Generic, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
@@ -36,38 +36,20 @@ Decoder = Callable[[Message], tuple[K, V] | None]
 """A follower's decoder: a record's (key, value), None to skip it, or RecordFormatError."""
 
 
-def _our_sync(msg: Message) -> tuple[TP, OffsetSync]:
+def our_sync(msg: Message) -> tuple[TP, OffsetSync]:
+    """The decoder of mirrorwatch's own offset syncs, keyed by source partition."""
     sync = OffsetSync.from_value(msg.value())
     return (sync.topic, sync.partition), sync
 
 
 class TopicFollower(Generic[K, V]):
     """The newest record per key of a compacted topic. ``decode(msg)`` gives (key, value), None to skip a record,
-    or raises RecordFormatError; by default the records are mirrorwatch's OffsetSyncs keyed by source partition
-    (every other topic the monitor follows comes with its own decoder)."""
+    or raises RecordFormatError (:func:`our_sync` for mirrorwatch's OffsetSyncs keyed by source partition; every
+    other topic the monitor follows comes with its own decoder)."""
 
-    @overload
-    def __init__(
-        self: TopicFollower[TP, OffsetSync],
-        cluster: ClusterConfig,
-        topic: str,
-        client_id: str = "mirrorwatch-monitor-syncs",
-        decode: None = None,
-    ) -> None: ...
-
-    @overload
-    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str, decode: Decoder[K, V]) -> None: ...
-
-    def __init__(
-        self,
-        cluster: ClusterConfig,
-        topic: str,
-        client_id: str = "mirrorwatch-monitor-syncs",
-        decode: Decoder[K, V] | None = None,
-    ) -> None:
+    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str, decode: Decoder[K, V]) -> None:
         self.topic = topic
-        # without a decoder the follower is a TopicFollower[TP, OffsetSync] (the first overload)
-        self._decode: Decoder[K, V] = decode or _our_sync  # type: ignore[assignment]
+        self._decode = decode
         self._cluster, self._client_id = cluster, client_id
         self._latest: dict[K, V] = {}
         self._lock = threading.Lock()

@@ -34,7 +34,7 @@ from .connect_state import connect_watches
 from .coverage import CoverageWatch
 from .estimates import SamplerEstimates
 from .evaluator import GroupSummary, WindowSet, summarize
-from .followers import TopicFollower
+from .followers import TopicFollower, our_sync
 from .kafka_io import ClusterReader, ClusterUnreachable
 from .mm2 import mm2_positions, mm2_trackers
 from .model import GroupView, Snapshot
@@ -60,9 +60,8 @@ class _GroupState:
 
     keys: list[tuple[str, int]] = field(default_factory=list)
     windows: WindowSet | None = None
-    history: deque[tuple[int, np.ndarray, np.ndarray]] = field(
-        default_factory=lambda: deque(maxlen=RATE_SAMPLES)
-    )  # (ts, source_end, acked)
+    # (ts, source_end, acked) of the last cycles: the forecast's rates
+    history: deque[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=lambda: deque(maxlen=RATE_SAMPLES))
     sync_ts: np.ndarray | None = None
     last_ok_ms: int | None = None
     # an open transaction was seen on the flow's target (its last stable offset below its end): from then on the
@@ -90,6 +89,7 @@ class Sampler(SamplerEstimates):
                     config.clusters[flow.target],
                     offset_syncs_topic(flow.source),
                     f"mirrorwatch-monitor-syncs-{flow.source}",
+                    our_sync,
                 )
         self.ts_readers: dict[str, RecordTimestampReader] = {}
         self.time_tables: dict[str, OffsetTimeTable] = {}
