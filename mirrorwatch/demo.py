@@ -16,10 +16,11 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 import yaml
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # imported, not re-exported, there
 
 from .core.cli import UserError, run_click
 from .core.clients import make_admin, make_producer
@@ -49,10 +50,11 @@ def port(preferred: int) -> int:
         return preferred
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        free: int = s.getsockname()[1]  # (host, port)
+        return free
 
 
-def demo_config(east: str, west: str, base: Path, ports: dict[str, int]) -> dict:
+def demo_config(east: str, west: str, base: Path, ports: dict[str, int]) -> dict[str, Any]:
     config = {
         "clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
         "flows": {"east-west": {"source": "east", "target": "west", "topics": list(SAMPLE_TOPICS)}},
@@ -138,9 +140,9 @@ class Traffic(threading.Thread):
 class Services:
     def __init__(self, logs: Path):
         self.logs = logs
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.logs / f"{name}.log", "ab")
         self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         return self.procs[name]

@@ -7,10 +7,11 @@ ever uses assign() with explicit offsets and never commits, so no consumer group
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from ..core.clients import make_consumer, make_producer
 from ..core.config import Config
@@ -29,7 +30,7 @@ SOURCE_LOOK_RECORDS = 10_000  # and at most this many records per partition
 
 
 class _Clock:
-    def __init__(self):
+    def __init__(self) -> None:
         self.start = time.monotonic()
         self.marks: dict[str, float] = {}
         self._last = self.start
@@ -153,17 +154,23 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
 
 
 def _produce(
-    producer, topics: FlowTopics, result: CheckResult, tracker: Tracker, partitions: list[int], offsets: dict[int, int]
+    producer: Producer,
+    topics: FlowTopics,
+    result: CheckResult,
+    tracker: Tracker,
+    partitions: list[int],
+    offsets: dict[int, int],
 ) -> None:
     """Write one event per partition; ``offsets`` gets each one's source offset as the source acknowledges it."""
     produced_at = now_ms()
     tracker.sent(0, partitions, produced_at)
 
-    def delivered(err, msg) -> None:
+    def delivered(partition: int, err: KafkaError | None, msg: Message) -> None:
+        offset = msg.offset()
         if err is not None:
-            tracker.unsent(0, msg.partition(), err.str())
-        else:
-            offsets[msg.partition()] = msg.offset()
+            tracker.unsent(0, partition, err.str())
+        elif offset is not None:
+            offsets[partition] = offset
 
     for partition in partitions:
         event = CanaryEvent(result.run_id, 0, int(produced_at), topics.source_alias, partition)
@@ -174,14 +181,14 @@ def _produce(
             partition=partition,
             timestamp=int(produced_at),
             headers=[(CANARY_MARKER_HEADER, MARKER_VALUE)],
-            on_delivery=delivered,
+            on_delivery=functools.partial(delivered, partition),
         )
     producer.poll(0)
 
 
 def _read(
-    reader,
-    producer,
+    reader: Consumer,
+    producer: Producer,
     topics: FlowTopics,
     tracker: Tracker,
     heartbeat: HeartbeatWatch,
@@ -216,17 +223,18 @@ def _read(
         received = now_ms()
         producer.poll(0)  # delivery reports: an event the source refused is not waited for
         for msg in messages:
-            if msg.error():
+            partition, offset = msg.partition(), msg.offset()
+            if msg.error() or partition is None or offset is None:
                 continue  # transient (e.g. a leader moving): librdkafka retries by itself
             if msg.topic() == topics.target_topic:
-                positions[msg.partition()] = msg.offset() + 1
+                positions[partition] = offset + 1
                 arrival = arrival_of(msg, received)
                 if arrival is not None:
                     tracker.arrived(arrival)
             else:
                 heartbeat.offer(msg.value(), msg.key())
-                if msg.offset() + 1 >= heartbeat_ends.get(msg.partition(), 0):
-                    heartbeat_pending.discard(msg.partition())
+                if offset + 1 >= heartbeat_ends.get(partition, 0):
+                    heartbeat_pending.discard(partition)
         tracker.expire(now_ms())
         if drain_ends is None and 0 not in tracker.probes:
             drain_deadline = min(deadline, time.monotonic() + DRAIN_S)
@@ -235,7 +243,7 @@ def _read(
     tracker.finish()
 
 
-def _target_ends(reader, topic: str, partitions: list[int]) -> dict[int, int] | None:
+def _target_ends(reader: Consumer, topic: str, partitions: list[int]) -> dict[int, int] | None:
     try:
         return {
             p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=0.5, cached=False)[1] for p in partitions
@@ -291,7 +299,7 @@ def _skipped(topics: FlowTopics, tracker: Tracker, offsets: dict[int, int]) -> s
     return lost
 
 
-def _event_of(msg) -> CanaryEvent | None:
+def _event_of(msg: Message) -> CanaryEvent | None:
     if not is_canary(msg):
         return None
     try:

@@ -14,11 +14,11 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC
+from datetime import UTC, datetime
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from ..core.cli import UserError
@@ -64,7 +64,7 @@ class FlowCanary:
         self._reader_checked_at = 0.0
         self._reader_look: tuple[dict[int, int], dict[int, int]] | None = None  # (target ends, reader's next)
         self._renew_reader = False
-        self._retired_readers: list = []  # replaced readers: kept, never closed (close() can wait for good)
+        self._retired_readers: list[Consumer] = []  # replaced readers: kept, never closed (close() can wait for good)
         self.reader_replacements = 0
         self.lock = threading.Lock()
         self.seq = 0
@@ -78,7 +78,7 @@ class FlowCanary:
         self.on_read_turn: Callable[[], None] = lambda: None  # a reader tick for /healthz (service_probes.py)
         self._thread = threading.Thread(target=self._read_loop, name=f"canary-reader-{flow_name}", daemon=True)
 
-    def _new_reader(self):
+    def _new_reader(self) -> Consumer:
         return make_consumer(
             self.topics.target_cluster,
             f"mirrorwatch-canary-{self.run_id}",
@@ -91,7 +91,7 @@ class FlowCanary:
             },
         )
 
-    def _new_producer(self):
+    def _new_producer(self) -> Producer:
         return make_producer(
             self.topics.source_cluster,
             f"mirrorwatch-canary-{self.run_id}",
@@ -153,7 +153,7 @@ class FlowCanary:
                     partition=partition,
                     timestamp=int(produced_at),
                     headers=[(CANARY_MARKER_HEADER, MARKER_VALUE)],
-                    on_delivery=functools.partial(self._delivered, self.seq),
+                    on_delivery=functools.partial(self._delivered, self.seq, partition),
                 )
             except Exception as exc:  # queue full while the source is away, or a partition gone
                 if isinstance(exc, KafkaException) and exc.args and exc.args[0].fatal():
@@ -221,12 +221,12 @@ class FlowCanary:
         self.reader.assign(assignment)
         self.reader_replacements += 1
 
-    def _delivered(self, seq: int, err, msg) -> None:
+    def _delivered(self, seq: int, partition: int, err: KafkaError | None, _msg: Message) -> None:
         if err is not None:
             if err.fatal() or err.code() == KafkaError._FATAL:
                 self.producer_fatal = err.str()
             with self.lock:
-                self.tracker.unsent(seq, msg.partition(), err.str())
+                self.tracker.unsent(seq, partition, err.str())
 
     def _set_unknown(self, reason: str | None) -> None:
         with self.lock:
@@ -261,14 +261,15 @@ class FlowCanary:
         self.producer.poll(0)  # delivery reports
         with self.lock:
             for msg in messages:
-                if msg.error():
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                if msg.error() or topic is None or partition is None or offset is None:
                     continue
-                self._next_offset[(msg.topic(), msg.partition())] = msg.offset() + 1
-                if msg.topic() == self.topics.target_topic:
+                self._next_offset[(topic, partition)] = offset + 1
+                if topic == self.topics.target_topic:
                     arrival = arrival_of(msg, received)
                     if arrival is not None:
                         self.tracker.arrived(arrival)
-                elif msg.topic() == self.topics.heartbeat_topic:
+                elif topic == self.topics.heartbeat_topic:
                     self.heartbeat.offer(msg.value(), msg.key())
             self.tracker.expire(now_ms())
             self._judge()
@@ -277,10 +278,10 @@ class FlowCanary:
     def _judge(self) -> None:
         for probe in self.tracker.take_resolved():
             if probe.overdue and probe.status == CRITICAL != self.probe_status:
-                overdue, crit_s = ", ".join(map(str, probe.overdue)), self.settings.crit_latency_s
+                partitions, crit_s = ", ".join(map(str, probe.overdue)), self.settings.crit_latency_s
                 log.warning(
                     "%s: CRITICAL probe %d: partition(s) %s not seen within %g s (overdue, still expected)",
-                    *(self.name, probe.seq, overdue, crit_s),
+                    *(self.name, probe.seq, partitions, crit_s),
                 )
             self.probe_status = probe.status
         if (newly_lost := self.tracker.lost - self._published.get("lost", 0)) > 0:
@@ -401,7 +402,5 @@ class CanaryService:
             log.info("canary stopped")
 
 
-def _now():
-    from datetime import datetime
-
+def _now() -> datetime:
     return datetime.now(UTC)

@@ -11,13 +11,18 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..core.probes import LIVENESS_FLOOR_S, ProbeState, stale_after_s
 from .metrics import CanaryMetrics
 
+if TYPE_CHECKING:  # the service imports this module
+    from .service import FlowCanary
 
-def canary_probes(flows: list, metrics: CanaryMetrics) -> ProbeState:
+
+def canary_probes(flows: list[FlowCanary], metrics: CanaryMetrics) -> ProbeState:
     """The probe state of these FlowCanary objects, wired to their cluster requests and the cluster-up gauge."""
     clusters = sorted({alias for f in flows for alias in (f.topics.source_alias, f.topics.target_alias)})
     probes = ProbeState(clusters, [first_probe(f) for f in flows])
@@ -27,11 +32,11 @@ def canary_probes(flows: list, metrics: CanaryMetrics) -> ProbeState:
     return probes
 
 
-def first_probe(flow) -> str:
+def first_probe(flow: FlowCanary) -> str:
     return f"first probe {flow.topics.flow_name}"
 
 
-def _answered(probes: ProbeState, metrics: CanaryMetrics, flow) -> Callable[[str, str, bool], None]:
+def _answered(probes: ProbeState, metrics: CanaryMetrics, flow: FlowCanary) -> Callable[[str, str, bool], None]:
     labels = (flow.topics.flow_name, flow.topics.source_alias, flow.topics.target_alias)
 
     def answered(role: str, alias: str, ok: bool) -> None:
@@ -41,15 +46,15 @@ def _answered(probes: ProbeState, metrics: CanaryMetrics, flow) -> Callable[[str
     return answered
 
 
-def watch_loops(probes: ProbeState, flows: list, interval_s: float) -> None:
+def watch_loops(probes: ProbeState, flows: list[FlowCanary], interval_s: float) -> None:
     """Start judging every flow's probe job and reader thread (call when they start)."""
     for flow in flows:
         probes.watch(f"probe {flow.topics.flow_name}", stale_after_s(interval_s))
         probes.watch(f"reader {flow.topics.flow_name}", LIVENESS_FLOOR_S)
-        flow.on_read_turn = lambda name=flow.topics.flow_name: probes.tick(f"reader {name}")
+        flow.on_read_turn = functools.partial(probes.tick, f"reader {flow.topics.flow_name}")
 
 
-def probe_job(probes: ProbeState, flow) -> Callable[[], None]:
+def probe_job(probes: ProbeState, flow: FlowCanary) -> Callable[[], None]:
     """The scheduler's job for a flow: its probe, with the ticks and the first-probe mark around it."""
     loop = f"probe {flow.topics.flow_name}"
 

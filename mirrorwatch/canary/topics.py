@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import NewTopic, OffsetSpec
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+# confluent_kafka.admin imports NewTopic and OffsetSpec without re-exporting them (no __all__): strict mypy calls
+# them private
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from ..core.access import connection_problem, serve_callbacks
 from ..core.clients import make_admin
@@ -32,7 +35,7 @@ class ClusterUnreachable(ProbeUnknown):
 
 def _reason(exc: Exception) -> str:
     err = exc.args[0] if exc.args else None
-    text = err.str() if hasattr(err, "str") else str(exc)
+    text = err.str() if isinstance(err, KafkaError) else str(exc)
     return text or type(exc).__name__
 
 
@@ -61,10 +64,10 @@ class FlowTopics:
         self._stale: set[str] = set()
         self.on_answer: Callable[[str, str, bool], None] = lambda role, alias, answered: None  # service_probes.py
 
-    def _new_admin(self, role: str):
+    def _new_admin(self, role: str) -> AdminClient:
         return make_admin(self.source_cluster if role == "source" else self.target_cluster, self._client_id)
 
-    def _admin(self, role: str):
+    def _admin(self, role: str) -> AdminClient:
         """The role's admin client; a new one after a failed request. A long-lived librdkafka client can stay
         unable to reach a cluster that answers a new one at once (after a broker restart: confluentinc/
         librdkafka#5301, and group and offset requests that time out for good), and the canary is a service that
@@ -100,7 +103,7 @@ class FlowTopics:
             return None
         return sorted(found.partitions)
 
-    def _create(self, role: str, topic: str, partitions: int, config: dict, timeout_s: float) -> None:
+    def _create(self, role: str, topic: str, partitions: int, config: dict[str, str], timeout_s: float) -> None:
         new = NewTopic(topic, partitions, self.settings.replication_factor, config=config)
         try:
             self._admin(role).create_topics([new], request_timeout=timeout_s)[topic].result(timeout_s)
@@ -129,7 +132,7 @@ class FlowTopics:
         found = self.partitions("target", self.target_topic, timeout_s)
         if found is not None:
             return found, False
-        config = {"message.timestamp.type": "LogAppendTime"} if self.settings.log_append_time else {}
+        config: dict[str, str] = {"message.timestamp.type": "LogAppendTime"} if self.settings.log_append_time else {}
         try:
             self._create("target", self.target_topic, len(source_partitions), config, timeout_s)
         except ProbeUnknown as exc:  # no create rights on the target: the mirror will create it; read when it does
@@ -140,7 +143,8 @@ class FlowTopics:
     def end_offsets(self, role: str, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int]:
         if not partitions:
             return {}
-        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}
+        # OffsetSpec.latest is unannotated upstream
+        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}  # type: ignore[no-untyped-call]
         try:
             futures = self._admin(role).list_offsets(request, request_timeout=timeout_s)
             return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
@@ -155,7 +159,7 @@ class FlowTopics:
 WARM_UP_HEADER = "mw.canary.warmup"  # not the canary marker: every reader skips this record
 
 
-def warm_up(producer, topics: FlowTopics, partition: int, timeout_s: float) -> None:
+def warm_up(producer: Producer, topics: FlowTopics, partition: int, timeout_s: float) -> None:
     """Get the producer connected and its idempotent producer id before the first produced_at is taken.
 
     Otherwise the first event waits for the producer id — measured at 0.5 s one time in three on the local
@@ -169,7 +173,7 @@ def warm_up(producer, topics: FlowTopics, partition: int, timeout_s: float) -> N
         raise ClusterUnreachable(
             "source", topics.source_alias, topics.source_cluster.bootstrap_servers, _reason(exc)
         ) from None
-    failed: list = []
+    failed: list[KafkaError] = []
     producer.produce(
         topics.source_topic,
         value=b"",

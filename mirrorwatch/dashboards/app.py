@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import streamlit as st
@@ -97,7 +98,7 @@ def main() -> None:
 
 
 @contextmanager
-def guarded(what: str):
+def guarded(what: str) -> Iterator[None]:
     """A bug or an answer this page did not expect: one line on the page, the traceback in the server log only.
     (Streamlit's stop/rerun signals are BaseExceptions and pass through.)"""
     try:

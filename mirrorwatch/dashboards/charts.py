@@ -8,6 +8,8 @@ import pandas as pd
 
 from .incident_story import clock, incident_until
 
+# what alt.layer gives: a LayerChart (a FacetChart only when every layer has the same facet encodings)
+Layered = alt.LayerChart | alt.FacetChart
 LAG_COLOURS = {"committed_lag": "#4c78a8", "read_lag": "#9ecae9", "true_lag": "#e45756"}
 RPO_COLOUR = "#f58518"
 UTC_SCALE = alt.Scale(type="utc")  # labels in UTC whatever the browser's zone (a "time" scale uses the local one)
@@ -34,7 +36,7 @@ def time_series(
     long = _long(frame, columns)
     scale = alt.Scale(domain=list(colours), range=list(colours.values())) if colours else alt.Undefined
     colour = alt.Color("series:N", title=None, scale=scale, legend=alt.Legend(orient="bottom") if legend else None)
-    return (
+    chart: alt.Chart = (  # altair's mark_* methods are typed to return Self but mypy reads them as Any
         alt.Chart(long, height=height)
         .mark_line(interpolate="step-after")
         .encode(
@@ -44,6 +46,7 @@ def time_series(
             tooltip=[alt.Tooltip("time:T", format="%H:%M:%S"), "series:N", alt.Tooltip("value:Q", format=",.3~f")],
         )
     )
+    return chart
 
 
 def lag_chart(frame: pd.DataFrame) -> alt.Chart:
@@ -61,7 +64,7 @@ def _zero_based(values: pd.Series, floor: float) -> alt.Scale:
     return alt.Scale(domain=[0, max(floor, top * 1.1)], nice=True)
 
 
-def overview_chart(frame: pd.DataFrame, height: int = 140) -> alt.Chart:
+def overview_chart(frame: pd.DataFrame, height: int = 140) -> Layered:
     """The overview's small chart: RPO seconds (left axis) and true lag (right axis) over the last minutes."""
     data = frame.reset_index(names="time")
     base = alt.Chart(data, height=height).encode(
@@ -90,7 +93,8 @@ def overview_chart(frame: pd.DataFrame, height: int = 140) -> alt.Chart:
         ),
         tooltip=tooltip,
     )
-    return alt.layer(rpo, lag).resolve_scale(y="independent")
+    layered: Layered = alt.layer(rpo, lag).resolve_scale(y="independent")
+    return layered
 
 
 # The history charts. Streamlit sizes a chart it is given with autosize "fit": the height then includes the
@@ -130,7 +134,9 @@ def zero_based_domain(values: pd.Series, floor: float) -> list[float]:
     return [0.0, max(floor, top)]
 
 
-def time_window(start: pd.Series, until: pd.Series, pad_share: float = 0.08, min_pad_s: float = 15) -> list:
+def time_window(
+    start: pd.Series, until: pd.Series, pad_share: float = 0.08, min_pad_s: float = 15
+) -> list[pd.Timestamp]:
     """The x domain of a timeline: from the first start to the last end, padded on both sides so that a bar at
     the edge is not cut; at least ``min_pad_s`` of padding (a single short incident gets a readable axis)."""
     first, last = pd.Timestamp(start.min()), pd.Timestamp(until.max())
@@ -138,7 +144,7 @@ def time_window(start: pd.Series, until: pd.Series, pad_share: float = 0.08, min
     return [first - pad, last + pad]
 
 
-def _epoch_ms(ts) -> int:
+def _epoch_ms(ts: pd.Timestamp) -> int:
     """A timestamp as epoch milliseconds (naive = UTC): how a utc scale's domain is given without a zone guess."""
     ts = pd.Timestamp(ts)
     ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
@@ -150,7 +156,7 @@ def _hhmmss(column: pd.Series) -> pd.Series:
     return column.map(lambda ts: clock(ts) if pd.notna(ts) else "open")
 
 
-def compliance_chart(frame: pd.DataFrame) -> alt.Chart:
+def compliance_chart(frame: pd.DataFrame) -> Layered:
     """Horizontal bars: compliance % per flow/topic, the lower bound as a tick; one row per topic."""
     data = frame.assign(
         series=frame["flow"] + " / " + frame["topic"],
@@ -190,7 +196,7 @@ def incident_rows(frame: pd.DataFrame) -> pd.Series:
     return frame["flow"] + " · " + label if frame["flow"].nunique() > 1 else label
 
 
-def incidents_chart(frame: pd.DataFrame, window: list | None = None) -> alt.Chart:
+def incidents_chart(frame: pd.DataFrame, window: list[pd.Timestamp] | None = None) -> alt.Chart:
     """One bar per partition incident, from its start to its recovery (or last breach), one row per partition,
     coloured by peak time lag from 0 s; the x axis is 24-hour UTC over ``window`` (default: the incidents)."""
     data = frame.copy()
@@ -201,7 +207,7 @@ def incidents_chart(frame: pd.DataFrame, window: list | None = None) -> alt.Char
     window = window or time_window(data["start"], data["until"])
     span_s = (pd.Timestamp(window[1]) - pd.Timestamp(window[0])).total_seconds()
     rows = data["series"].nunique()
-    return (
+    chart: alt.Chart = (  # (mark_* read as Any: see time_series)
         alt.Chart(data)
         .mark_bar(minBandSize=3)
         .encode(
@@ -235,12 +241,13 @@ def incidents_chart(frame: pd.DataFrame, window: list | None = None) -> alt.Char
         )
         .properties(height=band_height(rows), **HISTORY_CHART)
     )
+    return chart
 
 
 def trend_chart(frame: pd.DataFrame, value: str, title: str) -> alt.Chart:
     """One line per flow/topic over UTC days, one tick per day (Vega's own ticks repeated a day's label)."""
     data = frame.assign(series=frame["flow"] + " / " + frame["topic"])
-    return (
+    chart: alt.Chart = (  # (mark_* read as Any: see time_series)
         alt.Chart(data)
         .mark_line(point=True)
         .encode(
@@ -256,3 +263,4 @@ def trend_chart(frame: pd.DataFrame, value: str, title: str) -> alt.Chart:
         )
         .properties(height=220, **HISTORY_CHART)
     )
+    return chart

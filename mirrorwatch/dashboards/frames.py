@@ -4,6 +4,7 @@ them alike); no Streamlit here."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 
@@ -32,7 +33,7 @@ SORTS = {  # label → (column, descending)
 }
 
 
-def recent_frame(points: list[dict], minutes: float | None = None, now_ms: int | None = None) -> pd.DataFrame:
+def recent_frame(points: list[dict[str, Any]], minutes: float | None = None, now_ms: int | None = None) -> pd.DataFrame:
     """The recent points as a frame indexed by UTC time (naive), newest last; only the last ``minutes``."""
     rows = [p for p in points if isinstance(p.get("ts_ms"), (int, float))]
     if minutes is not None and rows:
@@ -48,7 +49,7 @@ def recent_frame(points: list[dict], minutes: float | None = None, now_ms: int |
     return frame.set_index("time")[list(RECENT_COLUMNS)].astype("float64").sort_index()
 
 
-def status_changes(changes: list[dict], limit: int = 5) -> list[str]:
+def status_changes(changes: list[dict[str, Any]], limit: int = 5) -> list[str]:
     """The newest ``limit`` status changes as lines, newest first: "19:03:12 OK → ERR (reason)"."""
     lines = []
     for change in reversed(changes[-limit:]):
@@ -62,7 +63,7 @@ def status_changes(changes: list[dict], limit: int = 5) -> list[str]:
     return lines
 
 
-def partition_frame(partitions: list[dict]) -> pd.DataFrame:
+def partition_frame(partitions: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(partitions)
     for column in KEY_PARTITION_COLUMNS + OTHER_PARTITION_COLUMNS:
         if column not in frame:

@@ -4,6 +4,8 @@ tell them. Pure pandas, no Streamlit."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from ..core.status import PARTITION_SEVERITY
@@ -62,7 +64,7 @@ def episodes(incidents: pd.DataFrame) -> pd.DataFrame:
         number = (reach.isna() | (group["start"] > reach)).cumsum()
         for _, episode in group.groupby(number):
             start, until = episode["start"].min(), episode["until"].max()
-            mirrors = episode["mirror"].dropna().unique() if "mirror" in episode else []
+            mirrors: list[object] = list(episode["mirror"].dropna().unique()) if "mirror" in episode else []
             rows.append(
                 {
                     "flow": flow,
@@ -80,17 +82,19 @@ def episodes(incidents: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     frame = pd.DataFrame(rows, columns=EPISODE_COLUMNS)
-    return frame.sort_values(["start", "flow"], ascending=[False, True], ignore_index=True)
+    ordered: pd.DataFrame = frame.sort_values(["start", "flow"], ascending=[False, True], ignore_index=True)
+    return ordered
 
 
 def in_episode(incidents: pd.DataFrame, episode: pd.Series) -> pd.DataFrame:
     """The partition incidents that make up ``episode`` (same flow, window inside the episode's)."""
     until = incident_until(incidents)
     inside = (incidents["flow"] == episode["flow"]) & (incidents["start"] >= episode["start"])
-    return incidents[inside & (until <= episode["until"])]
+    rows: pd.DataFrame = incidents[inside & (until <= episode["until"])]
+    return rows
 
 
-def duration_words(seconds: float) -> str:
+def duration_words(seconds: float | None) -> str:
     """``4 min 07 s``, ``1 h 02 min``, ``12 s``."""
     if seconds is None or pd.isna(seconds):
         return "?"
@@ -104,7 +108,7 @@ def duration_words(seconds: float) -> str:
     return f"{secs} s"
 
 
-def clock(ts) -> str:
+def clock(ts: pd.Timestamp | None) -> str:
     """24-hour UTC time with the date: ``2026-11-24 18:13:05 UTC`` (a naive timestamp is UTC already)."""
     if ts is None or pd.isna(ts):
         return "?"
@@ -146,13 +150,13 @@ def story(episode: pd.Series) -> list[str]:
     ]
 
 
-def _ms(ts) -> int:
+def _ms(ts: pd.Timestamp) -> int:
     ts = pd.Timestamp(ts)
     ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
     return int(ts.value // 1_000_000)
 
 
-def changes_during(recent: dict, episode: pd.Series, margin_s: float = 60) -> list[dict] | None:
+def changes_during(recent: dict[str, Any], episode: pd.Series, margin_s: float = 60) -> list[dict[str, Any]] | None:
     """The monitor's status changes of the episode's flow from ``margin_s`` before it started until ``margin_s``
     after it ended, oldest first (the evaluator turning ERR usually comes a few samples before the SLO breach).
     None: the monitor's memory (``/v1/flows/<flow>/recent``) no longer reaches back to the episode's start."""

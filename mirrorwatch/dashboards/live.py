@@ -5,25 +5,27 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
+from ..core.canary_metrics import CanaryReading
 from .health import Verdict, judge_flow
 from .settings import PageSettings
-from .sources import CanaryReading, SourceError, fetch_canary, fetch_flows, fetch_recent
+from .sources import SourceError, fetch_canary, fetch_flows, fetch_recent
 
 
 @dataclass
 class Poll:
-    flows: list[dict] = field(default_factory=list)
+    flows: list[dict[str, Any]] = field(default_factory=list)
     monitor_problem: str | None = None  # set → banner; ``flows`` is empty then
     canary: dict[str, CanaryReading] = field(default_factory=dict)
     canary_problem: str | None = None
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     # the monitor's last minutes per flow (``/v1/flows/<flow>/recent``): ``points``, ``status_changes``
-    recent: dict[str, dict] = field(default_factory=dict)
+    recent: dict[str, dict[str, Any]] = field(default_factory=dict)
     recent_problem: str | None = None
     polled_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
-    def flow(self, name: str) -> dict | None:
+    def flow(self, name: str) -> dict[str, Any] | None:
         return next((f for f in self.flows if f.get("flow") == name), None)
 
 

@@ -70,6 +70,6 @@ def page_settings(config: Config) -> PageSettings:
     )
 
 
-def settings_from_path(path: str | os.PathLike) -> PageSettings:
+def settings_from_path(path: str | os.PathLike[str]) -> PageSettings:
     """Raises :class:`mirrorwatch.core.config.ConfigError` (one line naming the key) on a bad file."""
     return page_settings(load_config(path))

@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 from ..core.canary_metrics import CanaryReading, parse_canary_metrics
 from ..core.redact import redact_text
 from ..core.status import GroupStatus
+
+if TYPE_CHECKING:  # pandas loads with the analytics, when the page reads them
+    import pandas as pd
 
 
 class SourceError(Exception):
@@ -32,7 +36,7 @@ def _get(url: str, timeout_s: float) -> requests.Response:
         raise SourceError(f"{url}: {type(exc).__name__}") from None
 
 
-def fetch_flows(monitor_url: str, timeout_s: float) -> list[dict]:
+def fetch_flows(monitor_url: str, timeout_s: float) -> list[dict[str, Any]]:
     """The monitor's ``/v1/flows`` list (see mirrorwatch/monitor/api.py for the body)."""
     url = f"{monitor_url}/v1/flows"
     response = _get(url, timeout_s)
@@ -51,7 +55,7 @@ def fetch_flows(monitor_url: str, timeout_s: float) -> list[dict]:
     return [_normalised(f) for f in flows if isinstance(f, dict)]
 
 
-def _get_json(url: str, timeout_s: float, key: str) -> dict:
+def _get_json(url: str, timeout_s: float, key: str) -> dict[str, Any]:
     response = _get(url, timeout_s)
     try:
         body = response.json()
@@ -65,10 +69,11 @@ def _get_json(url: str, timeout_s: float, key: str) -> dict:
     ):
         message = body.get("message") if isinstance(body, dict) else None
         raise SourceError(f"{url} answered HTTP {response.status_code}: {redact_text(str(message or 'error'))}")
-    return body[key]
+    answer: dict[str, Any] = body[key]  # a dict: checked above
+    return answer
 
 
-def fetch_recent(monitor_url: str, flow: str, timeout_s: float) -> dict:
+def fetch_recent(monitor_url: str, flow: str, timeout_s: float) -> dict[str, Any]:
     """The monitor's last minutes of one flow (``/v1/flows/<flow>/recent``): ``points`` and ``status_changes``."""
     from urllib.parse import quote
 
@@ -83,12 +88,12 @@ def fetch_recent(monitor_url: str, flow: str, timeout_s: float) -> dict:
     }
 
 
-def fetch_analytics_status(monitor_url: str, timeout_s: float) -> dict:
+def fetch_analytics_status(monitor_url: str, timeout_s: float) -> dict[str, Any]:
     """The scheduled Spark job's last run (``/v1/analytics``): ``state``, ``reason``, times."""
     return _get_json(f"{monitor_url}/v1/analytics", timeout_s, "analytics")
 
 
-def _normalised(flow: dict) -> dict:
+def _normalised(flow: dict[str, Any]) -> dict[str, Any]:
     """The parts the page relies on, with the expected kinds (an unexpected answer degrades, never raises)."""
     flow = dict(flow)
     if not isinstance(flow.get("totals"), dict):
@@ -131,8 +136,8 @@ ANALYTICS_TABLES = ("slo_by_topic", "incidents", "trend_daily")
 @dataclass
 class Analytics:
     folder: str
-    summary: dict
-    tables: dict  # name → pandas DataFrame (missing tables are absent)
+    summary: dict[str, Any]
+    tables: dict[str, pd.DataFrame]  # name → table (missing tables are absent)
     problems: list[str]  # tables that could not be read, one line each
 
 
@@ -149,7 +154,8 @@ def read_analytics(folder: str) -> Analytics | None:
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SourceError(f"{summary_path}: unreadable ({type(exc).__name__}) — re-run `monitor analyze`") from None
-    tables, problems = {}, []
+    tables: dict[str, pd.DataFrame] = {}
+    problems: list[str] = []
     for name in ANALYTICS_TABLES:
         path = base / name
         if not path.exists():

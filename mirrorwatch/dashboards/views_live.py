@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
 from .charts import canary_chart, lag_chart, overview_chart, time_series
@@ -31,7 +34,7 @@ COLUMN_LABELS = {
 }
 
 
-def _number(value, unit: str = "") -> str:
+def _number(value: float | None, unit: str = "") -> str:
     if value is None:
         return "–"
     if isinstance(value, float) and not value.is_integer():
@@ -39,14 +42,14 @@ def _number(value, unit: str = "") -> str:
     return f"{int(value):,}{unit}"
 
 
-def _rpo(seconds) -> str:
+def _rpo(seconds: float | None) -> str:
     """As `monitor lag` shows it: a healthy mirror's RPO is milliseconds, and "0.0 s" would hide 0 from 40 ms."""
     if seconds is None:
         return "–"
     return f"{seconds * 1000:,.0f} ms" if seconds < 1 else f"{seconds:,.1f} s"
 
 
-def _seconds(value) -> str:
+def _seconds(value: float | None) -> str:
     if value is None:
         return "–"
     return f"{value * 1000:,.0f} ms" if value < 1 else f"{value:,.1f} s"
@@ -79,7 +82,7 @@ def overview(settings: PageSettings, poll: Poll) -> None:
             st.caption("Status: UNKNOWN — the monitor does not report this flow (is it in the monitor's config?)")
 
 
-def _newest(frame, column: str):
+def _newest(frame: pd.DataFrame, column: str) -> float | None:
     """The newest point's value; None when it is unknown (an older known value would hide a stopped canary)."""
     if column not in frame or not len(frame):
         return None
@@ -87,7 +90,7 @@ def _newest(frame, column: str):
     return None if value != value else float(value)  # NaN → None
 
 
-def _flow_card(settings: PageSettings, flow: dict, poll: Poll) -> None:
+def _flow_card(settings: PageSettings, flow: dict[str, Any], poll: Poll) -> None:
     name = flow.get("flow", "?")
     verdict = poll.verdicts[name]
     canary = poll.canary.get(name)
@@ -129,7 +132,7 @@ def _flow_card(settings: PageSettings, flow: dict, poll: Poll) -> None:
             changes.markdown("\n".join(f"- {line}" for line in lines) if lines else "none in the monitor's memory")
 
 
-def _connect_caption(flow: dict) -> None:
+def _connect_caption(flow: dict[str, Any]) -> None:
     """One line on the card: the MM2 connectors' states from the Connect REST API (the problems are in the why)."""
     connect = flow.get("connect")
     if not isinstance(connect, dict):
@@ -140,7 +143,7 @@ def _connect_caption(flow: dict) -> None:
     st.caption(f"Connectors (Connect REST API): {states}")
 
 
-def _connectors_table(flow: dict) -> None:
+def _connectors_table(flow: dict[str, Any]) -> None:
     connect = flow.get("connect")
     if not isinstance(connect, dict):
         return
@@ -201,7 +204,7 @@ def flow_detail(settings: PageSettings, poll: Poll, name: str | None) -> None:
     _canary_section(settings, poll, frame, name)
 
 
-def _partition_tables(flow: dict) -> None:
+def _partition_tables(flow: dict[str, Any]) -> None:
     rows = flow.get("partitions") or []
     st.subheader(f"Topics and partitions ({len(rows):,} partitions)")
     if not rows:
@@ -246,7 +249,7 @@ def _partition_tables(flow: dict) -> None:
         )
 
 
-def _lag_charts(frame, poll: Poll) -> None:
+def _lag_charts(frame: pd.DataFrame, poll: Poll) -> None:
     st.subheader("Lag over time (all partitions)")
     if poll.recent_problem:
         st.caption(f"No recent figures from the monitor: {poll.recent_problem}")
@@ -263,7 +266,7 @@ def _lag_charts(frame, poll: Poll) -> None:
     )
 
 
-def _canary_section(settings: PageSettings, poll: Poll, frame, name: str) -> None:
+def _canary_section(settings: PageSettings, poll: Poll, frame: pd.DataFrame, name: str) -> None:
     st.subheader("Canary")
     if not settings.canary_url:
         st.info("No canary configured (`canary.metrics_port` is off and `dashboard.canary_url` is unset).")

@@ -10,12 +10,18 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..core.cli import UserError, run_click
 from ..core.config_loading import load_config
+
+if TYPE_CHECKING:  # the doctor's and the importers' modules load when their command runs
+    from .config_import import Imported
+    from .report import Row
 
 STYLE = {"OK": "green", "WARN": "yellow", "MISSING": "bold red", "UNVERIFIED": "dim"}
 
@@ -47,7 +53,7 @@ def doctor(config_path: str, flows: tuple[str, ...], as_json: bool, verbose: boo
     return exit_code(rows)
 
 
-def _print(rows) -> None:
+def _print(rows: list[Row]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -111,7 +117,7 @@ def _read_text(path: str) -> str:
         ) from None
 
 
-def _import(file: str, out: str | None, command: str, convert) -> None:
+def _import(file: str, out: str | None, command: str, convert: Callable[[str, str], Imported]) -> None:
     import yaml
 
     from ..core.config_loading import config_from_dict

@@ -19,9 +19,20 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka import KafkaError, KafkaException, Message, TopicCollection, TopicPartition
+
+# confluent_kafka.admin imports these without re-exporting them (no __all__): strict mypy calls them private
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 from ..core.access import AccessProblem, error_of, serve_callbacks, wait_for_connection
 from ..core.acls import LITERAL, PREFIXED, AclNeed
@@ -218,7 +229,7 @@ class ClusterProbe:
             )
         return self._visible[name]
 
-    def _admin_call(self, future_of) -> tuple[str, str]:
+    def _admin_call(self, future_of: Callable[[], Future[Any]]) -> tuple[str, str]:
         try:
             future_of().result(TIMEOUT_S + 1)
             return OK, ""
@@ -244,11 +255,8 @@ class ClusterProbe:
             deadline = time.monotonic() + 3.0
             while time.monotonic() < deadline:
                 msg = consumer.poll(0.3)
-                if (
-                    msg is not None
-                    and msg.error() is not None
-                    and msg.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-                ):
+                err = msg.error() if msg is not None else None
+                if err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                     return MISSING, "refused"
             return OK, ""
         finally:
@@ -259,7 +267,7 @@ class ClusterProbe:
         """(broker clock − local clock, ± error) in seconds from one warm-up record's LogAppendTime, or None
         when the topic does not stamp append times (or cannot be written)."""
         producer = make_producer(self.cluster, "mirrorwatch-doctor", **{"acks": "all", "linger.ms": 0})
-        got: list = []
+        got: list[tuple[KafkaError | None, Message, float]] = []
         producer.list_topics(topic, timeout=TIMEOUT_S)
         sent = time.time()
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from ..core.access import principal_of
 from ..core.acls import LITERAL, PREFIXED, AclNeed, all_needs
@@ -70,7 +71,7 @@ def _connect_fix(detail: str) -> str:
 
 def _acl_rows(config: Config, flow_name: str, probes: dict[str, ClusterProbe]) -> list[Row]:
     _, flow = config.flow(flow_name)
-    merged: dict[tuple, list[AclNeed]] = {}
+    merged: dict[tuple[str, str, str, str, str], list[AclNeed]] = {}
     for need in all_needs(config, flow_name):
         merged.setdefault((need.role, need.operation, need.resource_type, need.name, need.pattern), []).append(need)
     rows = []
@@ -196,7 +197,7 @@ def _clock_row(config: Config, flow_name: str, source: ClusterProbe, target: Clu
     return Row(flow_name, "clock skew", where, "OK", detail)
 
 
-def to_json(rows: list[Row]) -> dict:
+def to_json(rows: list[Row]) -> dict[str, Any]:
     return {
         "status": {0: "OK", 1: "WARNING", 2: "MISSING"}[exit_code(rows)],
         "exit_code": exit_code(rows),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
@@ -67,7 +68,7 @@ GRAFANA_UNLESS = {
 }
 
 
-def grafana_query(name: str, query: str, doc: dict) -> str:
+def grafana_query(name: str, query: str, doc: dict[str, Any]) -> str:
     """The alert's query with recording rules expanded and, where Alertmanager would inhibit it, its silencer."""
     unless = GRAFANA_UNLESS.get(name)
     if unless is None:
@@ -80,7 +81,7 @@ def grafana_template(text: str) -> str:
     return text.replace("$value ", "$values.B.Value ").replace("$value}", "$values.B.Value}")
 
 
-def grafana_rule(rule: dict, doc: dict) -> dict:
+def grafana_rule(rule: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     query, ops = promql.split_condition(rule["expr"])
     condition = " && ".join(f"$B {op} {num:g}" for op, num in ops)
     return {
@@ -129,7 +130,7 @@ def grafana_rule(rule: dict, doc: dict) -> dict:
     }
 
 
-def grafana_alerts() -> dict:
+def grafana_alerts() -> dict[str, Any]:
     doc = promql.load_rules()
     return {
         "apiVersion": 1,

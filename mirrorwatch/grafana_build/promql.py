@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -38,7 +39,7 @@ _LABEL_VALUES = re.compile(r"^\s*label_values\((.*),\s*\w+\s*\)\s*$")
 
 
 def substitute_variables(expr: str) -> str:
-    def repl(m: re.Match) -> str:
+    def repl(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(2)
         if name not in VARIABLES:
             raise KeyError(f"unknown template variable ${name} in {expr!r}")
@@ -56,16 +57,17 @@ def split_condition(expr: str) -> tuple[str, list[tuple[str, float]]]:
     return expr[: m.start()].strip(), ops
 
 
-def load_rules(path: Path = RULES) -> dict:
-    return yaml.safe_load(path.read_text())
+def load_rules(path: Path = RULES) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(path.read_text())  # the rules file: a mapping with "groups"
+    return doc
 
 
-def rules_of(doc: dict, kind: str) -> list[dict]:
+def rules_of(doc: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     """kind 'alert' or 'record'."""
     return [r for g in doc["groups"] for r in g["rules"] if kind in r]
 
 
-def expand_recording_rules(expr: str, doc: dict) -> str:
+def expand_recording_rules(expr: str, doc: dict[str, Any]) -> str:
     """Replace recording-rule names by their (parenthesised) expressions, recursively, so the result does
     not depend on the rule file being loaded. A recording-rule name with its own label matchers is refused:
     it cannot be expanded by text."""
@@ -86,7 +88,7 @@ def expand_recording_rules(expr: str, doc: dict) -> str:
     raise ValueError(f"recording rules nest too deep in {expr!r}")
 
 
-def dashboard_expressions(dashboard: dict) -> list[tuple[str, str]]:
+def dashboard_expressions(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
     out = []
     for var in dashboard.get("templating", {}).get("list", []):
         query = var.get("query")
@@ -101,7 +103,7 @@ def dashboard_expressions(dashboard: dict) -> list[tuple[str, str]]:
     return out
 
 
-def grafana_alert_queries(doc: dict) -> list[tuple[str, str]]:
+def grafana_alert_queries(doc: dict[str, Any]) -> list[tuple[str, str]]:
     out = []
     for group in doc["groups"]:
         for rule in group["rules"]:

@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import os
 from pathlib import Path
+from typing import TextIO
 
 
 def _jvm_key(java: str) -> str:
@@ -35,7 +36,7 @@ class ClassDataArchive:
 
     def __init__(self, folder: Path, kind: str, java: str):
         self.path = folder / f"{kind}-{_jvm_key(java)}.jsa"
-        self._lock = None
+        self._lock: TextIO | None = None  # the archive's lock file, held while this process writes it
         self._writing: Path | None = None
 
     def options(self) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import requests
 
@@ -147,24 +148,26 @@ class LocalConnectWorker(ConnectRuntimeProcess):
             time.sleep(1)
 
     def put_connector(self, name: str, config: dict[str, str]) -> None:
-        self._call("PUT", f"/connectors/{requests.utils.quote(name, safe='')}/config", {**config, "name": name})
+        self._call("PUT", f"/connectors/{quote(name, safe='')}/config", {**config, "name": name})
 
     def pause(self, name: str) -> None:
-        self._call("PUT", f"/connectors/{requests.utils.quote(name, safe='')}/pause")
+        self._call("PUT", f"/connectors/{quote(name, safe='')}/pause")
 
     def resume(self, name: str) -> None:
-        self._call("PUT", f"/connectors/{requests.utils.quote(name, safe='')}/resume")
+        self._call("PUT", f"/connectors/{quote(name, safe='')}/resume")
 
     def restart(self, name: str, include_tasks: bool = True) -> None:
         query = "?includeTasks=true" if include_tasks else ""
-        self._call("POST", f"/connectors/{requests.utils.quote(name, safe='')}/restart{query}")
+        self._call("POST", f"/connectors/{quote(name, safe='')}/restart{query}")
 
     def delete(self, name: str) -> None:
-        self._call("DELETE", f"/connectors/{requests.utils.quote(name, safe='')}", ok=(200, 204, 404))
+        self._call("DELETE", f"/connectors/{quote(name, safe='')}", ok=(200, 204, 404))
 
     def tasks(self, name: str) -> list[dict[str, Any]]:
         """The connector's task configs (``[{"id": ..., "config": {...}}]``)."""
-        return self._call("GET", f"/connectors/{requests.utils.quote(name, safe='')}/tasks")
+        tasks: list[dict[str, Any]] = self._call("GET", f"/connectors/{quote(name, safe='')}/tasks")
+        return tasks
 
     def status(self, name: str) -> dict[str, Any]:
-        return self._call("GET", f"/connectors/{requests.utils.quote(name, safe='')}/status")
+        status: dict[str, Any] = self._call("GET", f"/connectors/{quote(name, safe='')}/status")
+        return status

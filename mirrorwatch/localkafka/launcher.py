@@ -15,6 +15,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from types import TracebackType
 
 from .classdata import ClassDataArchive
 from .jars import KAFKA_VERSION, LauncherError, ensure_jars, require_tool
@@ -43,7 +44,7 @@ class LocalCluster:
     def __init__(
         self,
         name: str,
-        base_dir: str | os.PathLike,
+        base_dir: str | os.PathLike[str],
         port: int | None = None,
         controller_port: int | None = None,
         security: str = "plaintext",
@@ -71,15 +72,16 @@ class LocalCluster:
                 self.internal_port = free_port()
             ports["internal_port"] = self.internal_port
         self._ports_file.write_text(json.dumps(ports))
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self._archive: ClassDataArchive | None = None  # the broker's class-data archive (classdata.py)
         self.startup_seconds: float | None = None
         self.tls = write_tls_files(self.dir / "tls", name) if security == "sasl_ssl" else None
 
-    def client_config(self, user: str | None = ADMIN_USER, password: str | None = None) -> dict[str, str]:
+    def client_config(self, user: str = ADMIN_USER, password: str | None = None) -> dict[str, str]:
         """librdkafka properties for a client of this cluster (as ``user`` on a SASL_SSL one)."""
         props = {"bootstrap.servers": self.bootstrap}
         if self.security == "sasl_ssl":
+            assert self.tls is not None  # written for every sasl_ssl cluster
             props.update(
                 {
                     "security.protocol": "SASL_SSL",
@@ -112,7 +114,11 @@ class LocalCluster:
         return "\n".join(text.strip().splitlines()[-lines:])
 
     def is_running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self._running() is not None
+
+    def _running(self) -> subprocess.Popen[bytes] | None:
+        """The broker's process while it runs, else None."""
+        return self.proc if self.proc is not None and self.proc.poll() is None else None
 
     def _write_properties(self) -> Path:
         props = {
@@ -162,6 +168,7 @@ class LocalCluster:
                 "inter.broker.listener.name": "PLAINTEXT",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             }
+        assert self.tls is not None  # written for every sasl_ssl cluster
         return {
             "listeners": (
                 f"SASL_SSL://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},"
@@ -302,10 +309,12 @@ class LocalCluster:
                 "log_level": 0,
             }
         )
+        proc = self.proc
+        assert proc is not None  # spawn() started it
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise LauncherError(
-                    f"Kafka cluster '{self.name}' exited with code {self.proc.returncode} while starting; log {self.out_path}:\n{self.log_tail()}"
+                    f"Kafka cluster '{self.name}' exited with code {proc.returncode} while starting; log {self.out_path}:\n{self.log_tail()}"
                 )
             try:
                 md = admin.list_topics(timeout=1.0)
@@ -320,15 +329,17 @@ class LocalCluster:
 
     def stop(self, timeout_s: float = 30) -> None:
         """Clean shutdown (SIGTERM: the broker flushes and writes its clean-shutdown marker)."""
-        if self.is_running():
-            terminate(self.proc, timeout_s)
+        proc = self._running()
+        if proc is not None:
+            terminate(proc, timeout_s)
             self._exited()
 
     def kill(self) -> None:
         """SIGKILL: as a machine crash looks to the broker (unflushed page cache aside)."""
-        if self.is_running():
-            self.proc.kill()
-            self.proc.wait()
+        proc = self._running()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
             self._exited()
 
     def restart(self) -> LocalCluster:
@@ -342,8 +353,14 @@ class LocalCluster:
 class LocalClusters:
     """N independent clusters under one folder; a context manager that stops them all on exit."""
 
-    def __init__(self, names: list[str], base_dir: str | os.PathLike, **options):
-        self.clusters = {name: LocalCluster(name, base_dir, **options) for name in names}
+    def __init__(
+        self,
+        names: list[str],
+        base_dir: str | os.PathLike[str],
+        security: str = "plaintext",
+        users: dict[str, str] | None = None,
+    ):
+        self.clusters = {name: LocalCluster(name, base_dir, security=security, users=users) for name in names}
 
     def start(self) -> LocalClusters:
         # Spawn all from this thread (the brokers die with the spawning thread), then wait for each:
@@ -368,7 +385,9 @@ class LocalClusters:
     def __enter__(self) -> LocalClusters:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 

@@ -27,7 +27,8 @@ def extra_jvm_options() -> list[str]:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]  # (host, port)
+        return port
 
 
 def port_in_use(port: int) -> bool:
@@ -40,7 +41,7 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def terminate(proc: subprocess.Popen, timeout_s: float) -> None:
+def terminate(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
     """SIGTERM, then SIGKILL if the process has not exited within ``timeout_s`` (brokers and MirrorMaker 2)."""
     proc.send_signal(signal.SIGTERM)
     try:
@@ -78,7 +79,7 @@ class ConnectRuntimeProcess:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.properties = dict(properties)
         self.heap = heap
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self._archive: ClassDataArchive | None = None  # its class-data archive (classdata.py), once started
 
     @property

@@ -76,7 +76,9 @@ def make_ca(common_name: str) -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
     return key, cert
 
 
-def make_server_cert(ca_key, ca_cert: x509.Certificate, common_name: str) -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
+def make_server_cert(
+    ca_key: rsa.RSAPrivateKey, ca_cert: x509.Certificate, common_name: str
+) -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
     key = _key()
     now = datetime.datetime.now(datetime.UTC)
     cert = (

@@ -8,7 +8,8 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import click
 
@@ -44,11 +45,11 @@ def run(config_path: str, verbose: bool) -> None:
     service = MonitorService(config)
     stop = threading.Event()
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         logging.getLogger("mirrorwatch.monitor").info("monitor: signal %d, stopping", signum)
         stop.set()
 
-    def on_run_analytics(_signum, _frame):
+    def on_run_analytics(_signum: int, _frame: FrameType | None) -> None:
         # `kill -USR1 <pid>`: the Spark job now (after an incident, say), not at the next interval; a thread of its
         # own, since a signal handler must not wait on the scheduler's locks
         threading.Thread(target=service.run_analytics_now, name="analytics-now", daemon=True).start()
@@ -91,7 +92,7 @@ def lag(
         setup_logging(True)
     else:
         logging.basicConfig(level=logging.ERROR, stream=sys.stderr)  # librdkafka retries are noise in a one-shot
-    roles = {}
+    roles: dict[str, str] = {}
     for flow in config.flows.values():
         roles.setdefault(flow.source, "source")
         roles.setdefault(flow.target, "target")
@@ -146,7 +147,16 @@ def _sample(config: Config, samples: int, every: float, timeout_s: float) -> tup
     return first, snap
 
 
-def _judged(first: Snapshot, last: Snapshot) -> dict:
+class Judged(TypedDict):
+    """How the printed status was judged."""
+
+    by: str
+    samples: int
+    span_s: float
+    not_moving_after_s: float
+
+
+def _judged(first: Snapshot, last: Snapshot) -> Judged:
     """How the printed status was judged (the JSON's ``judged``; the table's last line)."""
     return {
         "by": "one look",
@@ -156,7 +166,7 @@ def _judged(first: Snapshot, last: Snapshot) -> dict:
     }
 
 
-def snapshot_json(snap: Snapshot) -> dict:
+def snapshot_json(snap: Snapshot) -> dict[str, Any]:
     from .api import flow_body, group_status_body
 
     return {
@@ -171,17 +181,17 @@ def snapshot_json(snap: Snapshot) -> dict:
     }
 
 
-def _n(x) -> str:
+def _n(x: object) -> str:
     return "-" if x is None else str(x)
 
 
-def _t(x) -> str:
+def _t(x: float | None) -> str:
     from ..core.lag import format_duration
 
     return "-" if x is None else format_duration(x)
 
 
-def _rpo(x) -> str:
+def _rpo(x: float | None) -> str:
     # a healthy mirror's RPO is milliseconds: "0.0s" would hide the difference between 0 and 40 ms
     from ..core.lag import format_duration
 
@@ -256,7 +266,7 @@ def connect_line(v: GroupView) -> str:
     return "connectors: " + ", ".join(parts)
 
 
-def _totals_line(v: GroupView, rows: list[dict]) -> str:
+def _totals_line(v: GroupView, rows: list[dict[str, Any]]) -> str:
     from ..core.lag import describe_forecast, slowest_catch_up
 
     f = v.figures

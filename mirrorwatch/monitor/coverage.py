@@ -12,6 +12,9 @@ from __future__ import annotations
 import logging
 import re
 import time
+from typing import Any
+
+from confluent_kafka import Message
 
 from ..core.config import Config, FlowConfig
 from ..core.mm2 import assigned_groups, decode_checkpoint, decode_connect_config, flow_policy, is_mm2, mm2_topics
@@ -19,23 +22,26 @@ from ..core.naming import checkpoints_topic, mirror_group
 from ..core.records import Checkpoint
 from ..core.redact import redact_text
 from ..core.translation import GroupDiscovery, translation_coverage
-from .followers import TopicFollower
+from .followers import Decoder, TopicFollower
+from .kafka_io import ClusterReader
+
+CheckpointKey = tuple[str, str, int]  # (group, source topic, partition)
 
 log = logging.getLogger("mirrorwatch.monitor.coverage")
 REFRESH_S = 30.0
 
 
-def _decoder(flow: FlowConfig):
+def _decoder(flow: FlowConfig) -> Decoder[CheckpointKey, Checkpoint]:
     if not is_mm2(flow):
 
-        def ours(msg):
+        def ours(msg: Message) -> tuple[CheckpointKey, Checkpoint]:
             cp = Checkpoint.from_value(msg.value())
             return (cp.group, cp.topic, cp.partition), cp
 
         return ours
     policy = flow_policy(flow)
 
-    def mm2(msg):
+    def mm2(msg: Message) -> tuple[CheckpointKey, Checkpoint] | None:
         cp = decode_checkpoint(msg.key(), msg.value(), msg.timestamp()[1])
         source_topic = policy.source_topic(cp.topic)  # MM2 names the target topic in its checkpoints
         if source_topic is None:
@@ -47,7 +53,7 @@ def _decoder(flow: FlowConfig):
     return mm2
 
 
-def unknown_coverage(reason: str) -> dict:
+def unknown_coverage(reason: str) -> dict[str, Any]:
     """Coverage that could not be told: no ratio (the exporter leaves the gauge out, as for any unknown value), and
     the reason, which the API and `monitor lag` show."""
     return {"groups": 0, "translated": 0, "ratio": None, "untranslated": [], "approximate": [], "error": reason}
@@ -76,15 +82,19 @@ class CoverageWatch:
         self.own_group = None if is_mm2(flow) else mirror_group(flow.source, flow.target, flow.group, name)
         self.max_age_s = (
             max(3 * flow.mirror.emit_checkpoints_interval_s, 30.0)
-            if is_mm2(flow)
+            if flow.mirror is not None  # an MM2 flow (mm2 is the one kind of flows.X.mirror)
             else max(3 * config.mirror.checkpoint_interval_s, 30.0)
         )
         self._next = 0.0
-        self.result: dict | None = None
+        self.result: dict[str, Any] | None = None
 
     def refresh(
-        self, source_reader, mirrored: set[tuple[str, int]], last_sync: dict[tuple[str, int], int], now_ms: int
-    ) -> dict | None:
+        self,
+        source_reader: ClusterReader,
+        mirrored: set[tuple[str, int]],
+        last_sync: dict[tuple[str, int], int],
+        now_ms: int,
+    ) -> dict[str, Any] | None:
         """Recompute at most every REFRESH_S; returns the newest result (None until the first)."""
         if time.monotonic() < self._next:
             return self.result
@@ -102,7 +112,7 @@ class CoverageWatch:
                 and not g.group_id.startswith("mirrorwatch")
                 and any(p.fullmatch(g.group_id) for p in self.patterns)
             )
-            commits = {}
+            commits: dict[str, dict[tuple[str, int], int]] = {}
             for group in names:
                 _members, offsets = source_reader.group(group)
                 mine = {k: v for k, v in (offsets or {}).items() if k in mirrored}
@@ -113,7 +123,7 @@ class CoverageWatch:
             log.warning("translation coverage of flow %s: %s", self.name, reason)
             self.result = unknown_coverage(reason)
             return self.result
-        checkpoints: dict[str, dict] = {}
+        checkpoints: dict[str, dict[tuple[str, int], Checkpoint]] = {}
         for (group, topic, partition), cp in self.tracker.latest().items():
             checkpoints.setdefault(group, {})[(topic, partition)] = cp
         for group in commits:
@@ -136,5 +146,5 @@ class CoverageWatch:
         return GroupDiscovery(frozenset(found), self.flow.mirror.refresh_groups_interval_s, dict(self.first_seen_ms))
 
     @property
-    def trackers(self) -> list[TopicFollower]:
+    def trackers(self) -> list[TopicFollower[Any, Any]]:
         return [self.tracker] if self.configs is None else [self.tracker, self.configs]

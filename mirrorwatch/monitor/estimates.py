@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,21 +22,39 @@ from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolat
 from .transactions import OpenTransactions, hanging, hanging_reasons, hanging_rows
 
 if TYPE_CHECKING:
+    from ..core.config import Config
+    from .kafka_io import ClusterReader
     from .sampler import _GroupState
 
 log = logging.getLogger("mirrorwatch.monitor.sampler")
+
+TP = tuple[str, int]
 
 
 class SamplerEstimates:
     """Needs the sampler's config, ``time_tables``, ``ts_readers`` and ``timeout_s``."""
 
-    def _time_lag(self, cluster, keys, acked, true_lag, source_end, ts, ts_target) -> np.ndarray:
+    config: Config
+    time_tables: dict[str, OffsetTimeTable]
+    ts_readers: dict[str, RecordTimestampReader]
+    timeout_s: float
+
+    def _time_lag(
+        self,
+        cluster: str,
+        keys: Sequence[TP],
+        acked: np.ndarray,
+        true_lag: np.ndarray,
+        source_end: np.ndarray,
+        ts: int,
+        ts_target: int,
+    ) -> np.ndarray:
         """Seconds per partition: the age of the oldest source record not on the target (RPO seconds).
 
         Exact mode measures it at ``ts_target``, when the target end was sampled: a record produced after that
         moment was not missing from the target then (0)."""
         out = np.where(true_lag == 0, 0.0, np.nan)
-        behind = np.flatnonzero(true_lag > 0)
+        behind: list[int] = np.flatnonzero(true_lag > 0).tolist()
         if self.config.monitor.time_lag_mode == "interpolate":
             table = self.time_tables.setdefault(cluster, OffsetTimeTable(self.config.monitor.interpolation_points))
             for i, k in enumerate(keys):
@@ -73,7 +92,15 @@ class SamplerEstimates:
                     out[i] = max(0.0, (ts_target - found[w]) / 1000.0)
         return out
 
-    def _forecast(self, state: _GroupState, keys, ts, source_end, acked, true_lag):
+    def _forecast(
+        self,
+        state: _GroupState,
+        keys: Sequence[TP],
+        ts: int,
+        source_end: np.ndarray,
+        acked: np.ndarray,
+        true_lag: np.ndarray,
+    ) -> tuple[np.ndarray, dict[str, float]]:
         state.history.append((ts, source_end, acked))
         old_ts, old_end, old_acked = state.history[0]
         produce, mirror = rate(old_end, old_ts, source_end, ts), rate(old_acked, old_ts, acked, ts)
@@ -97,8 +124,8 @@ class SamplerEstimates:
         return per_partition, per_topic
 
     def _transactional(
-        self, name: str, state: _GroupState, dst, target_keys, target_ends
-    ) -> tuple[bool, dict[tuple[str, int], int] | None]:
+        self, name: str, state: _GroupState, dst: ClusterReader, target_keys: list[TP], target_ends: dict[TP, int]
+    ) -> tuple[bool, dict[TP, int] | None]:
         """Whether the flow's target is written in transactions (``core.delivery``), or has shown an open
         transaction: a last stable offset below the end offset; and the last stable offsets read this cycle (None
         when none were read). A transactional target's are read every cycle, for the hanging-transaction watch
@@ -123,7 +150,14 @@ class SamplerEstimates:
         return state.open_transaction_seen, stable
 
     def _open_transactions(
-        self, name: str, state: _GroupState, dst, target_keys, target_ends, stable, ts_ms: int
+        self,
+        name: str,
+        state: _GroupState,
+        dst: ClusterReader,
+        target_keys: list[TP],
+        target_ends: dict[TP, int],
+        stable: dict[TP, int],
+        ts_ms: int,
     ) -> OpenTransactions:
         """The flow's open transactions this cycle (monitor/transactions.py), from the offsets already read."""
         n = len(target_keys)

@@ -49,7 +49,7 @@ def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _num(value) -> str:
+def _num(value: float | int) -> str:
     if isinstance(value, float):
         if math.isinf(value):
             return "+Inf" if value > 0 else "-Inf"
@@ -69,9 +69,10 @@ class TextRenderer:
     def __init__(self, clock: Callable[[], float] = time.time, series: SeriesLevel = "partition"):
         self._clock = clock
         self._level: SeriesLevel = series
-        self._labels: dict[tuple, tuple[list, list, list[str], Rollup | None]] = {}
+        # (flow, source, target, group) → (topics, partitions, label strings, rollup) of that layout
+        self._labels: dict[tuple[str, str, str, str], tuple[list[str], list[int], list[str], Rollup | None]] = {}
 
-    def _series(self, v) -> tuple[list[str], Rollup | None]:
+    def _series(self, v: GroupView) -> tuple[list[str], Rollup | None]:
         """The label strings of the view's per-partition families at the exported level (``monitor.series``)
         and how its partitions fold into them; built once per partition layout."""
         key = (v.flow, v.cluster, v.target, v.group)
@@ -89,12 +90,12 @@ class TextRenderer:
         return cached[2], cached[3]
 
     def render(self, snap: Snapshot) -> bytes:
-        families = {name: [] for name in _FAMILIES}
+        families: dict[str, list[str]] = {name: [] for name in _FAMILIES}
         now = self._clock()
         ages: dict[tuple[str, str, str], float] = {}
         for v in snap.views:
-            for name, labels, value in connect_series(v):
-                text = ",".join(f'{k}="{_esc(val)}"' for k, val in labels)
+            for name, pairs, value in connect_series(v):
+                text = ",".join(f'{k}="{_esc(val)}"' for k, val in pairs)
                 families[name].append(f"{name}{{{text}}} {value}")
             g = f'flow="{_esc(v.flow)}",source="{_esc(v.cluster)}",target="{_esc(v.target)}",group="{_esc(v.group)}"'
             families["mirrorwatch_group_status"].append(f"mirrorwatch_group_status{{{g}}} {v.group_status}")
@@ -228,7 +229,7 @@ class MetricsCache:
         self._snapshot = snapshot
         self._renderer = TextRenderer(series=series)
         self._lock = threading.Lock()
-        self._key: tuple | None = None
+        self._key: tuple[int, int, int] | None = None
         self._body = b""
         self._max_age_s = max_age_s
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from ..core.clients import make_consumer
 from ..core.config import ClusterConfig
@@ -27,21 +29,29 @@ log = logging.getLogger("mirrorwatch.monitor.followers")
 UNUSED_GROUP = "mirrorwatch-monitor-assign-only"
 
 
-def _our_sync(msg):
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+TP = tuple[str, int]
+Decoder = Callable[[Message], tuple[K, V] | None]
+"""A follower's decoder: a record's (key, value), None to skip it, or RecordFormatError."""
+
+
+def our_sync(msg: Message) -> tuple[TP, OffsetSync]:
+    """The decoder of mirrorwatch's own offset syncs, keyed by source partition."""
     sync = OffsetSync.from_value(msg.value())
     return (sync.topic, sync.partition), sync
 
 
-class TopicFollower:
+class TopicFollower(Generic[K, V]):
     """The newest record per key of a compacted topic. ``decode(msg)`` gives (key, value), None to skip a record,
-    or raises RecordFormatError; by default the records are mirrorwatch's OffsetSyncs keyed by source partition
-    (every other topic the monitor follows comes with its own decoder)."""
+    or raises RecordFormatError (:func:`our_sync` for mirrorwatch's OffsetSyncs keyed by source partition; every
+    other topic the monitor follows comes with its own decoder)."""
 
-    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str = "mirrorwatch-monitor-syncs", decode=None):
+    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str, decode: Decoder[K, V]) -> None:
         self.topic = topic
-        self._decode = decode or _our_sync
+        self._decode = decode
         self._cluster, self._client_id = cluster, client_id
-        self._latest: dict[tuple[str, int], OffsetSync] = {}
+        self._latest: dict[K, V] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -50,12 +60,12 @@ class TopicFollower:
         self.caught_up = threading.Event()  # set once everything present at start-up has been read
         self.bad_records = 0
 
-    def start(self) -> TopicFollower:
+    def start(self) -> TopicFollower[K, V]:
         self._thread = threading.Thread(target=self._run, name=f"syncs-{self.topic}", daemon=True)
         self._thread.start()
         return self
 
-    def latest(self) -> dict[tuple[str, int], OffsetSync]:
+    def latest(self) -> dict[K, V]:
         with self._lock:
             return dict(self._latest)
 
@@ -77,13 +87,15 @@ class TopicFollower:
                     self._stop.wait(1.0)
                     continue
                 for msg in consumer.consume(1000, 0.5):
-                    if msg.error():
-                        if msg.error().code() != KafkaError._PARTITION_EOF:
-                            log.debug("offset syncs: %s", msg.error())
+                    error = msg.error()
+                    if error is not None:
+                        if error.code() != KafkaError._PARTITION_EOF:
+                            log.debug("offset syncs: %s", error)
                         continue
                     self._apply(msg)
-                    if self._targets.get(msg.partition(), -1) <= msg.offset() + 1:
-                        self._targets.pop(msg.partition(), None)
+                    partition, offset = msg.partition(), msg.offset()
+                    if partition is not None and offset is not None and self._targets.get(partition, -1) <= offset + 1:
+                        self._targets.pop(partition, None)
                 if not self._targets:
                     self.caught_up.set()
         except Exception:  # the tracker must never die silently; the sampler reads stale syncs meanwhile
@@ -93,7 +105,7 @@ class TopicFollower:
 
     _next_check = 0.0
 
-    def _assign_new_partitions(self, consumer) -> bool:
+    def _assign_new_partitions(self, consumer: Consumer) -> bool:
         """Assign partitions of the topic not yet assigned (the topic may appear or grow later)."""
         import time
 
@@ -121,7 +133,7 @@ class TopicFollower:
             self._partitions = count
         return self._partitions > 0
 
-    def _apply(self, msg) -> None:
+    def _apply(self, msg: Message) -> None:
         if msg.value() is None:
             return  # a tombstone: compaction of a partition that is gone; keep what we have
         try:

@@ -8,7 +8,10 @@ import logging
 from collections.abc import Iterable
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+
+# confluent_kafka.admin imports ClusterMetadata and OffsetSpec without re-exporting them (no __all__): strict mypy
+# calls them private
+from confluent_kafka.admin import AdminClient, ClusterMetadata, OffsetSpec  # type: ignore[attr-defined]
 
 from ..core.access import connection_problem, serve_callbacks
 from ..core.clients import make_admin
@@ -32,9 +35,10 @@ class ClusterReader:
         self.coordinator = for_cluster(cluster)  # describe and offsets of groups: in a helper process
         self._stale = False
         self._topics: dict[str, int] = {}
-        self._metadata = None  # the newest list_topics answer (partition leaders for the hanging-transaction advice)
+        # the newest list_topics answer (partition leaders for the hanging-transaction advice)
+        self._metadata: ClusterMetadata | None = None
 
-    def _new_admin(self):
+    def _new_admin(self) -> AdminClient:
         # short reconnect backoff: an unreachable cluster should be noticed back soon after it returns
         return make_admin(self._cluster, f"mirrorwatch-monitor-{self.alias}", **{"reconnect.backoff.max.ms": 2000})
 
@@ -72,22 +76,29 @@ class ClusterReader:
 
     def end_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Log-end offsets (high watermarks); -1 for a partition that could not be read."""
-        return self._offsets(partitions, OffsetSpec.latest())
+        return self._offsets(partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]  # unannotated upstream
 
     def stable_end_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Last stable offsets (what a read_committed reader's end is: below the first record of a transaction
         still open); -1 for a partition that could not be read. Below the end offset = a transaction is open."""
-        return self._offsets(partitions, OffsetSpec.latest(), isolation_level=IsolationLevel.READ_COMMITTED)
+        return self._offsets(
+            partitions,
+            OffsetSpec.latest(),  # type: ignore[no-untyped-call]  # unannotated upstream
+            isolation_level=IsolationLevel.READ_COMMITTED,
+        )
 
     def start_offsets(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Log-start offsets (the oldest offset still there); -1 for a partition that could not be read."""
-        return self._offsets(partitions, OffsetSpec.earliest())
+        return self._offsets(partitions, OffsetSpec.earliest())  # type: ignore[no-untyped-call]  # unannotated upstream
 
-    def _offsets(self, partitions: Iterable[TP], spec, **options) -> dict[TP, int]:
-        partitions = list(partitions)
-        if not partitions:
+    def _offsets(
+        self, partitions: Iterable[TP], spec: OffsetSpec, isolation_level: IsolationLevel | None = None
+    ) -> dict[TP, int]:
+        wanted = list(partitions)
+        if not wanted:
             return {}
-        request = {TopicPartition(t, p): spec for t, p in partitions}
+        request = {TopicPartition(t, p): spec for t, p in wanted}
+        options = {} if isolation_level is None else {"isolation_level": isolation_level}
         try:
             futures = self.admin.list_offsets(request, request_timeout=self.timeout_s, **options)
         except KafkaException as exc:
@@ -100,7 +111,7 @@ class ClusterReader:
             except Exception:  # one missing partition (topic not there yet) must not sink the rest
                 out[(tp.topic, tp.partition)] = -1
                 failures += 1
-        if failures == len(partitions) and not self._reachable():
+        if failures == len(wanted) and not self._reachable():
             raise ClusterUnreachable(f"cluster '{self.alias}': no end offset could be read")
         return out
 

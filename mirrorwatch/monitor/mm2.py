@@ -20,12 +20,16 @@ Read lag is unknown for MM2 (it publishes no fetch position).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from confluent_kafka import Message
 
 from ..core.config import Config, FlowConfig
 from ..core.connect_rest import source_mirroring
 from ..core.mm2 import (
+    ConnectSourceOffset,
+    Mm2OffsetSync,
     aliases,
     any_heartbeat,
     decode_connect_offset,
@@ -33,17 +37,22 @@ from ..core.mm2 import (
     is_mm2,
     mm2_topics,
 )
-from .followers import TopicFollower
+from .followers import Decoder, TopicFollower
 from .positions import MirrorPositions
 
+if TYPE_CHECKING:
+    from .sampler import Sampler, _GroupState
 
-def _sync(msg):
+TP = tuple[str, int]
+
+
+def _sync(msg: Message) -> tuple[TP, Mm2OffsetSync]:
     sync = decode_offset_sync(msg.key(), msg.value())
     return (sync.topic, sync.partition), sync
 
 
-def _connect_offset(connector: str, source_alias: str):
-    def decode(msg):
+def _connect_offset(connector: str, source_alias: str) -> Decoder[TP, ConnectSourceOffset]:
+    def decode(msg: Message) -> tuple[TP, ConnectSourceOffset] | None:
         pos = decode_connect_offset(msg.key(), msg.value())
         if pos is None or pos.connector != connector or pos.cluster != source_alias:
             return None
@@ -52,7 +61,7 @@ def _connect_offset(connector: str, source_alias: str):
     return decode
 
 
-def _heartbeat(msg):
+def _heartbeat(msg: Message) -> tuple[tuple[str, str], int]:
     beat = any_heartbeat(msg.key(), msg.value())
     return (beat.source, beat.target), beat.ts_ms
 
@@ -61,6 +70,7 @@ class Mm2Trackers:
     """The four record streams of one MM2 flow."""
 
     def __init__(self, config: Config, flow: FlowConfig):
+        assert flow.mirror is not None  # an MM2 flow (mm2_trackers makes these for MM2 flows only)
         topics = mm2_topics(flow)
         source_alias, _ = aliases(flow)
         target = config.clusters[flow.target]
@@ -71,18 +81,20 @@ class Mm2Trackers:
         )
         self.own_beats = TopicFollower(target, topics.heartbeats, cid, _heartbeat)
         self.mirrored_beats = TopicFollower(target, topics.mirrored_heartbeats, cid, _heartbeat)
-        self.all = [self.syncs, self.positions, self.own_beats, self.mirrored_beats]
+        self.all: list[TopicFollower[Any, Any]] = [self.syncs, self.positions, self.own_beats, self.mirrored_beats]
 
 
 def mm2_trackers(config: Config) -> dict[str, Mm2Trackers]:
     return {name: Mm2Trackers(config, flow) for name, flow in config.flows.items() if is_mm2(flow)}
 
 
-def newest_ms(beats: dict) -> int | None:
+def newest_ms(beats: dict[tuple[str, str], int]) -> int | None:
     return max(beats.values()) if beats else None
 
 
-def mm2_positions(sampler, name: str, flow: FlowConfig, group: str, state, keys: list) -> MirrorPositions:
+def mm2_positions(
+    sampler: Sampler, name: str, flow: FlowConfig, group: str, state: _GroupState, keys: list[TP]
+) -> MirrorPositions:
     """MirrorMaker 2: its Connect offsets, its offset syncs and its heartbeats, each kept current by a tracker."""
     trackers: Mm2Trackers = sampler.mm2[name]
     source_alias, target_alias = aliases(flow)

@@ -19,20 +19,22 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..core.config import Config
 from ..core.lag import mirror_lags, plain_lag, records_lost, target_behind, target_side_acked_next
 from ..core.naming import mirror_group, offset_syncs_topic
+from ..core.records import OffsetSync
 from ..core.redact import redact_text
 from ..core.status import HANGING_TRANSACTION, GroupStatus, PartitionStatus
 from ..core.topic_selection import measured_topics, policy_of
 from .connect_state import connect_watches
 from .coverage import CoverageWatch
 from .estimates import SamplerEstimates
-from .evaluator import WindowSet, summarize
-from .followers import TopicFollower
+from .evaluator import GroupSummary, WindowSet, summarize
+from .followers import TopicFollower, our_sync
 from .kafka_io import ClusterReader, ClusterUnreachable
 from .mm2 import mm2_positions, mm2_trackers
 from .model import GroupView, Snapshot
@@ -41,6 +43,9 @@ from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound
 from .transactions import OpenTransactionClock
 
 log = logging.getLogger("mirrorwatch.monitor.sampler")
+
+TP = tuple[str, int]
+Topics = dict[str, int]  # {topic: partition count} of one cluster
 
 RATE_SAMPLES = 6  # forecast rates are measured over the last few cycles (≈30 s at the default interval)
 
@@ -55,7 +60,8 @@ class _GroupState:
 
     keys: list[tuple[str, int]] = field(default_factory=list)
     windows: WindowSet | None = None
-    history: deque = field(default_factory=lambda: deque(maxlen=RATE_SAMPLES))  # (ts, source_end, acked)
+    # (ts, source_end, acked) of the last cycles: the forecast's rates
+    history: deque[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=lambda: deque(maxlen=RATE_SAMPLES))
     sync_ts: np.ndarray | None = None
     last_ok_ms: int | None = None
     # an open transaction was seen on the flow's target (its last stable offset below its end): from then on the
@@ -70,7 +76,7 @@ class Sampler(SamplerEstimates):
         settings = config.monitor
         self.timeout_s = timeout_s if timeout_s is not None else max(1.0, min(10.0, settings.interval_s))
         self.readers = {alias: ClusterReader(alias, c, self.timeout_s) for alias, c in config.clusters.items()}
-        self.trackers: dict[tuple[str, str], TopicFollower] = {}
+        self.trackers: dict[tuple[str, str], TopicFollower[TP, OffsetSync]] = {}
         self.mm2 = mm2_trackers(config)
         self.connect = connect_watches(config)  # Connect REST state, polled on threads of its own
         self.coverage = {name: CoverageWatch(config, name, flow) for name, flow in config.flows.items()}
@@ -83,6 +89,7 @@ class Sampler(SamplerEstimates):
                     config.clusters[flow.target],
                     offset_syncs_topic(flow.source),
                     f"mirrorwatch-monitor-syncs-{flow.source}",
+                    our_sync,
                 )
         self.ts_readers: dict[str, RecordTimestampReader] = {}
         self.time_tables: dict[str, OffsetTimeTable] = {}
@@ -92,9 +99,9 @@ class Sampler(SamplerEstimates):
         if start_trackers:
             self.start()
 
-    def followers(self) -> list[TopicFollower]:
+    def followers(self) -> list[TopicFollower[Any, Any]]:
         """Every topic follower of the sampler: offset syncs, MM2's records, checkpoints and Connect configs."""
-        out = list(self.trackers.values())
+        out: list[TopicFollower[Any, Any]] = list(self.trackers.values())
         for trackers in self.mm2.values():
             out += trackers.all
         for watch in self.coverage.values():
@@ -160,16 +167,28 @@ class Sampler(SamplerEstimates):
             up = {alias: not isinstance(t, ClusterUnreachable) for alias, t in topics.items()}
             return Snapshot(ts, views, up, self.seq)
 
-    def _guarded(self, key, cluster, target, group, flow_name, topics, ts) -> GroupView:
+    def _guarded(
+        self,
+        key: tuple[str, str, str],
+        cluster: str,
+        target: str,
+        group: str,
+        flow_name: str,
+        topics: dict[str, Topics | ClusterUnreachable],
+        ts: int,
+    ) -> GroupView:
         state = self.states.setdefault(key, _GroupState())
         try:
+            readable: dict[str, Topics] = {}
             for alias in filter(None, (cluster, target)):
-                if isinstance(topics[alias], ClusterUnreachable):
-                    raise topics[alias]
+                listed = topics[alias]
+                if isinstance(listed, ClusterUnreachable):
+                    raise listed
+                readable[alias] = listed
             if flow_name:
-                view = self._sample_flow(flow_name, group, state, topics, ts)
+                view = self._sample_flow(flow_name, group, state, readable, ts)
             else:
-                view = self._sample_group(cluster, group, state, topics[cluster], ts)
+                view = self._sample_group(cluster, group, state, readable[cluster], ts)
             if view.group_status != GroupStatus.NOTFOUND:
                 state.last_ok_ms = ts
             return view
@@ -187,7 +206,9 @@ class Sampler(SamplerEstimates):
                 f"sampling failed: {type(exc).__name__}: {redact_text(str(exc))}",
             )
 
-    def _unknown(self, flow, cluster, target, group, state: _GroupState, ts, error) -> GroupView:
+    def _unknown(
+        self, flow: str, cluster: str, target: str, group: str, state: _GroupState, ts: int, error: str
+    ) -> GroupView:
         n = len(state.keys)
         mm2 = bool(flow) and self.config.flows[flow].mirror is not None
         return GroupView(
@@ -223,7 +244,9 @@ class Sampler(SamplerEstimates):
 
     # ------------------------------------------------------------------ flows
 
-    def _sample_flow(self, name: str, group: str, state: _GroupState, topics, ts_cycle: int) -> GroupView:
+    def _sample_flow(
+        self, name: str, group: str, state: _GroupState, topics: dict[str, Topics], ts_cycle: int
+    ) -> GroupView:
         """Every figure of a mirror flow, for either engine: the flow's adapter (``monitor.positions``) says where
         the mirror's positions are; everything after that is the same for all."""
         flow = self.config.flows[name]
@@ -323,7 +346,9 @@ class Sampler(SamplerEstimates):
 
     # ------------------------------------------------------------------ plain groups
 
-    def _sample_group(self, cluster: str, group: str, state: _GroupState, cluster_topics, ts_cycle) -> GroupView:
+    def _sample_group(
+        self, cluster: str, group: str, state: _GroupState, cluster_topics: Topics, ts_cycle: int
+    ) -> GroupView:
         reader = self.readers[cluster]
         members, committed_map = reader.group(group)
         if not committed_map:
@@ -372,7 +397,18 @@ class Sampler(SamplerEstimates):
         )
 
     def _view(
-        self, kind, flow, cluster, target, group, ts, summary, windows: WindowSet, keys, statuses, **values
+        self,
+        kind: str,
+        flow: str,
+        cluster: str,
+        target: str,
+        group: str,
+        ts: int,
+        summary: GroupSummary,
+        windows: WindowSet,
+        keys: list[TP],
+        statuses: np.ndarray,
+        **values: Any,  # the figures this kind of view has: GroupView's fields, checked by its constructor
     ) -> GroupView:
         w = windows.window
         first = np.minimum(w - windows.count, w - 1)

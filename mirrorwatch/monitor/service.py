@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import UTC
+from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import generate_latest
@@ -18,7 +18,7 @@ from prometheus_client import generate_latest
 from ..core.cli import UserError, listen_error
 from ..core.config import Config
 from ..core.httpserver import Server, metrics_route, probe_registry
-from ..core.leader import election_for, export_leader_gauge
+from ..core.leader import Election, election_for, export_leader_gauge
 from ..core.probes import ProbeState, stale_after_s
 from .analytics_runs import AnalyticsRunner
 from .api import make_router
@@ -41,19 +41,20 @@ class MonitorService:
         self.history = HistoryWriter(s.history_dir, s.history_roll_s) if s.history else None
         # leader.enabled: only the leader sends webhooks and runs the scheduled Spark job (docs/ha.md)
         self.election = election_for(config, "monitor")
-        election = self.election if self.election.enabled else None
+        election = self.election if isinstance(self.election, Election) else None  # AlwaysLeader: not enabled
         self.notifier = Notifier(s.webhooks, s.webhook_timeout_s, s.webhook_retries, election=election)
         self.metrics = MetricsCache(self.snapshot, series=s.series)
         self.recent = RecentStore(s.recent_minutes)
         self.canary = _canary_scraper(config)
-        self.analytics = None
+        self.analytics: AnalyticsRunner | None = None
         if s.analytics.every_s is not None:
             out = s.analytics.out or config.dashboard.analytics_dir
             self.analytics = AnalyticsRunner(s.analytics, s.history_dir, out)
         self._snapshot: Snapshot = EMPTY
         self._cycle_lock = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")
-        self.api_server = self.metrics_server = None
+        self.api_server: Server | None = None
+        self.metrics_server: Server | None = None
         self.cycles = 0
         # /healthz, /readyz: the sampling cycle is the loop; a cluster has answered once a sample reached it
         self.probes = ProbeState(config.clusters)
@@ -88,6 +89,7 @@ class MonitorService:
             )
             if self.metrics_server:
                 self.metrics_server.close()
+            assert port is not None  # only a server with a port fails to listen
             raise UserError(listen_error(exc, s.host, port, setting), 2) from None
         self.election.start()
         self.probes.watch("sampling", stale_after_s(s.interval_s))
@@ -112,9 +114,9 @@ class MonitorService:
                 coalesce=True,
                 next_run_time=_now_dt(),
             )
-        if self.analytics is not None:
+        a = s.analytics
+        if self.analytics is not None and a.every_s is not None:  # (a runner exists only with every_s)
             # its own thread from APScheduler's pool, its work in a child process: sampling never waits for it
-            a = s.analytics
             first = a.every_s if a.first_delay_s is None else a.first_delay_s
             self.scheduler.add_job(
                 self._run_analytics,
@@ -174,15 +176,18 @@ class MonitorService:
         if scheduled and not self.election.is_leader():
             log.debug("analytics: the scheduled run is the leader's")
             return
+        every_s = self.config.monitor.analytics.every_s
+        assert self.analytics is not None and every_s is not None  # scheduled only when both are
         status = self.analytics.run()
         if status.state == "waiting":
             # no closed history file yet: look again within a minute rather than a whole interval later
-            retry = min(self.config.monitor.analytics.every_s, 60.0)
+            retry = min(every_s, 60.0)
             self.scheduler.add_job(
                 self._retry_analytics, "date", run_date=_now_dt(retry), id="analytics-retry", replace_existing=True
             )
 
     def _retry_analytics(self) -> None:
+        assert self.analytics is not None  # scheduled by _run_analytics only
         if self.election.is_leader():
             self.analytics.run()
 
@@ -226,8 +231,8 @@ class MonitorService:
         log.info("monitor: stopped")
 
 
-def _now_dt(delay_s: float = 0.0):
-    from datetime import datetime, timedelta
+def _now_dt(delay_s: float = 0.0) -> datetime:
+    from datetime import timedelta
 
     return datetime.now(UTC) + timedelta(seconds=delay_s)
 

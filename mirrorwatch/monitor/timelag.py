@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
-from confluent_kafka import TopicPartition
+import numpy.typing as npt
+from confluent_kafka import Consumer, TopicPartition
 
 log = logging.getLogger("mirrorwatch.monitor.timelag")
 
@@ -56,7 +57,9 @@ def time_lag_interpolated(points: Sequence[tuple[int, int]], acked_next: int | N
     return max(0.0, (now_ms - at) / 1000.0)
 
 
-def arrival_age_bound(samples, acked_next, now_ms: int) -> np.ndarray:
+def arrival_age_bound(
+    samples: Iterable[tuple[int, npt.ArrayLike]], acked_next: npt.ArrayLike, now_ms: int
+) -> np.ndarray:
     """Seconds the record at ``acked_next`` can at most have been on the source, per partition (inf = no bound).
 
     ``samples``: earlier (ts_ms, source_end array) pairs, oldest first. At the newest sample whose source end
@@ -80,7 +83,7 @@ class OffsetTimeTable:
 
     def __init__(self, size: int = 60):
         self.size = size
-        self._points: dict[tuple[str, int], deque] = {}
+        self._points: dict[tuple[str, int], deque[tuple[int, int]]] = {}
 
     def add(self, key: tuple[str, int], end: int, ts_ms: int) -> None:
         if end < 0:
@@ -105,9 +108,9 @@ class RecordTimestampReader:
     """Reads the timestamp of one record per partition (exact time lag), caching by (topic, partition, offset):
     the record at an offset never changes, so a stuck mirror costs one read, not one per cycle."""
 
-    def __init__(self, consumer_factory, timeout_s: float = 5.0, cache_size: int = 100_000):
+    def __init__(self, consumer_factory: Callable[[], Consumer], timeout_s: float = 5.0, cache_size: int = 100_000):
         self._factory = consumer_factory
-        self._consumer = None
+        self._consumer: Consumer | None = None
         self._timeout_s = timeout_s
         self._cache: dict[tuple[str, int, int], int] = {}
         self._cache_size = cache_size
@@ -127,10 +130,11 @@ class RecordTimestampReader:
         try:
             while todo and time.monotonic() < deadline:
                 for msg in consumer.consume(min(len(todo), 1000), 0.5):
-                    if msg.error():
+                    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                    if msg.error() or topic is None or partition is None or offset is None:
                         continue
-                    key = (msg.topic(), msg.partition())
-                    if key in todo and msg.offset() >= todo[key]:
+                    key = (topic, partition)
+                    if key in todo and offset >= todo[key]:
                         _kind, ts = msg.timestamp()
                         out[(key[0], key[1], todo[key])] = ts
                         self._remember((key[0], key[1], todo.pop(key)), ts)
@@ -139,7 +143,7 @@ class RecordTimestampReader:
             consumer.unassign()
         return out
 
-    def _remember(self, key, ts: int) -> None:
+    def _remember(self, key: tuple[str, int, int], ts: int) -> None:
         if len(self._cache) >= self._cache_size:
             self._cache.clear()  # crude but bounded; entries are cheap to re-read
         self._cache[key] = ts

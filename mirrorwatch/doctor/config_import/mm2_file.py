@@ -10,8 +10,6 @@ offsets topic defaulting to ``mm2-offsets.a.internal``, mirrorwatch's default to
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
 from ...core.mm2 import default_connect_configs_topic, default_connect_offsets_topic
@@ -87,7 +85,7 @@ def from_mm2_properties(text: str, origin: str) -> Imported:
         imported.clusters[alias] = java_client_to_librdkafka(alias, _client(props, alias, origin), origin, imported)
     for source, target in pairs:
 
-        def setting(key: str, s: str = source, t: str = target) -> Any:
+        def setting(key: str, s: str = source, t: str = target) -> str | None:
             return props.get(f"{s}->{t}.{key}", props.get(key))
 
         def exclude(key: str, old: str) -> str | None:  # MM2 4.x still reads the deprecated *.blacklist names

@@ -58,10 +58,10 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 def _cluster(spec: Any, where: str) -> dict[str, Any]:
-    spec = _mapping(spec, where)
-    if not spec.get("alias") or not spec.get("bootstrapServers"):
+    cluster = _mapping(spec, where)
+    if not cluster.get("alias") or not cluster.get("bootstrapServers"):
         raise ImportProblem(f"{where}: a cluster needs 'alias' and 'bootstrapServers'")
-    return spec
+    return cluster
 
 
 def _normalise(resource: dict[str, Any], where: str) -> tuple[dict[str, Any], tuple[str, str], list[dict[str, Any]]]:
@@ -150,14 +150,15 @@ def _client(imported: Imported, cluster: dict[str, Any], where: str) -> dict[str
         )
     elif kind == "tls":
         pair = _mapping(auth.get("certificateAndKey"), where)
-        secret = pair.get("secretName")
+        secret_name = pair.get("secretName")
         props["ssl.certificate.location"] = imported.env_ref(
-            env_name(alias, "SSL_CERTIFICATE_LOCATION"), f"a file holding Secret {secret} key {pair.get('certificate')}"
+            env_name(alias, "SSL_CERTIFICATE_LOCATION"),
+            f"a file holding Secret {secret_name} key {pair.get('certificate')}",
         )
         props["ssl.key.location"] = imported.env_ref(
-            env_name(alias, "SSL_KEY_LOCATION"), f"a file holding Secret {secret} key {pair.get('key')}"
+            env_name(alias, "SSL_KEY_LOCATION"), f"a file holding Secret {secret_name} key {pair.get('key')}"
         )
-        imported.note(f"clusters.{alias}: TLS client authentication uses Secret {secret}: mount it as files")
+        imported.note(f"clusters.{alias}: TLS client authentication uses Secret {secret_name}: mount it as files")
     elif kind is not None:
         imported.note(f"clusters.{alias}: authentication type {kind} is not carried over; set it by hand")
     config = _mapping(cluster.get("config"), where)
