@@ -1,7 +1,7 @@
 """Issue 37 item 5: commands end by a normal interpreter teardown (no os._exit), with their clients closed in a
 defined order, and none dies of a signal on the way out (docs/design.md, "Teardown").
 
-The loop runs each one-shot command and a short `mirror run` as real processes (a crash inside librdkafka only
+The loop runs each one-shot command and a short run of each service as real processes (a crash inside librdkafka only
 shows in a real process's exit): MIRRORWATCH_TEST_TEARDOWN_COUNT times each (default 3, to keep the suite short;
 the issue's 100 each is `python -m tests.support.teardown_loop --count 100`, reported in the design note)."""
 
@@ -21,7 +21,7 @@ from mirrorwatch.core.clients import make_admin, make_consumer, make_producer
 from mirrorwatch.core.config import ClusterConfig
 
 from .support.helpers import create_topic
-from .support.teardown_loop import ONE_SHOTS, run_many, write_config
+from .support.teardown_loop import ONE_SHOTS, SERVICES, run_many, write_config
 
 if TYPE_CHECKING:
     from .conftest import TestCluster
@@ -90,7 +90,7 @@ def loop_config(
     return write_config(directory, source.bootstrap, target.bootstrap), directory
 
 
-@pytest.mark.parametrize("command", [*ONE_SHOTS, "mirror run"])
+@pytest.mark.parametrize("command", [*ONE_SHOTS, *SERVICES])
 def test_every_command_ends_by_a_normal_teardown(loop_config: tuple[Path, Path], command: str) -> None:
     config, directory = loop_config
     outcome, allowed = run_many(command, config, directory, COUNT)

@@ -63,6 +63,8 @@ def run_check(config: Config, flow_name: str | None = None, timeout_s: float | N
         _probe(config, topics, result, clock, timeout_s)
     except ProbeUnknown as exc:
         result.error = str(exc)
+    finally:
+        topics.close()  # the reader and the producer are closed by _probe; the admin clients last
     result.timings_ms.update(clock.marks)
     result.timings_ms["total"] = (time.monotonic() - clock.start) * 1000.0
     result.judge()

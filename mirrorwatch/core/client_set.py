@@ -127,6 +127,32 @@ def settle(admins: Iterable[AdminClient], timeout_s: float = SETTLE_S) -> int:
     return left
 
 
+def join_all(threads: Iterable[threading.Thread | None], timeout_s: float) -> list[str]:
+    """Join every thread within one overall bound; the names of those still running after it."""
+    deadline = time.monotonic() + timeout_s
+    waited = [t for t in threads if t is not None and t is not threading.current_thread()]
+    for thread in waited:
+        if thread.ident is not None:  # started
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return [t.name for t in waited if t.is_alive()]
+
+
+def close_bounded(consumer: Consumer, timeout_s: float) -> bool:
+    """``consumer.close()``, waited for at most ``timeout_s``; whether it finished. A close that does not end (a
+    client in a broken state) is left to its daemon thread, which keeps the consumer: it is never freed under it."""
+
+    def close() -> None:
+        try:
+            consumer.close()
+        except Exception as exc:  # closed already, or a fatal client error: nothing more to release
+            log.debug("closing a consumer: %s", exc)
+
+    closer = threading.Thread(target=close, name="consumer-close", daemon=True)
+    closer.start()
+    closer.join(timeout_s)
+    return not closer.is_alive()
+
+
 class _Stoppable(Protocol):
     def stop(self) -> None: ...
 
@@ -194,11 +220,7 @@ class ClientSet:
         problems: list[str] = []
         for stoppable in stoppables:
             stoppable.stop()
-        deadline = time.monotonic() + self.join_s
-        for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
-        problems += [f"thread {t.name} still running" for t in threads if t.is_alive()]
+        problems += [f"thread {name} still running" for name in join_all(threads, self.join_s)]
         left = settle(admins)
         if left:
             problems.append(f"{left} admin request(s) still outstanding")

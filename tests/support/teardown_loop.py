@@ -38,8 +38,12 @@ ONE_SHOTS: dict[str, tuple[list[str], set[int]]] = {
     "mirror failover check": (["mirror", "failover", "check"], {0, 1, 2, 3}),
     "doctor": (["mirrorwatch", "doctor"], {0, 1}),
 }
-MIRROR_RUN = ["mirror", "run"]
-MIRROR_READY = "assigned "  # the mirror's log line once its group gave it partitions
+# the long-lived services, stopped by SIGTERM (exit 0) soon after the log line that says they are at work
+SERVICES: dict[str, tuple[list[str], str]] = {
+    "mirror run": (["mirror", "run"], "assigned "),  # its group gave it partitions
+    "canary run": (["canary", "run"], "canary running:"),  # its first probe is under way
+    "monitor run": (["monitor", "run"], "monitor: sampling every"),  # its first cycle is under way
+}
 
 
 @dataclass
@@ -86,14 +90,16 @@ def _one_shot(argv: list[str], env: dict[str, str]) -> tuple[int | str, str]:
     return done.returncode, (done.stdout + done.stderr)[-3000:]
 
 
-def _short_mirror_run(argv: list[str], env: dict[str, str], log: Path, up_s: float) -> tuple[int | str, str]:
-    """Start the mirror, wait until it has partitions (at most 30 s), let it run ``up_s``, then SIGTERM it."""
+def _short_service_run(
+    argv: list[str], ready: str, env: dict[str, str], log: Path, up_s: float
+) -> tuple[int | str, str]:
+    """Start the service, wait for its ``ready`` log line (at most 30 s), let it run ``up_s``, then SIGTERM it."""
     with open(log, "w+b") as out:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and proc.poll() is None:
             out.seek(0)
-            if MIRROR_READY.encode() in out.read():
+            if ready.encode() in out.read():
                 break
             time.sleep(0.1)
         time.sleep(up_s)
@@ -111,13 +117,14 @@ def _short_mirror_run(argv: list[str], env: dict[str, str], log: Path, up_s: flo
 def run_many(
     name: str, config: Path, directory: Path, count: int, parallel: int = 2, up_s: float = 0.5
 ) -> tuple[Outcome, set[int | str]]:
-    """Run the named command (a one-shot of ONE_SHOTS, or "mirror run") ``count`` times, ``parallel`` at once."""
+    """Run the named command (of ONE_SHOTS or SERVICES) ``count`` times, ``parallel`` at once."""
     env, markers = environment(directory)
-    if name == "mirror run":
-        argv, allowed = [str(BIN / MIRROR_RUN[0]), *MIRROR_RUN[1:], "--config", str(config)], {0}
+    if name in SERVICES:
+        words, ready = SERVICES[name]
+        argv, allowed = [str(BIN / words[0]), *words[1:], "--config", str(config)], {0}
 
         def one(i: int) -> tuple[int | str, str]:
-            return _short_mirror_run(argv, env, directory / f"mirror-{i}.log", up_s)
+            return _short_service_run(argv, ready, env, directory / f"{words[0]}-{i}.log", up_s)
     else:
         words, codes = ONE_SHOTS[name]
         argv, allowed = [str(BIN / words[0]), *words[1:], "--config", str(config)], set(codes)
@@ -142,13 +149,13 @@ def main() -> int:
     parser.add_argument("--target", required=True, help="bootstrap of the target cluster")
     parser.add_argument("--count", type=int, default=100, help="runs per command")
     parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--only", action="append", help="a command name (default: every one-shot and mirror run)")
+    parser.add_argument("--only", action="append", help="a command name (default: every one)")
     args = parser.parse_args()
     bad = 0
     with tempfile.TemporaryDirectory(prefix="teardown-") as tmp:
         directory = Path(tmp)
         config = write_config(directory, args.source, args.target)
-        for name in args.only or [*ONE_SHOTS, "mirror run"]:
+        for name in args.only or [*ONE_SHOTS, *SERVICES]:
             outcome, allowed = run_many(name, config, directory, args.count, args.parallel)
             ok = set(outcome.codes) <= allowed and outcome.torn_down == args.count
             bad += not ok
