@@ -23,7 +23,7 @@ log = logging.getLogger("mirrorwatch.mirror")
 START_UP_STALE_S = 180.0
 DATA_PATH_STALE_S = LIVENESS_FLOOR_S
 # at shutdown, how long the heartbeat, checkpoint and topic threads may take to end their current client call
-BACKGROUND_JOIN_S = 15.0
+BACKGROUND_JOIN_S = 10.0
 
 
 class EngineLifecycle(EngineState):
