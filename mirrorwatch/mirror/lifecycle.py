@@ -34,7 +34,7 @@ class EngineLifecycle(EngineState):
         self.probes.watch("start-up", START_UP_STALE_S)
         self.heartbeats = None  # a HeartbeatProducer once started
         self.checkpoints = None
-        self.topics_thread: threading.Thread | None = None  # the topic refresh (subscription.py), once started
+        self.topics_thread = None  # the topic refresh (subscription.py), once started
         self.matched_topics: int | None = None  # the flow's own topics on the source (None: not listed yet)
         self.shared_with: list[str] | None = None  # other groups mirroring our internal topics (None: not looked)
         self.gave_up: str | None = None  # why the engine stopped waiting for a cluster (mirror.max_unreachable_s)
