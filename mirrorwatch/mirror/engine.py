@@ -39,7 +39,6 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from ..core.access import AccessProblem, Denied
-from ..core.client_set import settle
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
 from ..core.naming import mirror_group, offset_syncs_topic
@@ -405,7 +404,7 @@ class MirrorEngine(
                 "%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining
             )
         self.watch.stop()
-        self._join_background()
+        self._end_background()
         if self.exactly_once:
             self._close_transactions()  # commit what was written if the target can check it, else abort
         else:
@@ -420,5 +419,3 @@ class MirrorEngine(
             self.consumer.close()
         except Exception as exc:
             log.warning("closing the consumer: %s", exc)
-        # the admin clients are freed with the engine: none while one of its requests is outstanding
-        settle([self.source_admin, self.target_admin])

@@ -8,7 +8,7 @@ import logging
 import threading
 
 from ..core.access import Denied, wait_for_connection
-from ..core.client_set import join_all
+from ..core.client_set import join_all, settle
 from ..core.clients import make_admin
 from ..core.probes import LIVENESS_FLOOR_S, ProbeState
 from .engine_state import EngineState
@@ -128,9 +128,11 @@ class EngineLifecycle(EngineState):
         # while the watch reports a cluster away it has said so once; its retries are not news
         log.log(logging.WARNING if self.watch.all_up() else logging.DEBUG, message, *args)
 
-    def _join_background(self) -> None:
-        """At shutdown, join the threads that use the engine's clients (each was told to stop), so that none is
-        inside a client call when the clients are closed and freed (docs/design.md, "Teardown")."""
+    def _end_background(self) -> None:
+        """At shutdown, join the threads that use the engine's clients (each was told to stop), then wait out the
+        admin clients' requests: none is inside a client call, nor has a request outstanding, when the clients
+        are closed and freed (docs/design.md, "Teardown")."""
         running = join_all([self.heartbeats, self.checkpoints, self.topics_thread], BACKGROUND_JOIN_S)
         if running:
             log.warning("still running %g s after the stop (not waited for longer): %s", BACKGROUND_JOIN_S, running)
+        settle([self.source_admin, self.target_admin])
