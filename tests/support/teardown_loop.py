@@ -82,17 +82,23 @@ def environment(directory: Path) -> tuple[dict[str, str], Path]:
     return {**os.environ, "PYTHONPATH": path, "MIRRORWATCH_TEST_ATEXIT_DIR": str(markers)}, markers
 
 
-def _one_shot(argv: list[str], env: dict[str, str]) -> tuple[int | str, str]:
+Ended = tuple[int, int | str, str]  # the process id, its exit code (or "hung"), the end of its output
+
+
+def _one_shot(argv: list[str], env: dict[str, str]) -> Ended:
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+    )
     try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        output, _ = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
-        return "hung", ""
-    return done.returncode, (done.stdout + done.stderr)[-3000:]
+        proc.kill()
+        output, _ = proc.communicate()
+        return proc.pid, "hung", output[-3000:]
+    return proc.pid, proc.returncode, output[-3000:]
 
 
-def _short_service_run(
-    argv: list[str], ready: str, env: dict[str, str], log: Path, up_s: float
-) -> tuple[int | str, str]:
+def _short_service_run(argv: list[str], ready: str, env: dict[str, str], log: Path, up_s: float) -> Ended:
     """Start the service, wait for its ``ready`` log line (at most 30 s), let it run ``up_s``, then SIGTERM it."""
     with open(log, "w+b") as out:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -111,7 +117,7 @@ def _short_service_run(
             proc.wait()
             code = "hung"
         out.seek(0)
-        return code, out.read().decode(errors="replace")[-3000:]
+        return proc.pid, code, out.read().decode(errors="replace")[-3000:]
 
 
 def run_many(
@@ -123,23 +129,25 @@ def run_many(
         words, ready = SERVICES[name]
         argv, allowed = [str(BIN / words[0]), *words[1:], "--config", str(config)], {0}
 
-        def one(i: int) -> tuple[int | str, str]:
+        def one(i: int) -> Ended:
             return _short_service_run(argv, ready, env, directory / f"{words[0]}-{i}.log", up_s)
     else:
         words, codes = ONE_SHOTS[name]
         argv, allowed = [str(BIN / words[0]), *words[1:], "--config", str(config)], set(codes)
 
-        def one(i: int) -> tuple[int | str, str]:
+        def one(i: int) -> Ended:
             return _one_shot(argv, env)
 
-    outcome, started = Outcome(), time.monotonic()
+    outcome, started, pids = Outcome(), time.monotonic(), set()
     with ThreadPoolExecutor(parallel) as pool:
-        for code, output in pool.map(one, range(count)):
+        for pid, code, output in pool.map(one, range(count)):
+            pids.add(str(pid))
             outcome.codes[code] += 1
             if code not in allowed and not outcome.first_bad:
                 outcome.first_bad = f"exit {code}:\n{output}"
     outcome.seconds = time.monotonic() - started
-    outcome.torn_down = len(list(markers.iterdir()))
+    # the commands' own processes only: a helper process they start (core.coordinator_calls) leaves a marker too
+    outcome.torn_down = len(pids & {marker.name for marker in markers.iterdir()})
     return outcome, set(allowed)
 
 
