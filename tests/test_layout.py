@@ -222,3 +222,18 @@ def test_every_module_imports_on_its_own():
     assert not failures, "modules that fail to import on their own:\n" + "\n".join(
         f"{name}: {error}" for name, error in sorted(failures.items())
     )
+
+
+def test_no_command_skips_the_interpreter_teardown():
+    """No os._exit: every command ends by a normal teardown (atexit handlers run), with its clients closed in a
+    defined order first (core/client_set.py; docs/design.md, "Teardown"). Found by reading the code, so a call
+    hidden behind an alias (``from os import _exit``) is found too."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            named = (isinstance(node, ast.Attribute) and node.attr == "_exit") or (
+                isinstance(node, ast.alias) and node.name == "_exit"
+            )
+            if named:
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert not found, f"os._exit in {found}"

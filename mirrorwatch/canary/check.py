@@ -13,6 +13,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from ..core.client_set import ClientSet
 from ..core.clients import make_consumer, make_producer
 from ..core.config import Config
 from ..core.records import CANARY_MARKER_HEADER, CanaryEvent, RecordFormatError
@@ -64,6 +65,8 @@ def run_check(config: Config, flow_name: str | None = None, timeout_s: float | N
         _probe(config, topics, result, clock, timeout_s)
     except ProbeUnknown as exc:
         result.error = str(exc)
+    finally:
+        topics.close()  # the reader and the producer are closed by _probe; the admin clients last
     result.timings_ms.update(clock.marks)
     result.timings_ms["total"] = (time.monotonic() - clock.start) * 1000.0
     result.judge()
@@ -115,6 +118,9 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
             "message.timeout.ms": max(1000, int(timeout_s * 1000)),
         },
     )
+    clients = ClientSet(flush_s=0)  # flush_s=0: undelivered events are purged, never sent after we stopped looking
+    clients.consumer(reader)
+    clients.producer(producer)
     try:
         assignment = [TopicPartition(topics.target_topic, p, o) for p, o in starts.items()]
         assignment += [TopicPartition(topics.heartbeat_topic, p, lookback_offset(e)) for p, e in heartbeat_ends.items()]
@@ -130,9 +136,7 @@ def _probe(config: Config, topics: FlowTopics, result: CheckResult, clock: _Cloc
         probe = next(p for p in tracker.take_resolved() if p.seq == 0)
         result.overdue_for_s = (now_ms() - probe.produced_at_ms) / 1000.0 if probe.overdue else None
     finally:
-        producer.purge()  # undelivered events must not be sent after we stopped looking
-        producer.flush(0)
-        reader.close()
+        clients.close()
     if probe.overdue:
         # only where some canary event of the partition did arrive: nothing arrived (a stopped mirror), no look
         looks = {p: source_offsets[p] for p in probe.overdue if p in source_offsets and tracker.saw_partition(p)}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import threading
 
@@ -52,23 +51,22 @@ def check(config_path: str, flow: str | None, timeout_s: float | None, as_json: 
     worker.start()
     worker.join(budget)
     if "result" not in outcome:
-        # a broker that accepts connections and never answers can hold a client call past its timeout;
-        # the on-call answer must still come, so give it and leave without waiting for the clients
-        _emit_and_exit(None, as_json, f"UNKNOWN probe did not finish within {budget:.0f} s", 3)
+        # a broker that accepts connections and never answers can hold a client call past its timeout; the
+        # on-call answer must still come, so give it and leave: the worker is a daemon thread, not waited for
+        # at teardown, and the clients it holds are never freed under it (docs/design.md, "Teardown")
+        _emit(None, as_json, f"UNKNOWN probe did not finish within {budget:.0f} s", 3)
+        return 3
+    worker.join(CHECK_GRACE_S)  # the result is set as its last step: the thread is ending
     result = outcome["result"]
-    _emit_and_exit(result.to_json() if as_json else None, as_json, result.line(), result.exit_code)
+    _emit(result.to_json() if as_json else None, as_json, result.line(), result.exit_code)
     return result.exit_code
 
 
-def _emit_and_exit(body: dict | None, as_json: bool, line: str, code: int) -> None:
+def _emit(body: dict | None, as_json: bool, line: str, code: int) -> None:
     if as_json:
         click.echo(json.dumps(body if body is not None else {"status": UNKNOWN, "exit_code": code, "message": line}))
     else:
         click.echo(line)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if code == 3 and body is None:
-        os._exit(code)  # why: see above; nothing of ours is left to clean up (no consumer group, no commits)
 
 
 @cli.command(help="The continuous canary service: probes on an interval, metrics on a Prometheus endpoint.")

@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from prometheus_client import CollectorRegistry
 
 from ..core.cli import UserError
+from ..core.client_set import close_bounded, join_all
 from ..core.clients import make_consumer, make_producer
 from ..core.config import Config
 from ..core.httpserver import Server, probe_registry, serve_metrics
@@ -64,7 +65,9 @@ class FlowCanary:
         self._reader_checked_at = 0.0
         self._reader_look: tuple[dict[int, int], dict[int, int]] | None = None  # (target ends, reader's next)
         self._renew_reader = False
-        self._retired_readers: list[Consumer] = []  # replaced readers: kept, never closed (close() can wait for good)
+        self._retired_readers: list[
+            Consumer
+        ] = []  # replaced readers: kept open (close() can wait for good); stop() tries
         self.reader_replacements = 0
         self.lock = threading.Lock()
         self.seq = 0
@@ -75,6 +78,7 @@ class FlowCanary:
         self.status = UNKNOWN
         self._published: dict[str, float] = {}
         self._stop = threading.Event()
+        self._probing = threading.Lock()
         self.on_read_turn: Callable[[], None] = lambda: None  # a reader tick for /healthz (service_probes.py)
         self._thread = threading.Thread(target=self._read_loop, name=f"canary-reader-{flow_name}", daemon=True)
 
@@ -117,6 +121,11 @@ class FlowCanary:
 
     # ------------------------------------------------------------------ probe (scheduler thread)
     def probe(self) -> None:
+        with self._probing:  # stop() waits for a probe under way before it closes the clients
+            if not self._stop.is_set():
+                self._probe()
+
+    def _probe(self) -> None:
         connect_s = self.settings.connect_timeout_s
         if self.producer_fatal is not None:
             self._replace_fatal_producer()
@@ -325,11 +334,22 @@ class FlowCanary:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop the reader thread and wait for a probe under way (both bounded), then close the clients. One still
+        in use by a thread that did not end in time is left open, never closed or freed under it."""
         self._stop.set()
-        self._thread.join(5)
-        self.producer.purge()
-        self.producer.flush(1)
-        self.reader.close()
+        probe_ended = self._probing.acquire(timeout=min(6 * self.settings.connect_timeout_s, 30.0))
+        reader_ended = not join_all([self._thread], 5.0)
+        if reader_ended:
+            self.reader.close()
+        for old in self._retired_readers:
+            close_bounded(old, 1.0)
+        self._retired_readers.clear()
+        if probe_ended and reader_ended:  # both use the producer (produce, delivery reports)
+            self.producer.purge()
+            self.producer.flush(1)
+        if probe_ended:
+            self.topics.close()
+            self._probing.release()  # a probe the scheduler started late finds the flow stopped
 
 
 class CanaryService:

@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ignore[attr-defined]
 
 from ..core.access import connection_problem, serve_callbacks
+from ..core.client_set import settle
 from ..core.clients import make_admin
 from ..core.config import Config
 from ..core.mm2 import is_mm2, mm2_topics
@@ -76,6 +77,11 @@ class FlowTopics:
             self._stale.discard(role)
             self._admins[role] = self._new_admin(role)
         return self._admins[role]
+
+    def close(self) -> None:
+        """Wait out the admin clients' outstanding requests (bounded), then let them go (core.client_set)."""
+        settle(self._admins.values())
+        self._admins.clear()
 
     def _where(self, role: str) -> tuple[str, str]:
         cluster = self.source_cluster if role == "source" else self.target_cluster

@@ -21,10 +21,9 @@ from .redact import install_log_redaction, redact_text
 class UserError(Exception):
     """A problem the user can act on; ``exit_code`` is what the command exits with."""
 
-    def __init__(self, message: str, exit_code: int = 2, hard: bool = False):
+    def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
         self.exit_code = exit_code
-        self.hard = hard  # leave at once after the line: a client thread is stuck and must not be waited for
 
 
 class LazyGroup(click.Group):
@@ -122,17 +121,17 @@ def run_click(
             faulthandler.enable()
         try:
             command(argv)
-        except SystemExit as exc:
+        except SystemExit:
             if argv is None:  # the process's own entry point (tests pass argv and get the SystemExit)
-                _leave(exc.code)
-            raise
+                _flush_output()
+            raise  # and the interpreter tears down normally: atexit handlers run (docs/design.md, "Teardown")
 
     def command(argv: list[str] | None) -> None:
         args = sys.argv[1:] if argv is None else argv
         as_json = "--json" in args[: args.index("--")] if "--" in args else "--json" in args
 
-        def _fail(prog: str, message: str, code: int, hard: bool = False) -> None:
-            _report(prog, message, code, as_json, json_error_fields, hard)
+        def _fail(prog: str, message: str, code: int) -> None:
+            _report(prog, message, code, as_json, json_error_fields)
 
         try:
             rv = group.main(args=argv, prog_name=prog, standalone_mode=False)
@@ -146,7 +145,7 @@ def run_click(
         except click.ClickException as exc:
             _fail(prog, exc.format_message(), config_exit_code)
         except UserError as exc:
-            _fail(prog, str(exc), exc.exit_code, exc.hard)
+            _fail(prog, str(exc), exc.exit_code)
         except KeyboardInterrupt:
             sys.exit(130)
         except (SystemExit, GeneratorExit):
@@ -183,25 +182,17 @@ def _known_failure(exc: BaseException, config_exit_code: int, internal_exit_code
     return None
 
 
-def _leave(code: object) -> None:
-    """End the process without tearing the interpreter down. The command has finished its work (flushed,
-    committed, closed what it closes); at teardown the client library's handles are freed in whatever order
-    the garbage collector picks while its background threads and ours may still be inside them, which crashed
-    a finished `mirror run` with SIGSEGV after its last line (exit -11 instead of 1, seen in the suite)."""
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:
-        print(code, file=sys.stderr)
-        status = 1
-    logging.shutdown()
+def _flush_output() -> None:
+    """Flush stdout and stderr before the interpreter's teardown; a reader that went away (a closed pipe) gets
+    nothing more, and the teardown does not fail on it (exit 120) either."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # a closed pipe: nothing more to say
-            pass
-    os._exit(status)
+        except (OSError, ValueError):  # a closed pipe, or a stream already closed
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+            except (OSError, ValueError):
+                pass
 
 
 def _report(
@@ -210,7 +201,6 @@ def _report(
     code: int,
     as_json: bool = False,
     json_fields: dict[str, Any] | None = None,
-    hard: bool = False,
 ) -> None:
     # A failed SASL/TLS handshake makes requests time out; whatever the command concluded ("cannot reach",
     # a timeout), the recorded handshake failure is the cause the user can fix.
@@ -220,8 +210,4 @@ def _report(
     if as_json:
         click.echo(json.dumps({**(json_fields or {}), "error": line, "exit_code": code}))
     click.echo(f"{prog}: {line}", err=True)
-    if hard:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
     sys.exit(code)

@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from .access import record_client_error
+from .client_set import TrackedAdmin
 from .config import ClusterConfig
 from .redact import redact_text
 
@@ -100,4 +101,5 @@ def make_consumer(cluster: ClusterConfig, client_id: str, group_id: str | None =
 
 
 def make_admin(cluster: ClusterConfig, client_id: str, **overrides: Any) -> AdminClient:
-    return AdminClient(client_properties(cluster, client_id, overrides))
+    """An admin client that is never freed while one of its requests is outstanding (core.client_set)."""
+    return TrackedAdmin(client_properties(cluster, client_id, overrides))

@@ -161,12 +161,12 @@ class CheckpointEmitter(threading.Thread):
         )
         self.producer = make_producer(config.clusters[self.flow.target], "mirrorwatch-checkpoints", **{"acks": "all"})
         self.topic = checkpoints_topic(self.flow.source)
-        self._stop = threading.Event()
+        self._stopping = threading.Event()  # not _stop: threading.Thread.join calls its own _stop()
         self.emitted = 0
         self.admin_timeout_s = float(ADMIN_TIMEOUT_S)  # how long the group sync waits to learn a group is idle
 
     def run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while not self._stopping.wait(self.interval_s):
             try:
                 self.emit_once()
             except Denied as denied:
@@ -232,4 +232,4 @@ class CheckpointEmitter(threading.Thread):
         )
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()

@@ -407,6 +407,7 @@ class MirrorEngine(
                 "%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining
             )
         self.watch.stop()
+        self._end_background()
         if self.exactly_once:
             self._close_transactions()  # commit what was written if the target can check it, else abort
         else:

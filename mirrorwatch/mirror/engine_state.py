@@ -81,6 +81,7 @@ class EngineState:
     watch: ClusterWatch
     heartbeats: HeartbeatProducer | None
     checkpoints: CheckpointEmitter | None
+    topics_thread: threading.Thread | None
     gave_up: str | None
 
     # exactly-once (transactions.py, positions.py)
@@ -100,6 +101,7 @@ class EngineState:
         # lifecycle.py
         def _retrying(self, message: str, *args: object) -> None: ...
         def _topics_listed(self, ready: list[str], with_configs: bool) -> None: ...
+        def _end_background(self) -> None: ...
 
         # access_guard.py
         def deny(self, denied: Denied) -> None: ...

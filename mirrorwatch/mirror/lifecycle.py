@@ -8,6 +8,7 @@ import logging
 import threading
 
 from ..core.access import Denied, wait_for_connection
+from ..core.client_set import join_all, settle
 from ..core.clients import make_admin
 from ..core.coordinator_calls import for_cluster
 from ..core.probes import LIVENESS_FLOOR_S, ProbeState
@@ -22,6 +23,8 @@ log = logging.getLogger("mirrorwatch.mirror")
 # away, so they are called wedged only after this long without progress; the data loop turns many times a second.
 START_UP_STALE_S = 180.0
 DATA_PATH_STALE_S = LIVENESS_FLOOR_S
+# at shutdown, how long the heartbeat, checkpoint and topic threads may take to end their current client call
+BACKGROUND_JOIN_S = 10.0
 
 
 class EngineLifecycle(EngineState):
@@ -32,6 +35,7 @@ class EngineLifecycle(EngineState):
         self.probes.watch("start-up", START_UP_STALE_S)
         self.heartbeats = None  # a HeartbeatProducer once started
         self.checkpoints = None
+        self.topics_thread = None  # the topic refresh (subscription.py), once started
         self.matched_topics: int | None = None  # the flow's own topics on the source (None: not listed yet)
         self.shared_with: list[str] | None = None  # other groups mirroring our internal topics (None: not looked)
         self.gave_up: str | None = None  # why the engine stopped waiting for a cluster (mirror.max_unreachable_s)
@@ -105,7 +109,8 @@ class EngineLifecycle(EngineState):
                 on_denied=self.deny,
             )
             self.heartbeats.start()
-        threading.Thread(target=self._topic_loop, name="topics", daemon=True).start()
+        self.topics_thread = threading.Thread(target=self._topic_loop, name="topics", daemon=True)
+        self.topics_thread.start()
         if self.flow.checkpoint_groups:
             from .checkpoints import CheckpointEmitter
 
@@ -124,3 +129,12 @@ class EngineLifecycle(EngineState):
     def _retrying(self, message: str, *args: object) -> None:
         # while the watch reports a cluster away it has said so once; its retries are not news
         log.log(logging.WARNING if self.watch.all_up() else logging.DEBUG, message, *args)
+
+    def _end_background(self) -> None:
+        """At shutdown, join the threads that use the engine's clients (each was told to stop), then wait out the
+        admin clients' requests: none is inside a client call, nor has a request outstanding, when the clients
+        are closed and freed (docs/design.md, "Teardown")."""
+        running = join_all([self.heartbeats, self.checkpoints, self.topics_thread], BACKGROUND_JOIN_S)
+        if running:
+            log.warning("still running %g s after the stop (not waited for longer): %s", BACKGROUND_JOIN_S, running)
+        settle([self.source_admin, self.target_admin])
