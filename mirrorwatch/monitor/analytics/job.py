@@ -141,8 +141,10 @@ def run_analysis(spark: SparkSession, settings: AnalysisSettings, progress: Prog
     with progress.stage("summarising the history"):
         done = summarise(spark, history_files, settings, progress.warn)
     try:
-        # One small collect: each flow's mirror (joined into every table) and the row count (0: nothing to write).
-        flows = [r.asDict() for r in flow_mirrors(done.merged, done.read_from_ms).collect()]
+        with progress.stage("hour partials"):
+            # One small collect: each flow's mirror (joined into every table) and the row count (0: nothing to
+            # write). It computes, and caches, the samples' derived columns and the hour partials.
+            flows = [r.asDict() for r in flow_mirrors(done.merged, done.read_from_ms).collect()]
         mirrors = spark.createDataFrame(
             [{k: r[k] for k in ("flow", "source", "target", "mirror")} for r in flows],
             "flow string, source string, target string, mirror string",
