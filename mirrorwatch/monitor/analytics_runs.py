@@ -21,9 +21,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from ..core.config import AnalyticsSchedule
 from ..core.redact import redact_text
@@ -53,7 +55,7 @@ class RunStatus:
     master: str | None = None
     out: str | None = None
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, Any]:
         """JSON-able, with secrets masked: registered secret values, and credentials inside a URI
         (``s3a://key:secret@bucket``) in the master, the output location and the reason."""
         body = asdict(self)
@@ -139,7 +141,7 @@ class AnalyticsRunner:
         settings: AnalyticsSchedule,
         history_dir: str,
         out: str | None,
-        clock=time.time,
+        clock: Callable[[], float] = time.time,
         retention: HistoryRetention | None = None,
     ):
         self.settings, self.history_dir, self.retention = settings, history_dir, retention
@@ -147,7 +149,7 @@ class AnalyticsRunner:
         self._clock = clock
         self._lock = threading.Lock()
         self._running = threading.Lock()  # one run at a time, whoever calls (the scheduler's job or a retry)
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[str] | None = None
         self._stopping = False
         self._status = RunStatus(every_s=settings.every_s, master=settings.master, out=self.out)
         # the summarised hours outlive each run's output folder (which is replaced whole): beside it, not in it
@@ -158,7 +160,7 @@ class AnalyticsRunner:
     def status(self) -> RunStatus:
         return self._status
 
-    def _set(self, **changes) -> None:
+    def _set(self, **changes: Any) -> None:
         self._status = replace(self._status, **changes)
 
     def run(self) -> RunStatus:
