@@ -178,18 +178,26 @@ def _expire(root: Path, before: datetime, expired: list[str], kept: list[str] | 
         expired.append(str(folder))
 
 
+def _utc_time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r}") from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m mirrorwatch.monitor.history_compaction``: what the scheduled job runs before the Spark job."""
     parser = argparse.ArgumentParser(description="Compact, roll up and expire the lag history.")
     parser.add_argument("--history", required=True)
     parser.add_argument("--raw-days", type=float, required=True)
     parser.add_argument("--rollup-days", type=float, required=True)
-    parser.add_argument("--now", help="ISO time (default: now)")
+    parser.add_argument("--now", type=_utc_time, help="ISO-8601 time, UTC if naive (default: now)")
     args = parser.parse_args(argv)
     if not os.path.isdir(os.path.join(args.history, "lag")):
         print(f"monitor: no lag history under {args.history} (expected lag/date=YYYY-MM-DD/*.parquet)", file=sys.stderr)
         return 2
-    now = datetime.fromisoformat(args.now) if args.now else datetime.fromtimestamp(time.time(), UTC)
+    now = args.now or datetime.fromtimestamp(time.time(), UTC)
     report = compact_history(args.history, now, args.raw_days, args.rollup_days)
     for line in report.lines():
         print(line, file=sys.stderr)
