@@ -18,6 +18,7 @@ import pytest
 
 from mirrorwatch.core.records import lag_sample_arrow_schema
 from mirrorwatch.core.status import PARTITION_SEVERITY
+from mirrorwatch.monitor.analytics.definitions import SKETCH_RANK_ERROR
 from mirrorwatch.monitor.analytics.history_writer import write_history
 from mirrorwatch.monitor.analytics.synthetic import GeneratorSpec
 from mirrorwatch.monitor.history_compaction import (
@@ -206,3 +207,75 @@ def test_the_scheduled_run_compacts_and_expires_before_the_job(tmp_path):
     assert [p.name for p in (history / "lag").iterdir()] == [f"date={today}"]
     assert sorted(p.name for p in (history / "rollup").iterdir()) == [f"date={old}", f"date={today}"]
     assert sorted(p.name for p in (history / "lag" / f"date={today}").iterdir()) == [f"{COMPACT_PREFIX}part-1.parquet"]
+
+
+# Percentiles from KLL sketches: a sketch depends on the order it saw its values in, and the compacted file holds
+# them in another order, so these agree only within the sketch's rank error (checked below for lag_daily's true
+# lag against the raw values); every other column must be equal.
+_PCTS = [f"{k}_p{p}" for k in ("true_lag", "committed_lag", "time_lag_s") for p in (50, 95, 99)]
+SKETCHED = {
+    "lag_daily": _PCTS,
+    "trend_daily": ["true_lag_p99", "time_lag_s_p99", "true_lag_p99_change", "time_lag_s_p99_change"],
+    "trend": [
+        "first_true_lag_p99",
+        "last_true_lag_p99",
+        "true_lag_p99_change",
+        "true_lag_p99_change_ratio",
+        "true_lag_p99_slope_per_day",
+        "time_lag_s_p99_slope_per_day",
+    ],
+    "committed_view": [f"committed_minus_true_p{p}" for p in (50, 95, 99)],
+}
+
+
+def _rows(folder: Path, drop: list[str]) -> list[str]:
+    """A table's rows, order-free, without ``drop``, doubles to 12 significant digits (sums may add up in another
+    order)."""
+
+    def norm(v: object) -> object:
+        if isinstance(v, float):
+            return float(f"{v:.12g}")
+        if isinstance(v, list):
+            return [norm(x) for x in v]
+        return v
+
+    rows = pq.read_table(folder).to_pylist()
+    return sorted(repr({k: norm(v) for k, v in r.items() if k not in drop}) for r in rows)
+
+
+@pytest.mark.spark
+def test_the_job_reads_the_compacted_history_as_the_original(tmp_path, spark):
+    import shutil
+
+    from mirrorwatch.monitor.analytics.job import TABLE_NAMES
+    from mirrorwatch.monitor.cli import main
+
+    def cli(argv: list[str]) -> int:
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        return int(exc.value.code or 0)
+
+    original, compacted = tmp_path / "original", tmp_path / "compacted"
+    spec = ["--days", "1", "--interval", "30", "--topics", "orders,payments", "--partitions", "2", "--quiet"]
+    assert cli(["generate-history", "--out", str(original), *spec]) == 0
+    shutil.copytree(original, compacted)
+    report = compact_history(compacted, datetime(2026, 1, 6, tzinfo=UTC), raw_days=7, rollup_days=30)
+    assert report.compacted and not list((compacted / "lag").glob("date=*/part-*"))
+    for history in (original, compacted):
+        out = tmp_path / f"out-{history.name}"
+        assert cli(["analyze", "--history", str(history), "--out", str(out), "--quiet"]) == 0
+    for name in TABLE_NAMES:
+        drop = SKETCHED.get(name, [])
+        assert _rows(tmp_path / "out-compacted" / name, drop) == _rows(tmp_path / "out-original" / name, drop), name
+    raw = pq.read_table(original / "lag", schema=lag_sample_arrow_schema()).to_pylist()
+    for day in pq.read_table(tmp_path / "out-compacted" / "lag_daily").to_pylist():
+        values = [
+            r["true_lag"]
+            for r in raw
+            if r["topic"] == day["topic"] and r["partition"] == day["partition"] and r["true_lag"] is not None
+        ]
+        for p in (50, 95, 99):
+            got = day[f"true_lag_p{p}"]
+            below = sum(v < got for v in values) / len(values)
+            at_or_below = sum(v <= got for v in values) / len(values)
+            assert below - SKETCH_RANK_ERROR <= p / 100 <= at_or_below + SKETCH_RANK_ERROR, (day["partition"], p)
