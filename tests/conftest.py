@@ -57,6 +57,7 @@ SHARED_FIXTURE_GROUPS = {"sasl_pair": "sasl", "spark": "spark", "spark_cluster":
 # named here; collection checks this list against the fixtures each module really uses.
 MODULE_GROUPS = {
     "test_analytics_cli": "spark",
+    "test_analytics_history": "spark",
     "test_analytics_cluster": "spark",
     "test_analytics_incremental": "spark",
     "test_analytics_job": "spark",

@@ -251,6 +251,13 @@ class MonitorSettings(Section):
     interpolation_points: int = Field(60, ge=2, description="(source_end, time) pairs kept per partition")
     history: bool = Field(True, description="write lag samples to Parquet under history_dir")
     history_roll_s: float = Field(3600.0, gt=0, le=3600, description="roll history files at least this often")
+    # issue 38: compaction, minute roll-ups and expiry run in the scheduled analytics job, on the leader
+    history_raw_days: float = Field(
+        7.0, gt=0, description="keep raw lag samples this many days (expired by the scheduled analytics job)"
+    )
+    history_rollup_days: float = Field(
+        30.0, gt=0, description="keep the history's minute roll-ups this many days (docs/analytics.md)"
+    )
     webhook_retries: int = Field(3, ge=0, description="retries after a failed webhook POST")
     recent_minutes: float = Field(60.0, gt=0, le=1440, description="per-flow figures kept in memory for /recent")
     analytics: AnalyticsSchedule = Field(default_factory=AnalyticsSchedule, description="scheduled Spark analytics")

@@ -5,6 +5,7 @@ p99 trend, the tables behind expanders, and the state of the monitor's scheduled
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -14,22 +15,27 @@ from .incident_story import changes_during, episode_label, episodes, in_episode,
 from .settings import PageSettings
 from .sources import SourceError, analytics_stamp, fetch_analytics_status, fetch_recent, read_analytics
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .sources import Analytics
+
 KEY = ["flow", "topic"]
 
 
 @st.cache_data(show_spinner=False, max_entries=4)
-def _load(folder: str, stamp: float):
+def _load(folder: str, stamp: float) -> Analytics | None:
     # cached per (folder, summary.json mtime): a new `monitor analyze` run is picked up, the same one read once
     return read_analytics(folder)
 
 
-def _when(ms) -> str:
+def _when(ms: object) -> str:
     if not isinstance(ms, (int, float)):
         return "?"
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def run_status(settings: PageSettings) -> dict | None:
+def run_status(settings: PageSettings) -> dict[str, Any] | None:
     """The monitor's scheduled run, shown above the results (a failed run says why). None: not known."""
     try:
         status = fetch_analytics_status(settings.monitor_url, settings.timeout_s)
@@ -97,7 +103,7 @@ def history(settings: PageSettings) -> None:
     _trend(analytics)
 
 
-def _naive_utc(frame):
+def _naive_utc(frame: pd.DataFrame) -> pd.DataFrame:
     """Timestamps as naive UTC (the caption says UTC): Arrow serialisation of tz-aware pandas columns warns."""
     frame = frame.copy()
     for column in frame.columns:
@@ -110,14 +116,14 @@ def _naive_utc(frame):
 MIRROR_NAMES = {"mm2": "MirrorMaker 2", "mirrorwatch": "mirrorwatch", "": "(plain group)"}
 
 
-def _mirror_named(frame):
+def _mirror_named(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.copy()
     if "mirror" in frame.columns:
         frame["mirror"] = frame["mirror"].map(lambda m: MIRROR_NAMES.get(m or "", m))
     return frame
 
 
-def _compliance(analytics) -> None:
+def _compliance(analytics: Analytics) -> None:
     st.subheader("SLO compliance per topic")
     frame = analytics.tables.get("slo_by_topic")
     if frame is None or frame.empty:
@@ -149,7 +155,7 @@ def _compliance(analytics) -> None:
         )
 
 
-def _status_changes(settings: PageSettings, episode) -> list[str]:
+def _status_changes(settings: PageSettings, episode: pd.Series[Any]) -> list[str]:
     """The monitor's own status changes around the episode, while its memory still holds them (the alert rules
     read the same statuses); nothing when the monitor cannot be asked."""
     try:
@@ -167,7 +173,7 @@ def _status_changes(settings: PageSettings, episode) -> list[str]:
     return ["**Monitor status changes** around it (UTC): " + "; ".join(lines) + "."]
 
 
-def _incidents(analytics, settings: PageSettings) -> None:
+def _incidents(analytics: Analytics, settings: PageSettings) -> None:
     st.subheader("Incidents")
     frame = analytics.tables.get("incidents")
     counts = analytics.summary.get("incidents") or {}
@@ -226,7 +232,7 @@ def _incidents(analytics, settings: PageSettings) -> None:
         )
 
 
-def _trend(analytics) -> None:
+def _trend(analytics: Analytics) -> None:
     st.subheader("Daily p99 trend")
     frame = analytics.tables.get("trend_daily")
     if frame is None or frame.empty:

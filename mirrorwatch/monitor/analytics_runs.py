@@ -21,9 +21,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from ..core.config import AnalyticsSchedule
 from ..core.redact import redact_text
@@ -53,7 +55,7 @@ class RunStatus:
     master: str | None = None
     out: str | None = None
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, Any]:
         """JSON-able, with secrets masked: registered secret values, and credentials inside a URI
         (``s3a://key:secret@bucket``) in the master, the output location and the reason."""
         body = asdict(self)
@@ -91,6 +93,28 @@ def job_argv(
     ]
 
 
+@dataclass(frozen=True)
+class HistoryRetention:
+    """``monitor.history_raw_days`` and ``monitor.history_rollup_days``: applied by each scheduled run, before the
+    Spark job, in a child process of its own (``monitor.history_compaction``: compaction, roll-ups, expiry)."""
+
+    raw_days: float
+    rollup_days: float
+
+    def argv(self, history_dir: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "mirrorwatch.monitor.history_compaction",
+            "--history",
+            history_dir,
+            "--raw-days",
+            str(self.raw_days),
+            "--rollup-days",
+            str(self.rollup_days),
+        ]
+
+
 def failure_reason(returncode: int, stderr: str) -> str:
     """The job's last line on stderr (it says what was wrong in one line), or the exit code."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
@@ -112,13 +136,20 @@ def _start_child() -> None:
 
 
 class AnalyticsRunner:
-    def __init__(self, settings: AnalyticsSchedule, history_dir: str, out: str | None, clock=time.time):
-        self.settings, self.history_dir = settings, history_dir
+    def __init__(
+        self,
+        settings: AnalyticsSchedule,
+        history_dir: str,
+        out: str | None,
+        clock: Callable[[], float] = time.time,
+        retention: HistoryRetention | None = None,
+    ):
+        self.settings, self.history_dir, self.retention = settings, history_dir, retention
         self.out = out or DEFAULT_OUT
         self._clock = clock
         self._lock = threading.Lock()
         self._running = threading.Lock()  # one run at a time, whoever calls (the scheduler's job or a retry)
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[str] | None = None
         self._stopping = False
         self._status = RunStatus(every_s=settings.every_s, master=settings.master, out=self.out)
         # the summarised hours outlive each run's output folder (which is replaced whole): beside it, not in it
@@ -129,7 +160,7 @@ class AnalyticsRunner:
     def status(self) -> RunStatus:
         return self._status
 
-    def _set(self, **changes) -> None:
+    def _set(self, **changes: Any) -> None:
         self._status = replace(self._status, **changes)
 
     def run(self) -> RunStatus:
@@ -173,30 +204,17 @@ class AnalyticsRunner:
             duration_s=None,
             runs=self._status.runs + 1,
         )
-        log.info("analytics: running the Spark job (master %s) into %s", self.settings.master, out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with self._lock:
-                if self._stopping:
-                    return self._status
-                self._proc = subprocess.Popen(
-                    argv,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    stdin=subprocess.DEVNULL,
-                    preexec_fn=_start_child,
-                )
-            try:
-                _, stderr = self._proc.communicate(timeout=self.settings.timeout_s)
-                returncode, timed_out = self._proc.returncode, False
-            except subprocess.TimeoutExpired:
-                self._kill()
-                _, stderr = self._proc.communicate()
-                returncode, timed_out = self._proc.returncode, True
-        finally:
-            with self._lock:
-                self._proc = None
+        returncode, stderr, timed_out = 0, "", False
+        if self.retention is not None:
+            log.info("analytics: compacting and expiring the history under %s", self.history_dir)
+            returncode, stderr, timed_out = self._child(self.retention.argv(self.history_dir), started)
+            for line in stderr.splitlines():
+                if line.startswith("history: "):
+                    (log.warning if "warning" in line else log.info)("analytics: %s", line)
+        if returncode == 0 and not timed_out and not self._stopping:
+            log.info("analytics: running the Spark job (master %s) into %s", self.settings.master, out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            returncode, stderr, timed_out = self._child(argv, started)
         finished = self._clock()
         done = {"finished_ms": int(finished * 1000), "duration_s": round(finished - started, 3)}
         if self._stopping:  # killed because the monitor is shutting down: not a failure of the job
@@ -216,6 +234,33 @@ class AnalyticsRunner:
             log.info("analytics: written to %s in %.1f s", out, done["duration_s"])
         shutil.rmtree(staging, ignore_errors=True)
         return self._status
+
+    def _child(self, argv: list[str], started: float) -> tuple[int, str, bool]:
+        """Run ``argv`` as a child in its own process group, killed once the run has taken ``timeout_s``:
+        (exit code, stderr, timed out)."""
+        try:
+            with self._lock:
+                if self._stopping:
+                    return 0, "", False
+                self._proc = subprocess.Popen(
+                    argv,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=_start_child,
+                )
+            left = max(0.0, self.settings.timeout_s - (self._clock() - started))
+            try:
+                _, stderr = self._proc.communicate(timeout=left)
+                return self._proc.returncode, stderr or "", False
+            except subprocess.TimeoutExpired:
+                self._kill()
+                _, stderr = self._proc.communicate()
+                return self._proc.returncode, stderr or "", True
+        finally:
+            with self._lock:
+                self._proc = None
 
     def _kill(self) -> None:
         proc = self._proc

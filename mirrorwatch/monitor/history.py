@@ -13,16 +13,17 @@ import glob
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.records import LagSample, lag_sample_arrow_schema
-from ..core.status import PARTITION_STATUS, GroupStatus
+from ..core.status import PARTITION_STATUS, GroupStatus, PartitionStatus
 from .model import Snapshot
 
 log = logging.getLogger("mirrorwatch.monitor.history")
@@ -32,7 +33,7 @@ COLUMNS = [f.name for f in lag_sample_arrow_schema()]
 
 def samples_table(samples: list[LagSample]) -> pa.Table:
     schema = lag_sample_arrow_schema()
-    cols: dict[str, list] = {name: [] for name in COLUMNS}
+    cols: dict[str, list[Any]] = {name: [] for name in COLUMNS}
     for s in samples:
         for name in COLUMNS:
             cols[name].append(s.ts_ms if name == "ts" else getattr(s, name))
@@ -55,7 +56,7 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
         if not n:
             continue
 
-        def ints(arr):
+        def ints(arr: np.ndarray | None, keep: np.ndarray = keep, n: int = n) -> pa.Array:
             if arr is None:
                 return pa.nulls(n, pa.int64())
             a = arr[keep]
@@ -81,7 +82,13 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
             "time_lag_s": pa.nulls(n, pa.float64())
             if time_lag is None
             else pa.array(time_lag, pa.float64(), mask=np.isnan(time_lag)),
-            "status": pa.array(np.asarray(PARTITION_STATUS, dtype=object)[v.status[keep]], pa.string()),
+            # a view without partition statuses reads UNKNOWN, as its API rows do (model.py)
+            "status": pa.array(
+                np.asarray(PARTITION_STATUS, dtype=object)[v.status[keep]]
+                if v.status is not None
+                else [PartitionStatus.UNKNOWN.name] * n,
+                pa.string(),
+            ),
             "mirror": pa.array([v.engine if v.kind == "mirror" else ""] * n, pa.string()),
         }
         parts.append(pa.Table.from_pydict(cols, schema=schema))
@@ -89,7 +96,9 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
 
 
 class HistoryWriter:
-    def __init__(self, history_dir: str | os.PathLike, roll_s: float = 3600.0, clock=time.time):
+    def __init__(
+        self, history_dir: str | os.PathLike[str], roll_s: float = 3600.0, clock: Callable[[], float] = time.time
+    ):
         self.root = Path(history_dir) / "lag"
         self.roll_s, self._clock = roll_s, clock
         self._writer: pq.ParquetWriter | None = None
@@ -109,9 +118,8 @@ class HistoryWriter:
         date = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
         if self._writer is not None and (date != self._date or now - self._opened_at >= self.roll_s):
             self.close()
-        if self._writer is None:
-            self._open(now, date)
-        self._writer.write_table(table)
+        writer = self._writer if self._writer is not None else self._open(now, date)
+        writer.write_table(table)
         self.rows_written += table.num_rows
 
     def roll_if_due(self) -> None:
@@ -119,7 +127,7 @@ class HistoryWriter:
         if self._writer is not None and self._clock() - self._opened_at >= self.roll_s:
             self.close()
 
-    def _open(self, now: float, date: str) -> None:
+    def _open(self, now: float, date: str) -> pq.ParquetWriter:
         folder = self.root / f"date={date}"
         folder.mkdir(parents=True, exist_ok=True)
         stamp = datetime.fromtimestamp(now, UTC).strftime("%H%M%S%f")
@@ -127,9 +135,10 @@ class HistoryWriter:
         self._final, self._tmp = folder / name, folder / f".{name}.inprogress"
         self._writer = pq.ParquetWriter(self._tmp, lag_sample_arrow_schema(), compression="zstd")
         self._opened_at, self._date = now, date
+        return self._writer
 
     def close(self) -> None:
-        if self._writer is None:
+        if self._writer is None or self._tmp is None or self._final is None:
             return
         self._writer.close()
         os.replace(self._tmp, self._final)
@@ -138,12 +147,12 @@ class HistoryWriter:
         self._writer = self._tmp = self._final = None
 
 
-def history_files(history_dir: str | os.PathLike) -> list[str]:
+def history_files(history_dir: str | os.PathLike[str]) -> list[str]:
     root = Path(history_dir) / "lag"
     return sorted(glob.glob(str(root / "date=*" / "*.parquet")))  # hidden in-progress files don't match
 
 
-def read_history(history_dir: str | os.PathLike, files: Iterable[str] | None = None) -> pa.Table:
+def read_history(history_dir: str | os.PathLike[str], files: Iterable[str] | None = None) -> pa.Table:
     """All complete history files as one table (with the schema's columns); a truncated or corrupt file is
     skipped with a warning that names it."""
     tables = []

@@ -20,7 +20,7 @@ from ..core.config import Config
 from ..core.httpserver import Server, metrics_route, probe_registry
 from ..core.leader import Election, election_for, export_leader_gauge
 from ..core.probes import ProbeState, stale_after_s
-from .analytics_runs import AnalyticsRunner
+from .analytics_runs import AnalyticsRunner, HistoryRetention
 from .api import make_router
 from .canary_scrape import CanaryScraper
 from .exporter import MetricsCache
@@ -49,7 +49,8 @@ class MonitorService:
         self.analytics: AnalyticsRunner | None = None
         if s.analytics.every_s is not None:
             out = s.analytics.out or config.dashboard.analytics_dir
-            self.analytics = AnalyticsRunner(s.analytics, s.history_dir, out)
+            retention = HistoryRetention(s.history_raw_days, s.history_rollup_days)
+            self.analytics = AnalyticsRunner(s.analytics, s.history_dir, out, retention=retention)
         self._snapshot: Snapshot = EMPTY
         self._cycle_lock = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")

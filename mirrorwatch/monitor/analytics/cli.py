@@ -18,6 +18,11 @@ from .definitions import DEFAULT_GAP_FACTOR, DEFAULT_SLO_LAG, DEFAULT_SLO_TIME_S
 DEFAULT_TOPICS = "orders,payments,clicks"
 
 
+def _required(value: datetime | None) -> datetime:
+    assert value is not None  # parse_time of a non-None text
+    return value
+
+
 def parse_time(text: str | None, option: str) -> datetime | None:
     """An ISO-8601 date or date-time; naive values are taken as UTC."""
     if text is None:
@@ -80,7 +85,19 @@ def parse_time(text: str | None, option: str) -> datetime | None:
     help="With --state: how late (s) a sample may be written after its own time; later ones are not counted.",
 )
 @click.option("--quiet", is_flag=True, help="No progress output (warnings still go to stderr).")
-def analyze(history_uri, out_uri, from_text, to_text, slo_lag, slo_time, gap_factor, master, state_uri, late_s, quiet):
+def analyze(
+    history_uri: str,
+    out_uri: str,
+    from_text: str | None,
+    to_text: str | None,
+    slo_lag: int,
+    slo_time: float,
+    gap_factor: float,
+    master: str | None,
+    state_uri: str | None,
+    late_s: float,
+    quiet: bool,
+) -> None:
     require_extra("analytics", "monitor analyze")
     from .job import AnalysisSettings, run_job
     from .progress import Progress
@@ -151,8 +168,19 @@ def analyze(history_uri, out_uri, from_text, to_text, slo_lag, slo_time, gap_fac
 @click.option("--gap-factor", type=click.FloatRange(min=1), default=DEFAULT_GAP_FACTOR, show_default=True)
 @click.option("--quiet", is_flag=True)
 def generate_history(
-    out_dir, start_text, days, samples, interval, topics, partitions, seed, slo_lag, slo_time, gap_factor, quiet
-):
+    out_dir: str,
+    start_text: str,
+    days: float | None,
+    samples: int | None,
+    interval: float,
+    topics: str,
+    partitions: int,
+    seed: int,
+    slo_lag: int,
+    slo_time: float,
+    gap_factor: float,
+    quiet: bool,
+) -> None:
     from .history_writer import write_history
     from .synthetic import GeneratorSpec
 
@@ -167,7 +195,7 @@ def generate_history(
     else:
         steps = int(round((days if days is not None else 7.0) * 86400 / interval))
     spec = GeneratorSpec(
-        start_ms=int(parse_time(start_text, "--start").timestamp() * 1000),
+        start_ms=int(_required(parse_time(start_text, "--start")).timestamp() * 1000),
         steps=max(steps, 2),
         interval_s=interval,
         topics=tuple(topic_list),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,13 +22,16 @@ class RemoteFile:
 
 class HadoopFS:
     def __init__(self, spark: SparkSession) -> None:
-        self._jvm = spark.sparkContext._jvm
-        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+        jvm, jsc = spark.sparkContext._jvm, spark.sparkContext._jsc
+        if jvm is None or jsc is None:  # a stopped SparkContext
+            raise RuntimeError("the Spark session has no JVM (stopped?)")
+        self._jvm: Any = jvm  # py4j: Java objects are untyped here
+        self._conf: Any = jsc.hadoopConfiguration()
 
-    def _path(self, uri: str):
+    def _path(self, uri: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(uri)
 
-    def _fs(self, path):
+    def _fs(self, path: Any) -> Any:
         return path.getFileSystem(self._conf)
 
     def exists(self, uri: str) -> bool:

@@ -6,13 +6,14 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...core.records import lag_sample_arrow_schema
-from .synthetic import GeneratorSpec, PartitionSeries, generate
+from .synthetic import GeneratorSpec, InjectedEvent, PartitionSeries, generate
 from .truth import series_flags, series_incidents
 
 DAY_MS = 86_400_000
@@ -56,9 +57,9 @@ def series_table(spec: GeneratorSpec, s: PartitionSeries, lo: int, hi: int) -> p
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
 
 
-def ground_truth(spec: GeneratorSpec, series: list[PartitionSeries], events) -> dict:
+def ground_truth(spec: GeneratorSpec, series: list[PartitionSeries], events: list[InjectedEvent]) -> dict[str, Any]:
     incidents = []
-    by_topic: dict[str, dict[str, int]] = {}
+    by_topic: dict[str, dict[str, float]] = {}
     for s in series:
         true_lag = s.true_lag.astype(np.float64)
         flags = series_flags(s.ts_ms, true_lag, s.time_lag_s, spec.slo_lag, spec.slo_time_s, spec.gap_factor)
@@ -103,7 +104,7 @@ def write_history(spec: GeneratorSpec, out_dir: str) -> WriteResult:
     """One Parquet file per UTC day (all partitions), like a monitor that rolls its file daily."""
     series, events = generate(spec)
     day_of = [s.ts_ms // DAY_MS for s in series]
-    days = np.unique(np.concatenate(day_of)) if series else []
+    days: list[int] = [int(d) for d in np.unique(np.concatenate(day_of))] if series else []
     files = 0
     for day in days:
         tables = []

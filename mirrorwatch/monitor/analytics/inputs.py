@@ -16,10 +16,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from ...core.records import OPTIONAL_HISTORY_COLUMNS, lag_sample_arrow_schema
 from .hadoopfs import HadoopFS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MAGIC = b"PAR1"
 
@@ -93,7 +97,7 @@ def local_footer_problem(path: str) -> str | None:
 
 
 def find_history_files(
-    spark, history_uri: str, start: datetime | None = None, end: datetime | None = None
+    spark: SparkSession, history_uri: str, start: datetime | None = None, end: datetime | None = None
 ) -> HistoryFiles:
     fs = HadoopFS(spark)
     root = lag_root(history_uri)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ...core.cli import UserError
 from .definitions import (
@@ -31,10 +31,13 @@ from .session import spark_session
 
 if TYPE_CHECKING:  # pyspark is imported when a run starts, not when the CLI loads
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from .incremental import Summarised
 
 Reader = Callable[[str], "DataFrame"]
+Row = dict[str, Any]  # a table's row read back for summary.json
+Number = int | float
 DEFAULT_LATE_S = 3900.0  # a history file closes within an hour (monitor.history_roll_s ≤ 3600), plus a margin
 
 
@@ -54,10 +57,10 @@ class AnalysisSettings:
 def run_job(settings: AnalysisSettings, master: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Start (or reuse) Spark, run the analysis, stop Spark if started here. User problems → ``UserError``."""
     progress = progress or Progress(quiet=True)
-    local = local_path(settings.history_uri)
+    local, local_lag = local_path(settings.history_uri), local_path(lag_root(settings.history_uri))
     if local is not None and not os.path.isdir(local):  # fail fast, before paying for a JVM
         raise UserError(f"history not found: {settings.history_uri}", 2)
-    if local is not None and not os.path.isdir(local_path(lag_root(settings.history_uri))):
+    if local_lag is not None and not os.path.isdir(local_lag):
         raise UserError(f"no lag history under {settings.history_uri} (expected lag/date=YYYY-MM-DD/*.parquet)", 2)
     with progress.stage(f"starting Spark ({master or 'default master'})"):
         spark, created = spark_session(master)
@@ -131,7 +134,9 @@ def run_analysis(spark: SparkSession, settings: AnalysisSettings, progress: Prog
         return files
 
     out = settings.out_uri.rstrip("/")
-    schemas = {}  # of the tables written so far: reading them back needs no schema inference (a Spark job each)
+    schemas: dict[
+        str, StructType
+    ] = {}  # of the tables written so far: reading them back needs no schema inference (a Spark job each)
 
     def read(name: str) -> DataFrame:
         # A table read back is one file, i.e. one partition; coalesce(1) tells Spark so (without a shuffle), and the
@@ -141,8 +146,10 @@ def run_analysis(spark: SparkSession, settings: AnalysisSettings, progress: Prog
     with progress.stage("summarising the history"):
         done = summarise(spark, history_files, settings, progress.warn)
     try:
-        # One small collect: each flow's mirror (joined into every table) and the row count (0: nothing to write).
-        flows = [r.asDict() for r in flow_mirrors(done.merged, done.read_from_ms).collect()]
+        with progress.stage("hour partials"):
+            # One small collect: each flow's mirror (joined into every table) and the row count (0: nothing to
+            # write). It computes, and caches, the samples' derived columns and the hour partials.
+            flows = [r.asDict() for r in flow_mirrors(done.merged, done.read_from_ms).collect()]
         mirrors = spark.createDataFrame(
             [{k: r[k] for k in ("flow", "source", "target", "mirror")} for r in flows],
             "flow string, source string, target string, mirror string",
@@ -163,14 +170,14 @@ def run_analysis(spark: SparkSession, settings: AnalysisSettings, progress: Prog
         with progress.stage("keeping the summarised hours (--state)" if settings.state_uri else "finishing"):
             done.commit()
         with progress.stage("writing summary.json"):
-            summary = json_safe(build_summary(read, settings, done, rows, list(tables)))
+            summary: dict[str, Any] = json_safe(build_summary(read, settings, done, rows, list(tables)))
             HadoopFS(spark).write_text(f"{out}/summary.json", json.dumps(summary, indent=1, allow_nan=False))
         return summary
     finally:
         done.release()
 
 
-def json_safe(value):
+def json_safe(value: Any) -> Any:
     """Plain JSON: NaN/inf (possible if the history holds NaN lags) become null, dates become ISO strings."""
     if isinstance(value, dict):
         return {k: json_safe(v) for k, v in value.items()}
@@ -186,29 +193,29 @@ def json_safe(value):
     return value
 
 
-def ordered(rows: list[dict], columns: list[str], keys: list[str]) -> list[dict]:
+def ordered(rows: list[Row], columns: list[str], keys: list[str]) -> list[Row]:
     """``columns`` of ``rows`` in the order Spark's ``orderBy(*keys)`` gives: ascending, nulls first (strings compare
     by code point in both). The keys are each table's grouping keys, so there are no ties to break."""
     rows = sorted(rows, key=lambda r: tuple((r[k] is not None, r[k]) for k in keys))
     return [{c: r[c] for c in columns} for r in rows]
 
 
-def spark_sum(values):
+def spark_sum(values: Iterable[Number | None]) -> Number | None:
     """Spark's ``sum`` over one partition, in row order: null if no value is known, else 0 + each known value in
     turn (so doubles round exactly as Spark's aggregate of a one-file table does)."""
-    total = None
+    total: Number | None = None
     for v in values:
         if v is not None:
             total = (0 if total is None else total) + v
     return total
 
 
-def spark_max(values):
+def spark_max(values: Iterable[Number | None]) -> Number | None:
     known = [v for v in values if v is not None]
     return max(known) if known else None
 
 
-def read_back(read, wanted: dict[str, list[str]]) -> dict[str, list[dict]]:
+def read_back(read: Reader, wanted: dict[str, list[str]]) -> dict[str, list[Row]]:
     """The ``wanted`` columns of several tables just written, in one Spark job: a union of their scans is one
     stage with a task per file, where a collect per table cost a job each. Each table's columns are renamed apart
     first, so that the union never meets two types under one name (it would widen them). Rows in file order."""
@@ -221,7 +228,7 @@ def read_back(read, wanted: dict[str, list[str]]) -> dict[str, list[dict]]:
         for name, columns in wanted.items()
     ]
     union = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
-    rows: dict[str, list[dict]] = {name: [] for name in wanted}
+    rows: dict[str, list[Row]] = {name: [] for name in wanted}
     for r in union.collect():
         name = r["table"]
         rows[name].append({c: r[f"{name}__{c}"] for c in wanted[name]})
@@ -311,7 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     from ...core.cli import run_click
     from .cli import analyze
 
-    run_click(analyze, "analyze")(argv)
+    # run_click's wrapper takes argv (core.cli annotates it as taking nothing)
+    cast(Callable[[list[str] | None], None], run_click(analyze, "analyze"))(argv)
 
 
 if __name__ == "__main__":

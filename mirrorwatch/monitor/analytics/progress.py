@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 
@@ -20,7 +21,7 @@ class Progress:
             self._console = Console(stderr=True)
 
     @contextmanager
-    def stage(self, name: str):
+    def stage(self, name: str) -> Iterator[None]:
         if self._console is None:
             yield
             return

@@ -6,6 +6,10 @@ import hashlib
 import os
 import tempfile
 import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pyspark is imported when a session starts, not when the CLI loads
+    from pyspark.sql import SparkSession
 
 # Spark's and Hadoop's INFO/WARN chatter would drown the stage progress. Start-up runs at WARN (Hadoop and
 # Parquet at ERROR), then setLogLevel("ERROR") quiets everything. Root and org.apache.spark stay at WARN during
@@ -56,7 +60,7 @@ def launched_by_spark_submit() -> bool:
 
 def spark_session(
     master: str | None = None, app_name: str = "mirrorwatch-analytics", conf: dict[str, str] | None = None
-):
+) -> tuple[SparkSession, bool]:
     """Return ``(spark, created)``; ``created`` is False when a session was already running (tests, notebooks)
     — then its settings (master, driver memory …) stand, and the caller must not stop it.
 

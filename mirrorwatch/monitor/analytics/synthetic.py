@@ -91,15 +91,15 @@ class PartitionSeries:
 
     @property
     def true_lag(self) -> np.ndarray:
-        return self.source_end - self.acked_next
+        return np.asarray(self.source_end - self.acked_next)
 
     @property
     def read_lag(self) -> np.ndarray:
-        return self.source_end - self.read_position
+        return np.asarray(self.source_end - self.read_position)
 
     @property
     def committed_lag(self) -> np.ndarray:
-        return self.source_end - self.committed
+        return np.asarray(self.source_end - self.committed)
 
 
 def plan_events(spec: GeneratorSpec, rng: np.random.Generator) -> list[InjectedEvent]:

@@ -7,6 +7,7 @@ job finds exactly these incidents and this compliance. Pure functions; no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,9 @@ def series_flags(
     return SeriesFlags(weight, unobserved, gap_after, breach, compliant)
 
 
-def series_incidents(ts_ms: np.ndarray, true_lag: np.ndarray, time_lag_s: np.ndarray, flags: SeriesFlags) -> list[dict]:
+def series_incidents(
+    ts_ms: np.ndarray, true_lag: np.ndarray, time_lag_s: np.ndarray, flags: SeriesFlags
+) -> list[dict[str, Any]]:
     """Maximal runs of breach samples with no sampling gap inside; same fields as the Spark ``incidents`` table."""
     b = flags.breach
     n = len(b)
@@ -87,7 +90,7 @@ def series_incidents(ts_ms: np.ndarray, true_lag: np.ndarray, time_lag_s: np.nda
         recovered = e + 1 < n and not flags.gap_after[e] and bool(flags.compliant[e + 1])
         ref = e + 1 if recovered else e
         rate = None
-        if peak_lag is not None and not np.isnan(true_lag[ref]) and int(ts_ms[ref]) != peak_ts:
+        if peak_lag is not None and peak_ts is not None and not np.isnan(true_lag[ref]) and int(ts_ms[ref]) != peak_ts:
             rate = (peak_lag - int(true_lag[ref])) / ((int(ts_ms[ref]) - peak_ts) / 1000.0)
         end_ref_ts = int(ts_ms[e + 1]) if recovered else int(ts_ms[e])
         out.append(
