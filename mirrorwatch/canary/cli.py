@@ -6,11 +6,15 @@ import json
 import logging
 import sys
 import threading
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..core.cli import UserError, quiet_client_logs, run_click, setup_logging
 from .status import UNKNOWN
+
+if TYPE_CHECKING:
+    from .report import CheckResult
 
 # The config model and the probes are imported inside the commands: `canary check` runs every minute under
 # Nagios-style checkers, and its --help and argument errors answer without them (bench/startup.py).
@@ -46,7 +50,7 @@ def check(config_path: str, flow: str | None, timeout_s: float | None, as_json: 
 
     wait_s = timeout_s or config.canary.crit_latency_s
     budget = wait_s + min(config.canary.connect_timeout_s, wait_s) + CHECK_GRACE_S
-    outcome: dict = {}
+    outcome: dict[str, CheckResult] = {}
     worker = threading.Thread(target=lambda: outcome.update(result=run_check(config, flow, timeout_s)), daemon=True)
     worker.start()
     worker.join(budget)
@@ -58,11 +62,12 @@ def check(config_path: str, flow: str | None, timeout_s: float | None, as_json: 
         return 3
     worker.join(CHECK_GRACE_S)  # the result is set as its last step: the thread is ending
     result = outcome["result"]
-    _emit(result.to_json() if as_json else None, as_json, result.line(), result.exit_code)
-    return result.exit_code
+    code: int = result.exit_code
+    _emit(result.to_json() if as_json else None, as_json, result.line(), code)
+    return code
 
 
-def _emit(body: dict | None, as_json: bool, line: str, code: int) -> None:
+def _emit(body: dict[str, Any] | None, as_json: bool, line: str, code: int) -> None:
     if as_json:
         click.echo(json.dumps(body if body is not None else {"status": UNKNOWN, "exit_code": code, "message": line}))
     else:
