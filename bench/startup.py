@@ -8,9 +8,13 @@ Memory: two local Kafka clusters and the demo's flow (mirrorwatch.demo's config,
 monitor's scheduled Spark job, which is the analytics role's own process); ``mirror run``, ``canary run`` and
 ``monitor run`` each idle for ``--settle`` seconds after it serves its metrics, then its resident memory (VmRSS,
 the service's process alone; with its anonymous and file-backed parts), the largest of ``--samples`` readings a second
-apart. Goal: none above 120 MB.
+apart. Goal: none above 120 MB. ``--bin`` (once per install) runs the services from other installs' commands, one
+install after the other on the same clusters, e.g. this .venv's (every extra) and the base install's
+(tests/support/base_install.py makes it in test-artifacts/base-install: no extras), which is what the base image
+holds. ``--breakdown`` prints each service's largest mappings (/proc/PID/smaps: the shared libraries' pages, the
+heap, anonymous maps).
 
-    .venv/bin/python -m bench.startup [--rounds 20] [--settle 30] [--skip-memory]
+    .venv/bin/python -m bench.startup [--rounds 20] [--settle 30] [--skip-memory] [--bin DIR ...] [--breakdown]
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import yaml
 
 from bench.jsonline import ROOT, BenchRun
 
-BIN = Path(sys.executable).parent
+BIN = Path(sys.executable).parent  # the commands timed for start-up; the services' default (--bin)
 COMMANDS = {
     "bare": [sys.executable, "-c", "pass"],
     "canary_check_help": [str(BIN / "canary"), "check", "--help"],
@@ -74,6 +78,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def largest_mappings(pid: int, top: int = 12) -> list[tuple[str, float]]:
+    """The process's resident memory by mapping (a shared library, [heap], [anon] for the unnamed maps), in MB,
+    the largest first."""
+    by_name: dict[str, float] = {}
+    name = "[anon]"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:  # a mapping's header line
+            name = fields[5] if len(fields) > 5 else "[anon]"
+        elif fields[0] == "Rss:":
+            by_name[name] = by_name.get(name, 0.0) + int(fields[1]) / 1024
+    return sorted(by_name.items(), key=lambda item: -item[1])[:top]
+
+
 def rss_mb(pid: int) -> dict[str, float]:
     """VmRSS and its parts: anonymous memory (the heap, the client library's buffers) and mapped files (shared
     libraries: pyarrow's, numpy's, librdkafka's), in MB."""
@@ -95,11 +113,15 @@ def wait_for_metrics(proc: subprocess.Popen[bytes], port: int, log: Path, timeou
     raise RuntimeError(f"no metrics on :{port} within {timeout_s:.0f} s: {log.read_text()[-2000:]}")
 
 
-def memory(settle_s: float, samples: int, base: Path) -> dict[str, dict[str, float]]:
+def memory(
+    settle_s: float, samples: int, base: Path, installs: list[Path], breakdown: bool
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Idle RSS of each service, by install (the folder of its commands), one install after the other on the same
+    clusters and flow."""
     from mirrorwatch.demo import create_sample_topics, demo_config
     from mirrorwatch.localkafka import LocalClusters
 
-    figures: dict[str, dict[str, float]] = {}
+    figures: dict[str, dict[str, dict[str, float]]] = {}
     with LocalClusters(["east", "west"], base / "clusters") as clusters:
         east, west = clusters["east"].bootstrap, clusters["west"].bootstrap
         create_sample_topics(east)
@@ -108,39 +130,53 @@ def memory(settle_s: float, samples: int, base: Path) -> dict[str, dict[str, flo
         del config["monitor"]["analytics"]  # the Spark job: a child process of the analytics role, not the monitor
         path = base / "mirrorwatch.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
-        procs: dict[str, subprocess.Popen[bytes]] = {}
-        try:
-            for name, script in SERVICES.items():
-                log = base / f"{name}.log"
-                with open(log, "wb") as out:
-                    procs[name] = subprocess.Popen(
-                        [str(BIN / script), "run", "--config", str(path)], stdout=out, stderr=subprocess.STDOUT, env=ENV
-                    )
-                wait_for_metrics(procs[name], ports[name], log)
-            time.sleep(
-                settle_s
-            )  # idle: the canary probes, the monitor samples, the mirror mirrors the canary's records
-            readings: dict[str, list[dict[str, float]]] = {name: [] for name in procs}
-            for _ in range(samples):
-                for name, proc in procs.items():
-                    readings[name].append(rss_mb(proc.pid))
-                time.sleep(1)
-            for name, values in readings.items():
-                top = max(values, key=lambda v: v["VmRSS"])
-                figures[name] = {
-                    "rss_mb": top["VmRSS"],
-                    "anon_mb": top["RssAnon"],
-                    "file_mb": top["RssFile"],
-                    "within_120_mb": top["VmRSS"] <= 120,
-                }
-        finally:
-            for proc in procs.values():  # the services first, while the brokers are still there
-                proc.terminate()
-            for proc in procs.values():
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        for bin_dir in installs:
+            figures[str(bin_dir)] = idle_services(bin_dir, path, ports, settle_s, samples, base, breakdown)
+    return figures
+
+
+def idle_services(
+    bin_dir: Path, config: Path, ports: dict[str, int], settle_s: float, samples: int, base: Path, breakdown: bool
+) -> dict[str, dict[str, float]]:
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        for name, script in SERVICES.items():
+            log = base / f"{name}.log"
+            with open(log, "wb") as out:
+                procs[name] = subprocess.Popen(
+                    [str(bin_dir / script), "run", "--config", str(config)],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=ENV,
+                )
+            wait_for_metrics(procs[name], ports[name], log)
+        time.sleep(settle_s)  # idle: the canary probes, the monitor samples, the mirror mirrors the canary's records
+        readings: dict[str, list[dict[str, float]]] = {name: [] for name in procs}
+        for _ in range(samples):
+            for name, proc in procs.items():
+                readings[name].append(rss_mb(proc.pid))
+            time.sleep(1)
+        if breakdown:
+            for name, proc in procs.items():
+                top = ", ".join(f"{m.rsplit('/', 1)[-1]} {mb:.1f}" for m, mb in largest_mappings(proc.pid))
+                print(f"{bin_dir} {name}: {top}")
+    finally:
+        for proc in procs.values():  # the services first, while the brokers are still there
+            proc.terminate()
+        for proc in procs.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    figures: dict[str, dict[str, float]] = {}
+    for name, values in readings.items():
+        top_reading = max(values, key=lambda v: v["VmRSS"])
+        figures[name] = {
+            "rss_mb": top_reading["VmRSS"],
+            "anon_mb": top_reading["RssAnon"],
+            "file_mb": top_reading["RssFile"],
+            "within_120_mb": top_reading["VmRSS"] <= 120,
+        }
     return figures
 
 
@@ -150,16 +186,28 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=30.0, help="seconds each service idles before its reading")
     parser.add_argument("--samples", type=int, default=5, help="RSS readings per service, a second apart")
     parser.add_argument("--skip-memory", action="store_true", help="start-up only (no clusters)")
+    parser.add_argument(
+        "--bin",
+        type=Path,
+        action="append",
+        help="the folder of the services' commands, once per install to measure (default: this interpreter's)",
+    )
+    parser.add_argument("--breakdown", action="store_true", help="print each service's largest mappings (smaps)")
     args = parser.parse_args()
-    with BenchRun("startup", vars(args)) as run:
+    installs: list[Path] = args.bin or [BIN]
+    with BenchRun("startup", {**vars(args), "bin": [str(b) for b in installs]}) as run:
         run.figures["startup"] = startup(args.rounds)
         for name, f in run.figures["startup"].items():
             print(f"{name:<20} {f['median_ms']:7.1f} ms" + (f"  +{f['delta_ms']:.1f} ms" if "delta_ms" in f else ""))
         if not args.skip_memory:
             with tempfile.TemporaryDirectory(prefix="bench-startup-") as scratch:
-                run.figures["idle_rss"] = memory(args.settle, args.samples, Path(scratch))
-            for name, f in run.figures["idle_rss"].items():
-                print(f"{name:<20} {f['rss_mb']:7.1f} MB idle ({f['anon_mb']:.1f} anonymous, {f['file_mb']:.1f} files)")
+                run.figures["idle_rss"] = memory(args.settle, args.samples, Path(scratch), installs, args.breakdown)
+            for install, services in run.figures["idle_rss"].items():
+                print(install)
+                for name, f in services.items():
+                    print(
+                        f"  {name:<18} {f['rss_mb']:7.1f} MB idle ({f['anon_mb']:.1f} anonymous, {f['file_mb']:.1f} files)"
+                    )
 
 
 if __name__ == "__main__":

@@ -94,6 +94,14 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) 
     assert str(caught.value) == line and caught.value.exit_code == 2
 
 
+def test_an_extra_without_an_image_of_its_own_names_the_install_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(extras.EXTRA_MODULES, "sasl-ssl", ("no_such_module_mirrorwatch",))
+    assert extras.missing_extra_line("sasl-ssl", "a local cluster with a SASL_SSL listener") == (
+        "a local cluster with a SASL_SSL listener needs the 'sasl-ssl' extra (no_such_module_mirrorwatch not "
+        "installed): pip install 'mirrorwatch[sasl-ssl]'"
+    )
+
+
 def test_every_extra_is_installed_here_so_nothing_is_reported() -> None:
     assert [e for e in extras.EXTRA_MODULES if extras.missing_extra_line(e, "x") is not None] == []
 
@@ -111,7 +119,7 @@ def test_the_base_install_depends_on_none_of_the_extras_libraries_and_each_extra
 
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
     base = {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
-    assert base.isdisjoint({"pyspark", "streamlit", "altair", "pandas", "grafana-foundation-sdk"}), base
+    assert base.isdisjoint({"pyspark", "streamlit", "altair", "pandas", "grafana-foundation-sdk", "cryptography"}), base
     optional = project["optional-dependencies"]
     declared = {
         e: {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower() for d in optional[e]} for e in extras.EXTRA_MODULES
@@ -120,5 +128,6 @@ def test_the_base_install_depends_on_none_of_the_extras_libraries_and_each_extra
         "page": {"streamlit", "altair", "pandas"},
         "analytics": {"pyspark"},
         "grafana": {"grafana-foundation-sdk"},
+        "sasl-ssl": {"cryptography"},
     }
     assert optional["all"] == [f"mirrorwatch[{','.join(extras.EXTRA_MODULES)}]"]

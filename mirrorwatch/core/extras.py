@@ -1,7 +1,8 @@
 """The optional extras by role (pyproject.toml), and the one line a command gives when its extra is missing.
 
 The base install runs the mirror, the canary, the monitor and the one-shot commands. The status page
-(``page``), the Spark job (``analytics``) and the Grafana builder (``grafana``) each need an extra; a command that
+(``page``), the Spark job (``analytics``), the Grafana builder (``grafana``) and a local cluster's SASL_SSL listener
+(``sasl-ssl``) each need an extra; a command that
 needs one checks for it before anything imports it, so a missing extra is one line and exit 2, never an
 ImportError's traceback. The check only looks the modules up (``find_spec``): it imports none of them.
 """
@@ -15,7 +16,9 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "page": ("streamlit", "altair", "pandas"),
     "analytics": ("pyspark",),
     "grafana": ("grafana_foundation_sdk",),
+    "sasl-ssl": ("cryptography",),
 }
+ROLE_IMAGES = ("page", "analytics")  # the extras that have an image of their own (Containerfile)
 MISSING_EXTRA_EXIT = 2  # docs/errors.md
 
 
@@ -37,8 +40,10 @@ def missing_extra_line(extra: str, what: str) -> str | None:
         return None
     if extra == "grafana":  # a development tool: it rewrites files of a source checkout
         how = f"pip install -e '.[{extra}]' in the source checkout"
-    else:
+    elif extra in ROLE_IMAGES:
         how = f"pip install 'mirrorwatch[{extra}]' (or run it in the mirrorwatch-{extra} image)"
+    else:
+        how = f"pip install 'mirrorwatch[{extra}]'"
     return f"{what} needs the '{extra}' extra ({', '.join(missing)} not installed): {how}"
 
 

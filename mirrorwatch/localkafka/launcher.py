@@ -16,11 +16,15 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
+from ..core.extras import require_extra
 from .classdata import ClassDataArchive
 from .jars import KAFKA_VERSION, LauncherError, ensure_jars, require_tool
 from .process import LOG4J2, die_with_parent, extra_jvm_options, free_port, port_in_use, terminate
-from .tls import write_tls_files
+
+if TYPE_CHECKING:
+    from .tls import TlsFiles
 
 HEAP = os.environ.get("MIRRORWATCH_BROKER_HEAP", "-Xms256m -Xmx768m")
 STARTUP_TIMEOUT_S = float(os.environ.get("MIRRORWATCH_BROKER_STARTUP_TIMEOUT", "90"))
@@ -29,6 +33,15 @@ STARTUP_TIMEOUT_S = float(os.environ.get("MIRRORWATCH_BROKER_STARTUP_TIMEOUT", "
 SECURITY = ("plaintext", "sasl_ssl")
 SASL_MECHANISM = "SCRAM-SHA-512"
 ADMIN_USER = "admin"  # the super user of a SASL_SSL cluster (tests and the launcher's own readiness check)
+
+
+def _tls_files(folder: Path, cluster_name: str) -> TlsFiles:
+    """The cluster's CA and broker certificate: cryptography, the `sasl-ssl` extra (imported only for such a
+    cluster, so that the base install imports this module without it)."""
+    require_extra("sasl-ssl", "a local cluster with a SASL_SSL listener")
+    from .tls import write_tls_files
+
+    return write_tls_files(folder, cluster_name)
 
 
 class LocalCluster:
@@ -75,7 +88,7 @@ class LocalCluster:
         self.proc: subprocess.Popen[bytes] | None = None
         self._archive: ClassDataArchive | None = None  # the broker's class-data archive (classdata.py)
         self.startup_seconds: float | None = None
-        self.tls = write_tls_files(self.dir / "tls", name) if security == "sasl_ssl" else None
+        self.tls = _tls_files(self.dir / "tls", name) if security == "sasl_ssl" else None
 
     def client_config(self, user: str = ADMIN_USER, password: str | None = None) -> dict[str, str]:
         """librdkafka properties for a client of this cluster (as ``user`` on a SASL_SSL one)."""

@@ -44,7 +44,9 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
     """History rows of a snapshot, built from the views' arrays (no per-row objects).
 
     Views the monitor could not sample (UNKNOWN, NOTFOUND) and partitions whose source end offset could not
-    be read add no rows: the gap in the history is the record of the outage.
+    be read add no rows: the gap in the history is the record of the outage. The columns are made from the arrays'
+    buffers (the helpers below), not with ``pa.array``: that imports pandas whenever it is installed (~50 MB that
+    the monitor would hold for good; pyarrow looks for pandas objects), and the monitor builds a table every cycle.
     """
     schema = lag_sample_arrow_schema()
     parts = []
@@ -57,20 +59,17 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
             continue
 
         def ints(arr: np.ndarray | None, keep: np.ndarray = keep, n: int = n) -> pa.Array:
-            if arr is None:
-                return pa.nulls(n, pa.int64())
-            a = arr[keep]
-            return pa.array(a, pa.int64(), mask=a < 0)
+            return pa.nulls(n, pa.int64()) if arr is None else _int64_column(arr[keep])
 
         time_lag = v.time_lag_s[keep] if v.time_lag_s is not None else None
         cols = {
-            "ts": pa.array(np.full(n, v.ts_ms, np.int64), pa.int64()).cast(schema.field("ts").type),
-            "flow": pa.array([v.flow] * n, pa.string()),
-            "source": pa.array([v.cluster] * n, pa.string()),
-            "target": pa.array([v.target] * n, pa.string()),
-            "group": pa.array([v.group] * n, pa.string()),
-            "topic": pa.array([t for t, k in zip(v.topics, keep) if k], pa.string()),
-            "partition": pa.array(np.asarray(v.partitions, np.int32)[keep], pa.int32()),
+            "ts": _fixed_column(schema.field("ts").type, np.full(n, v.ts_ms, np.int64)),
+            "flow": _repeated_string(v.flow, n),
+            "source": _repeated_string(v.cluster, n),
+            "target": _repeated_string(v.target, n),
+            "group": _repeated_string(v.group, n),
+            "topic": _string_column([t for t, k in zip(v.topics, keep) if k]),
+            "partition": _fixed_column(pa.int32(), np.asarray(v.partitions, np.int32)[keep]),
             "source_end": ints(v.source_end),
             "committed": ints(v.committed),
             "read_position": ints(v.read_position),
@@ -81,18 +80,42 @@ def snapshot_table(snap: Snapshot) -> pa.Table:
             "true_lag": ints(v.true_lag),
             "time_lag_s": pa.nulls(n, pa.float64())
             if time_lag is None
-            else pa.array(time_lag, pa.float64(), mask=np.isnan(time_lag)),
+            else _fixed_column(pa.float64(), np.asarray(time_lag, np.float64), valid=~np.isnan(time_lag)),
             # a view without partition statuses reads UNKNOWN, as its API rows do (model.py)
-            "status": pa.array(
-                np.asarray(PARTITION_STATUS, dtype=object)[v.status[keep]]
-                if v.status is not None
-                else [PartitionStatus.UNKNOWN.name] * n,
-                pa.string(),
-            ),
-            "mirror": pa.array([v.engine if v.kind == "mirror" else ""] * n, pa.string()),
+            "status": _string_column([PARTITION_STATUS[code] for code in v.status[keep]])
+            if v.status is not None
+            else _repeated_string(PartitionStatus.UNKNOWN.name, n),
+            "mirror": _repeated_string(v.engine if v.kind == "mirror" else "", n),
         }
-        parts.append(pa.Table.from_pydict(cols, schema=schema))
+        parts.append(pa.Table.from_arrays([cols[name] for name in COLUMNS], schema=schema))
     return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _fixed_column(kind: pa.DataType, values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """A column of a fixed-width type from a numpy array of the same width; null where ``valid`` is False."""
+    data = np.ascontiguousarray(values)
+    if data.dtype.itemsize != kind.byte_width:
+        raise TypeError(f"{data.dtype} values for a {kind} column")
+    bitmap = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(kind, len(data), [bitmap, pa.py_buffer(data)])
+
+
+def _int64_column(values: np.ndarray) -> pa.Array:
+    """int64, null where negative (the views' "unknown")."""
+    return _fixed_column(pa.int64(), np.asarray(values, np.int64), valid=values >= 0)
+
+
+def _string_column(texts: list[str]) -> pa.Array:
+    encoded = [t.encode() for t in texts]
+    offsets = np.zeros(len(encoded) + 1, np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )
+
+
+def _repeated_string(text: str, n: int) -> pa.Array:
+    return _string_column([text] * n)
 
 
 class HistoryWriter:
