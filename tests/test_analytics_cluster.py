@@ -16,6 +16,8 @@ import pytest
 from mirrorwatch.monitor.analytics import submit
 from mirrorwatch.monitor.analytics.job import TABLE_NAMES, AnalysisSettings, run_job
 
+from .support.analytics_columns import SKETCHED
+
 # a driver and an executor JVM per run, on a shared 2-core machine: more room than the suite's default 600 s
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 BIN = Path(sys.executable).parent
@@ -26,20 +28,6 @@ VOLATILE_SUMMARY_KEYS = {"generated_at", "tables"}
 # SKETCH_K values, as a day of 288 samples here) chooses its survivors at random and merges in the order the
 # executors deliver, so two runs may answer with different values within the rank error. Only their presence
 # is compared; tests/test_analytics_reference.py checks their rank.
-_PCTS = [f"_p{p}" for p in (50, 95, 99)]
-SKETCHED = {
-    "lag_daily": {f"{k}{p}" for k in ("true_lag", "committed_lag", "time_lag_s") for p in _PCTS},
-    "committed_view": {f"committed_minus_true{p}" for p in _PCTS},
-    "trend_daily": {"true_lag_p99", "time_lag_s_p99", "true_lag_p99_change", "time_lag_s_p99_change"},
-    "trend": {
-        "first_true_lag_p99",
-        "last_true_lag_p99",
-        "true_lag_p99_change",
-        "true_lag_p99_change_ratio",
-        "true_lag_p99_slope_per_day",
-        "time_lag_s_p99_slope_per_day",
-    },
-}
 
 
 def presence(row: dict, columns: set[str]) -> dict:

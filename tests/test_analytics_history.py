@@ -29,6 +29,8 @@ from mirrorwatch.monitor.history_compaction import (
     minute_rollup,
 )
 
+from .support.analytics_columns import SKETCHED
+
 T0 = int(datetime(2026, 1, 5, tzinfo=UTC).timestamp() * 1000)
 SEVERITY = [s.name for s in PARTITION_SEVERITY]
 
@@ -212,20 +214,6 @@ def test_the_scheduled_run_compacts_and_expires_before_the_job(tmp_path):
 # Percentiles from KLL sketches: a sketch depends on the order it saw its values in, and the compacted file holds
 # them in another order, so these agree only within the sketch's rank error (checked below for lag_daily's true
 # lag against the raw values); every other column must be equal.
-_PCTS = [f"{k}_p{p}" for k in ("true_lag", "committed_lag", "time_lag_s") for p in (50, 95, 99)]
-SKETCHED = {
-    "lag_daily": _PCTS,
-    "trend_daily": ["true_lag_p99", "time_lag_s_p99", "true_lag_p99_change", "time_lag_s_p99_change"],
-    "trend": [
-        "first_true_lag_p99",
-        "last_true_lag_p99",
-        "true_lag_p99_change",
-        "true_lag_p99_change_ratio",
-        "true_lag_p99_slope_per_day",
-        "time_lag_s_p99_slope_per_day",
-    ],
-    "committed_view": [f"committed_minus_true_p{p}" for p in (50, 95, 99)],
-}
 
 
 def _rows(folder: Path, drop: list[str]) -> list[str]:
@@ -265,7 +253,7 @@ def test_the_job_reads_the_compacted_history_as_the_original(tmp_path, spark):
         out = tmp_path / f"out-{history.name}"
         assert cli(["analyze", "--history", str(history), "--out", str(out), "--quiet"]) == 0
     for name in TABLE_NAMES:
-        drop = SKETCHED.get(name, [])
+        drop = SKETCHED.get(name, set())
         assert _rows(tmp_path / "out-compacted" / name, drop) == _rows(tmp_path / "out-original" / name, drop), name
     raw = pq.read_table(original / "lag", schema=lag_sample_arrow_schema()).to_pylist()
     for day in pq.read_table(tmp_path / "out-compacted" / "lag_daily").to_pylist():

@@ -32,6 +32,8 @@ from mirrorwatch.core.coordinator_protocol import (
     raise_answer,
 )
 
+from .support.helpers import kafka_error_code
+
 TIMEOUT_S = 15.0
 
 # ---------------------------------------------------------------- pure: the lines spoken
@@ -107,15 +109,6 @@ def _direct_offsets(admin: AdminClient, group: str) -> dict[tuple[str, int], int
     return {(tp.topic, tp.partition): tp.offset for tp in f.result(TIMEOUT_S + 1).topic_partitions if tp.offset >= 0}
 
 
-def _code(call) -> int | str:
-    """The Kafka error code a call raises, or "answered" when it answers."""
-    try:
-        call()
-    except KafkaException as exc:
-        return exc.args[0].code()
-    return "answered"
-
-
 @pytest.fixture(scope="module")
 def live_group(source):
     """A group with a member assigned a 3-partition topic and offsets committed on two of its partitions."""
@@ -175,9 +168,11 @@ def test_errors_round_trip_with_their_code(calls, live_group, source):
         (lambda: _direct_description(admin, missing), lambda: calls.describe_group(missing, TIMEOUT_S)),
         (lambda: _direct_offsets(admin, missing), lambda: calls.committed_offsets(missing, TIMEOUT_S)),
     ]:
-        assert _code(helper) == _code(direct)
+        assert kafka_error_code(helper) == kafka_error_code(direct)
     # the live group has a member: the coordinator refuses to move its offsets
-    assert _code(lambda: calls.alter_offsets(group, {(topic, 0): 1}, TIMEOUT_S)) == KafkaError.UNKNOWN_MEMBER_ID
+    assert (
+        kafka_error_code(lambda: calls.alter_offsets(group, {(topic, 0): 1}, TIMEOUT_S)) == KafkaError.UNKNOWN_MEMBER_ID
+    )
     # a property librdkafka refuses is its own error, as constructing the client directly raises it
     bad = {**source.config(), "socket.timeout.ms": "not-a-number"}
     with pytest.raises(KafkaException) as direct:

@@ -7,21 +7,14 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from mirrorwatch.core.config import ClusterConfig
 from mirrorwatch.core.coordinator_calls import CoordinatorCalls
 
+from .support.helpers import kafka_error_code
 from .support.sasl import MIRROR_PASSWORD, MIRROR_USER
-
-
-def _code(call) -> int | str:
-    try:
-        call()
-    except KafkaException as exc:
-        return exc.args[0].code()
-    return "answered"
 
 
 def test_a_denied_describe_keeps_its_code_and_the_password_stays_off_argv_and_environ(sasl_pair):
@@ -32,8 +25,8 @@ def test_a_denied_describe_keeps_its_code_and_the_password_stays_off_argv_and_en
     calls = CoordinatorCalls(ClusterConfig(properties=config))
     pid = None
     try:
-        direct = _code(lambda: admin.describe_consumer_groups([group], request_timeout=20)[group].result(21))
-        through = _code(lambda: calls.describe_group(group, 20))
+        direct = kafka_error_code(lambda: admin.describe_consumer_groups([group], request_timeout=20)[group].result(21))
+        through = kafka_error_code(lambda: calls.describe_group(group, 20))
         assert through == direct == KafkaError.GROUP_AUTHORIZATION_FAILED
         pid = calls.pid
         assert pid is not None

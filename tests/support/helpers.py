@@ -145,3 +145,12 @@ def read_all(
     finally:
         consumer.close()
     return records
+
+
+def kafka_error_code(call) -> int | str:
+    """The Kafka error code ``call()`` raises, or "answered" when it answers."""
+    try:
+        call()
+    except KafkaException as exc:
+        return exc.args[0].code()
+    return "answered"
