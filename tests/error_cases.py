@@ -275,8 +275,8 @@ CASES: list[dict] = [
         "exit": 2,
     },
     {
-        "input": "`failback plan` before the tail is exported (no manifest): the wipe is refused",
-        "command": "mirror failback plan --config m.yaml",
+        "input": "`failback plan` (or `plan --wipe`) before the tail is exported (no manifest): the wipe is refused",
+        "command": "mirror failback plan --config m.yaml --wipe",
         "message": "mirror: refusing to plan a wipe of flow east-west's old source: the tail is not exported (run "
         "`mirror failback tail --out FILE` or `--to-topic`, then give its manifest with --tail-manifest)",
         "exit": 1,

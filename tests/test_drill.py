@@ -59,16 +59,23 @@ def test_drill_refuses_foreign_clusters(write_config):
 
 @pytest.mark.skipif(bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP")), reason="needs the local launcher")
 def test_unplanned_drill_accounts_for_every_record():
-    """The source killed under traffic with the mirror behind: the tail's count equals the independent reader's
-    count of east records missing from west, the export holds exactly those, and 0 acknowledged records are
-    unaccounted for (issue 35)."""
-    result = run_cli("failover", "drill", "--unplanned", "--records", "2000", "--json", timeout=400)
+    """The whole cycle (issue 35): the source killed under traffic with the mirror behind, the group failed over,
+    the producers moved to west; the old source back, its tail exported, then wiped; the reverse flow run until
+    true lag 0; the switchover home. The tail's count equals the independent reader's count of east records
+    missing from west, the export holds exactly those, and every acknowledged record is on east again or in the
+    export: 0 unaccounted for."""
+    result = run_cli("failover", "drill", "--unplanned", "--records", "2000", "--json", timeout=600)
     said = [line for line in result.stderr.splitlines() if not line.startswith("%")]
     assert result.returncode == 0, "\n".join(said[-30:]) + "\n" + result.stdout[-2000:]
     report = json.loads(result.stdout)
     assert report["tail_records"] == report["independent_missing"] == report["exported"] == 1000
-    assert report["export_matches"] and report["unaccounted"] == 0 and report["produced_acknowledged"] == 2000
-    assert report["groups_read_into_tail"][0]["records"] == 500 and report["ok"]
+    assert report["export_matches"] and report["groups_read_into_tail"][0]["records"] == 500
+    # 2,000 to east (1,000 mirrored before the crash, 1,000 the tail), 100 to west after the failover
+    assert report["produced_acknowledged"] == 2100 and report["unaccounted"] == 0
+    # home: the 1,000 mirrored ones back from west, and west's 100; the tail only in the export (east wiped)
+    assert report["on_home"] == report["on_home_distinct"] == 1100
+    assert report["wiped_partitions"] == 2 and report["switched_home"]
+    assert report["group_home_partitions"] == 4 and report["ok"]  # both topics, both partitions
 
 
 @pytest.mark.skipif(bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP")), reason="needs the local launcher")

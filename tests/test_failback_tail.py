@@ -126,7 +126,9 @@ def test_failback_plan_refuses_until_the_whole_tail_is_saved(stranded):
         (topic, 0): (BEFORE + AFTER) // 2,
         (topic, 1): (BEFORE + AFTER) // 2,
     }
-    assert "west-east" in yaml.safe_load(Path(report["files"]["reverse"]).read_text())["flows"]
+    # the failback's reverse flow brings home the copies too (east.<topic> on west), under the identity policy
+    back = yaml.safe_load(Path(report["files"]["reverse"]).read_text())["flows"]["west-east"]
+    assert back["policy"] == "identity" and back["topics"][-1] == rf"east\.(?:{back['topics'][0]})"
     # one more record on the old source after the export: it would be wiped unsaved
     produce_numbered(source.bootstrap, topic, 1, partitions=2, start=BEFORE + AFTER)
     stale = run_cli(*args)

@@ -7,6 +7,7 @@ MM2's aliases are the config's (east, west), so every MM2 topic name below is MM
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -21,7 +22,7 @@ from mirrorwatch.localkafka.process import free_port
 from mirrorwatch.monitor.sampler import Sampler
 
 from .support.canary_checks import run_check
-from .support.helpers import admin, create_topic, end_offsets, produce_numbered
+from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
 from .support.mirror_harness import wait_until
 from .support.mm2_checks import check_steady_traffic, check_transactional_traffic, connect_offsets, write_config_and_lag
 from .test_mirror_failover import consume_and_commit, run_cli
@@ -332,6 +333,53 @@ def test_commit_beyond_the_last_sync_is_reported(mm2_env):
     assert not any("beyond" in r for r in g["reasons"]), g  # MM2 synced the records it mirrored at its flush
     assert g["verdict"] == "READY", g
     assert group not in {u["group"] for u in monitored()["untranslated"]}
+
+
+def test_failback_tail_bounds_an_mm2_flows_tail(mm2_env, tmp_path):
+    """MirrorMaker 2 killed, records written on: `mirror failback tail`'s lower and upper bounds hold the number
+    of source records the target never received (an independent reader's count, by value), and the export (the
+    upper bound) holds every one of them (issue 35: MM2's sparse syncs make the tail a range)."""
+    env = mm2_env
+    produce_numbered(env.source.bootstrap, FO_TOPIC, 200, partitions=2, start=500_000)
+    ends = end_offsets(env.source.bootstrap, FO_TOPIC)
+    wait_until(
+        lambda: all(_connect_offsets(env.target.bootstrap).get((FO_TOPIC, p)) == e for p, e in ends.items()),
+        60,
+        0.5,
+        "MM2 committed every record of the topic",
+    )
+    env.mm2.kill()
+    try:
+        produce_numbered(env.source.bootstrap, FO_TOPIC, 300, partitions=2, start=600_000)
+        out = tmp_path / "tail.jsonl"
+        result = run_cli("failback", "tail", "--config", str(env.config_path), "--out", str(out), "--json", timeout=180)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        on_source = {m.value() for m in read_all(env.source.bootstrap, FO_TOPIC)}
+        on_target = {m.value() for m in read_all(env.target.bootstrap, f"east.{FO_TOPIC}")}
+        missing = on_source - on_target
+        assert {f"v{i}".encode() for i in range(600_000, 600_300)} <= missing
+        rows = [r for r in report["partitions"] if r["topic"] == FO_TOPIC]
+        lower, upper = sum(r["records_lower_bound"] for r in rows), sum(r["records"] for r in rows)
+        assert lower <= len(missing) <= upper, (lower, len(missing), upper)
+        exported = {
+            base64.b64decode(row["value"])
+            for row in map(json.loads, out.read_text().splitlines())
+            if row["topic"] == FO_TOPIC
+        }
+        assert missing <= exported and len(exported) == upper
+    finally:
+        env.mm2.start()
+    wait_until(
+        lambda: (
+            sum(end_offsets(env.target.bootstrap, f"east.{FO_TOPIC}").values())
+            >= sum(end_offsets(env.source.bootstrap, FO_TOPIC).values())
+        ),
+        240,
+        1,
+        "MM2 mirroring again after its restart",
+        alive=env.mm2,
+    )
 
 
 def test_sigkill_mm2_then_restart(mm2_env, tmp_path):

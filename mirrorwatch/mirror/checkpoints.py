@@ -12,8 +12,10 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ..core.access import Denied, is_denied, raise_if_denied
@@ -138,7 +140,14 @@ class CheckpointEmitter(threading.Thread):
     ``owned`` (from the engine) gives the source partitions this worker mirrors now: with several workers in a
     flow, each checkpoints only its own partitions, so together they cover the flow once."""
 
-    def __init__(self, config: Config, flow_name: str, owned=None, all_up=None, on_denied=None):
+    def __init__(
+        self,
+        config: Config,
+        flow_name: str,
+        owned: Callable[[], AbstractSet[tuple[str, int]]] | None = None,
+        all_up: Callable[[], bool] | None = None,
+        on_denied: Callable[[Denied], None] | None = None,
+    ):
         super().__init__(name="checkpoints", daemon=True)
         self.owned = owned
         self.all_up = all_up or (
@@ -180,7 +189,7 @@ class CheckpointEmitter(threading.Thread):
                 )
         self.producer.flush(5)
 
-    def _delivered(self, err, _msg) -> None:
+    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None and is_denied(err) and self.on_denied is not None:
             self.on_denied(Denied("WRITE", "topic", self.topic, "target"))
 

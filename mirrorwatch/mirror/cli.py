@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from types import FrameType
 
 import click
 
@@ -43,7 +44,8 @@ def cli() -> None:
 @click.option("-v", "--verbose", is_flag=True)
 def run(config_path: str, flow: str | None, verbose: bool) -> int:
     from ..core.config_loading import load_config
-    from .engine import MirrorEngine, MirrorFailure
+    from .acknowledgement import MirrorFailure
+    from .engine import MirrorEngine
     from .outage import UNREACHABLE_EXIT, ClustersUnreachable
     from .serve import start_metrics
 
@@ -54,7 +56,7 @@ def run(config_path: str, flow: str | None, verbose: bool) -> int:
     if port is not None:
         log.info("metrics on http://%s:%d/metrics", config.mirror.metrics_host, port)
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("%s received: stopping (flush, commit what the target acknowledged)", signal.Signals(signum).name)
         engine.stop()
 

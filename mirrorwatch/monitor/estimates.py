@@ -18,7 +18,7 @@ from ..core.lag import catch_up_seconds, rate
 from ..core.redact import redact_text
 from ..core.topic_selection import policy_of
 from .followers import UNUSED_GROUP
-from .timelag import OffsetTimeTable, RecordTimestampReader, time_lag_interpolated
+from .timelag import OffsetTimeTable, RecordTimestampReader, produced_at
 from .transactions import OpenTransactions, hanging, hanging_reasons, hanging_rows
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class SamplerEstimates:
     ts_readers: dict[str, RecordTimestampReader]
     timeout_s: float
 
-    def _time_lag(
+    def _oldest_missing(
         self,
         cluster: str,
         keys: Sequence[TP],
@@ -48,21 +48,24 @@ class SamplerEstimates:
         source_end: np.ndarray,
         ts: int,
         ts_target: int,
-    ) -> np.ndarray:
-        """Seconds per partition: the age of the oldest source record not on the target (RPO seconds).
+    ) -> tuple[np.ndarray, int]:
+        """When the oldest source record not on the target was produced (ms, NaN = unknown), per partition, and
+        the moment that was measured at: the inputs of ``core.rpo.rpo_seconds``, the RPO's one arithmetic.
 
-        Exact mode measures it at ``ts_target``, when the target end was sampled: a record produced after that
-        moment was not missing from the target then (0)."""
-        out = np.where(true_lag == 0, 0.0, np.nan)
+        Exact mode reads that record's timestamp and measures at ``ts_target``, when the target end was sampled:
+        a record produced after that moment was not missing from the target then. Interpolate mode estimates it
+        from the sampled (end offset, time) pairs, at ``ts``."""
+        out = np.full(len(keys), np.nan)
         behind: list[int] = np.flatnonzero(true_lag > 0).tolist()
         if self.config.monitor.time_lag_mode == "interpolate":
             table = self.time_tables.setdefault(cluster, OffsetTimeTable(self.config.monitor.interpolation_points))
             for i, k in enumerate(keys):
                 table.add(k, int(source_end[i]), ts)
             for i in behind:
-                value = time_lag_interpolated(table.points(keys[i]), int(acked[i]), ts)
-                out[i] = np.nan if value is None else value
-            return out
+                if acked[i] >= 0 and table.points(keys[i]):
+                    at, _lower_bound = produced_at(table.points(keys[i]), int(acked[i]))
+                    out[i] = ts if at is None else at  # None: not there at the newest sample, so not missing then
+            return out, ts
         if len(behind):
             reader = self.ts_readers.get(cluster)
             if reader is None:
@@ -89,8 +92,8 @@ class SamplerEstimates:
                 found = {}
             for i, w in zip(behind, wanted):
                 if w in found:
-                    out[i] = max(0.0, (ts_target - found[w]) / 1000.0)
-        return out
+                    out[i] = found[w]
+        return out, ts_target
 
     def _forecast(
         self,

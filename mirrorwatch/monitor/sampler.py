@@ -28,6 +28,7 @@ from ..core.lag import mirror_lags, plain_lag, records_lost, target_behind, targ
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.records import OffsetSync
 from ..core.redact import redact_text
+from ..core.rpo import rpo_seconds
 from ..core.status import HANGING_TRANSACTION, GroupStatus, PartitionStatus
 from ..core.topic_selection import measured_topics, policy_of
 from .connect_state import connect_watches
@@ -305,10 +306,12 @@ class Sampler(SamplerEstimates):
             statuses[txns.hanging & (statuses == PartitionStatus.OK)] = HANGING_TRANSACTION
         summary = summarize(windows, statuses)
 
-        time_lag = self._time_lag(flow.source, keys, lags.acked_next, lags.true_lag, source_end, ts, ts_target)
+        oldest, measured_at = self._oldest_missing(
+            flow.source, keys, lags.acked_next, lags.true_lag, source_end, ts, ts_target
+        )
         # not older than the time since an earlier sample found the record not yet on the source
         bound = arrival_age_bound([(h[0], h[1]) for h in state.history], lags.acked_next, ts_target)
-        time_lag = np.where(np.isnan(time_lag), time_lag, np.minimum(time_lag, bound))
+        time_lag = rpo_seconds(lags.true_lag, oldest, measured_at, bound)
         coverage = self.coverage[name].refresh(src, set(keys), pos.last_sync_upstream, ts)
         catch_up, topic_catch_up = self._forecast(state, keys, ts, source_end, lags.acked_next, lags.true_lag)
         return self._view(

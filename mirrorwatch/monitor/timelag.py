@@ -24,6 +24,8 @@ import numpy as np
 import numpy.typing as npt
 from confluent_kafka import Consumer, TopicPartition
 
+from ..core.rpo import rpo_seconds
+
 log = logging.getLogger("mirrorwatch.monitor.timelag")
 
 
@@ -54,7 +56,7 @@ def time_lag_interpolated(points: Sequence[tuple[int, int]], acked_next: int | N
     at, _bound = produced_at(points, acked_next)
     if at is None:
         return 0.0
-    return max(0.0, (now_ms - at) / 1000.0)
+    return float(rpo_seconds([1], [at], now_ms)[0])  # the RPO's one arithmetic (docs/metrics.md)
 
 
 def arrival_age_bound(

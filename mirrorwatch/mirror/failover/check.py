@@ -1,42 +1,57 @@
-"""``mirror failover check``: a read-only go/no-go report for failing consumer groups over to the target."""
+"""``mirror failover check``: a read-only go/no-go report for failing consumer groups over to the target.
+
+Three parts: :func:`fetch` reads what the clusters say (through one adapter per engine, ``check_engines``),
+:func:`judge` turns it into verdicts (``readiness``) and figures (``core.lag``, ``core.rpo``: no arithmetic of
+its own), ``check_render`` prints it.
+"""
 
 from __future__ import annotations
 
 import json
 import time
 import urllib.request
+from dataclasses import dataclass
+from typing import Any
 
 import click
+import numpy as np
 from confluent_kafka import KafkaException, TopicPartition
-from rich.console import Console
-from rich.table import Table
 
 from ...core.canary_metrics import parse_canary_metrics
 from ...core.cli import UserError
 from ...core.clients import make_admin, make_consumer
-from ...core.config import ConfigError
+from ...core.config import ClusterConfig, Config, ConfigError, FlowConfig
 from ...core.config_loading import load_config
-from ...core.delivery import transactional_target
 from ...core.lag import mirror_lags, records_lost
-from ...core.mm2 import is_mm2
-from ...core.naming import mirror_group
 from ...core.oneshot import require_clusters, timeout_option, within
+from ...core.rpo import rpo_seconds
 from ...core.topic_selection import TopicFilter, policy_of
-from ...core.translation import GroupDiscovery, checkpoint_redelivery, translation_coverage
-from ..checkpoints import all_checkpoints, committed_offsets, source_groups
-from ..mm2_records import read_mm2_state
-from ..topology import latest_heartbeats
-from .acked import read_positions
+from ...core.translation import translation_coverage
+from ..checkpoints import committed_offsets, source_groups
+from .acked import MirrorPositions, Partition
+from .check_engines import Engine, engine_of
+from .check_render import print_human
 from .reach import require_reachable
-from .readiness import PartitionFacts, judge_group, overall_exit
+from .readiness import GroupVerdict, PartitionFacts, judge_group, overall_exit
 from .reads import EXIT_CANNOT_TELL, CannotTell, group_is_active, partitions_of, reason
 
 
-def source_positions(cluster, alias: str, partitions, acked: dict) -> tuple[dict, dict, dict]:
-    """(true_lag per partition, age in seconds of the oldest record not on the target per partition (None: it
-    could not be read), records lost per partition: removed from the source — retention, DeleteRecords, a
-    recreated topic — before the mirror read them, i.e. source log start − mirror position where the log start
-    is past it).
+@dataclass(frozen=True)
+class SourceFigures:
+    """Per mirrored source partition: true lag, the RPO seconds (NaN: the oldest missing record's time could not
+    be read), and records lost (removed from the source before the mirror read them)."""
+
+    true_lag: dict[Partition, int]
+    rpo_s: dict[Partition, float]
+    lost: dict[Partition, int]
+
+
+def source_positions(
+    cluster: ClusterConfig, alias: str, partitions: list[Partition], acked: dict[Partition, int]
+) -> SourceFigures:
+    """The source's figures against ``acked`` (the estimator's acknowledged positions): true lag
+    (``core.lag.mirror_lags``), records lost (``core.lag.records_lost``) and RPO seconds (``core.rpo.rpo_seconds``,
+    from the oldest record the target does not have, read here).
 
     Only partitions that exist on the source now count: the compacted offset-syncs topic remembers topics
     deleted long ago. A partition the source does not list is asked for by its topic, and left out only when the
@@ -44,7 +59,8 @@ def source_positions(cluster, alias: str, partitions, acked: dict) -> tuple[dict
     closed: left out, its lag would read as 0).
     """
     consumer = make_consumer(cluster, "mirrorwatch-failover-check")
-    true_lag, age, lost = {}, {}, {}
+    true_lag: dict[Partition, int] = {}
+    lost: dict[Partition, int] = {}
     try:
         existing = {(t, p) for t, md in consumer.list_topics(timeout=10).topics.items() for p in md.partitions}
         for topic in sorted({t for t, p in partitions if (t, p) not in existing}):
@@ -54,28 +70,31 @@ def source_positions(cluster, alias: str, partitions, acked: dict) -> tuple[dict
             if (topic, partition) not in existing:
                 continue
             start, end = _watermarks(consumer, topic, partition, alias)
-            # the monitor's figure (core.lag.mirror_lags): no arithmetic of the check's own
             lags = mirror_lags([end], [-1], [acked[(topic, partition)]], [-1])
             true_lag[(topic, partition)] = int(lags.true_lag[0])
-            # the monitor's rule (core.lag.records_lost), from what the target surely has
             gone = int(records_lost([start], [acked[(topic, partition)]])[0])
             if gone > 0:
                 lost[(topic, partition)] = gone
-        behind = [TopicPartition(t, p, acked[(t, p)]) for (t, p), lag in true_lag.items() if lag > 0]
-        for tp in behind:  # exact time lag: read the oldest record the target does not have
-            consumer.assign([tp])
-            msg = consumer.poll(5)
-            ok = msg is not None and not msg.error()
-            age[(tp.topic, tp.partition)] = max(0.0, time.time() - msg.timestamp()[1] / 1000) if ok else None
+        keys = sorted(true_lag)
+        oldest = np.full(len(keys), np.nan)
+        for i, (t, p) in enumerate(keys):  # the oldest record the target does not have: its timestamp
+            if true_lag[(t, p)] > 0:
+                consumer.assign([TopicPartition(t, p, acked[(t, p)])])
+                msg = consumer.poll(5)
+                if msg is not None and not msg.error():
+                    oldest[i] = msg.timestamp()[1]
+        measured_at = time.time() * 1000
     finally:
         consumer.close()
-    return true_lag, age, lost
+    rpo = rpo_seconds([true_lag[k] for k in keys], oldest, measured_at)
+    return SourceFigures(true_lag, {k: float(r) for k, r in zip(keys, rpo, strict=True)}, lost)
 
 
-def _watermarks(consumer, topic: str, partition: int, alias: str) -> tuple[int, int]:
+def _watermarks(consumer: Any, topic: str, partition: int, alias: str) -> tuple[int, int]:
     for attempt in range(5):  # a leader moving or metadata not yet fetched: brief retries
         try:
-            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            return int(low), int(high)
         except KafkaException as exc:
             if attempt == 4:
                 raise CannotTell(f"the offsets of {topic}[{partition}] on '{alias}'", reason(exc, 10)) from None
@@ -103,7 +122,7 @@ def canary_status(host: str, port: int | None, flow: str) -> str:
 @click.option("--group", "groups", multiple=True, help="group(s) to judge (default: all matching checkpoint_groups)")
 @click.option("--json", "as_json", is_flag=True)
 @timeout_option
-def check(config_path, flow, groups, as_json, timeout_s):
+def check(config_path: str, flow: str | None, groups: tuple[str, ...], as_json: bool, timeout_s: float) -> int:
     try:
         config = load_config(config_path)
         _, f = config.flow(flow)
@@ -112,7 +131,8 @@ def check(config_path, flow, groups, as_json, timeout_s):
             timeout_s,
             {f.source: "source", f.target: "target"},
         )
-        return within(timeout_s, lambda: _check(config_path, flow, groups, as_json), "failover check")
+        code: int = within(timeout_s, lambda: _check(config_path, flow, groups, as_json), "failover check")
+        return code
     except (UserError, ConfigError):
         raise
     except CannotTell as exc:  # fail closed: no verdict from what could not be read
@@ -121,26 +141,46 @@ def check(config_path, flow, groups, as_json, timeout_s):
         raise UserError(f"cannot judge failover readiness: {type(exc).__name__}: {exc}", 3) from None
 
 
-def _check(config_path, flow, groups, as_json):
-    config = load_config(config_path)
-    flow_name, f = config.flow(flow)
+@dataclass(frozen=True)
+class Facts:
+    """What the clusters said, read once: the check's judging reads nothing more."""
+
+    flow_name: str
+    flow: FlowConfig
+    engine: Engine
+    positions: MirrorPositions
+    acked: dict[Partition, int]  # the estimator's acknowledged position, where it knows one
+    figures: SourceFigures
+    heartbeat_age_s: float | None
+    commits: dict[str, dict[Partition, int]]  # every group's commits on the source, all topics
+    active_on_target: dict[str, bool]
+    now_ms: float
+
+
+def fetch(config: Config, flow_name: str, f: FlowConfig, groups: tuple[str, ...]) -> Facts:
     source, target = config.clusters[f.source], config.clusters[f.target]
     require_reachable(source, f.source)
     require_reachable(target, f.target)
-    policy = policy_of(f)
-    source_admin, target_admin = (
-        make_admin(source, "mirrorwatch-failover-check"),
-        make_admin(target, "mirrorwatch-failover-check"),
-    )
-    mm2 = read_mm2_state(config, f) if is_mm2(f) else None
-    mine = TopicFilter.of(config, f)  # another flow of this pair shares the offset-syncs topic
+    engine = engine_of(config, flow_name, f)
     # the monitor's estimator (core.lag) over what the target proves, for either engine
-    positions = read_positions(config, flow_name, f, mm2)
+    positions = engine.positions()
     acked = positions.acked_next()
-    own_group = None if mm2 is not None else mirror_group(f.source, f.target, f.group, flow_name)
-    true_lag, age, lost = source_positions(source, f.source, sorted(acked), acked)
-    topics = {}
-    for (topic, partition), lag in true_lag.items():
+    figures = source_positions(source, f.source, sorted(acked), acked)
+    heartbeat_age = engine.heartbeat_age_s()
+    source_admin = make_admin(source, "mirrorwatch-failover-check")
+    target_admin = make_admin(target, "mirrorwatch-failover-check")
+    names = list(groups) or source_groups(source_admin, f, {engine.own_group} if engine.own_group else set())
+    commits = {g: committed_offsets(source_admin, g) for g in names}
+    active = {g: group_is_active(target_admin, g, f.target) for g in names}
+    now = time.time() * 1000
+    return Facts(flow_name, f, engine, positions, acked, figures, heartbeat_age, commits, active, now)
+
+
+def _topics(config: Config, facts: Facts) -> list[dict[str, Any]]:
+    """The per-topic rows: summed true lag and records lost, the largest RPO (None when one is unknown)."""
+    policy = policy_of(facts.flow)
+    topics: dict[str, dict[str, Any]] = {}
+    for (topic, partition), lag in facts.figures.true_lag.items():
         t = topics.setdefault(
             topic,
             {
@@ -152,109 +192,90 @@ def _check(config_path, flow, groups, as_json):
             },
         )
         t["true_lag"] += lag
-        t["records_lost"] += lost.get((topic, partition), 0)
-        seen = age.get((topic, partition), 0.0)
-        # an age that could not be read makes the topic's RPO unknown (None), never 0
-        t["time_lag_s"] = None if seen is None or t["time_lag_s"] is None else round(max(t["time_lag_s"], seen), 1)
-    if mm2 is not None:
-        heartbeat_age = mm2.heartbeat_age_s()
-        checkpoints = mm2.checkpoints
-        max_age = max(3 * f.mirror.emit_checkpoints_interval_s, 30.0)
-    else:
-        beats = latest_heartbeats(target, config.mirror.heartbeats_topic)
-        beat = beats.get((f.source, f.target))
-        heartbeat_age = None if beat is None else max(0.0, time.time() - beat[0] / 1000)
-        checkpoints = all_checkpoints(target, f.source, f.target)
-        max_age = max(3 * config.mirror.checkpoint_interval_s, 30.0)
-    names = list(groups) or source_groups(source_admin, f, {own_group} if own_group else set())
-    verdicts, now = [], time.time() * 1000
-    # MM2 finds new groups only every refresh.groups.interval.seconds: a group it has not found yet is said so
-    discovery = (
-        GroupDiscovery(frozenset(mm2.assigned_groups), f.mirror.refresh_groups_interval_s)
-        if mm2 is not None and mm2.assigned_groups is not None
-        else None
+        t["records_lost"] += facts.figures.lost.get((topic, partition), 0)
+        rpo = facts.figures.rpo_s[(topic, partition)]
+        # an RPO that could not be read makes the topic's unknown (None), never 0
+        known = not np.isnan(rpo) and t["time_lag_s"] is not None
+        t["time_lag_s"] = round(max(t["time_lag_s"], rpo), 1) if known else None
+    return sorted(topics.values(), key=lambda t: t["topic"])
+
+
+def _verdict(config: Config, facts: Facts, group: str) -> GroupVerdict:
+    engine, true_lag = facts.engine, facts.figures.true_lag
+    mine = TopicFilter.of(config, facts.flow)  # another flow of this pair shares the offset-syncs topic
+    all_commits = facts.commits[group]
+    acked = facts.acked
+    # consumed on a mirrored topic of which the target has no offset sync: nothing to translate to (a commit at 0
+    # consumed nothing, e.g. an empty partition)
+    unsynced = tuple(
+        (t, p, c) for (t, p), c in sorted(all_commits.items()) if c > 0 and (t, p) not in acked and mine.matches(t)
     )
-    commits_by_group, redelivery = {}, {}
-    for group in names:
-        all_commits = committed_offsets(source_admin, group)
-        committed = {k: v for k, v in all_commits.items() if k in true_lag}
-        commits_by_group[group] = committed
-        # consumed on a mirrored topic of which the target has no offset sync: nothing to translate to (a commit
-        # at 0 consumed nothing, e.g. an empty partition)
-        unsynced = tuple(
-            (t, p, c) for (t, p), c in sorted(all_commits.items()) if c > 0 and (t, p) not in acked and mine.matches(t)
-        )
-        cps = checkpoints.get(group, {})
-        facts = []
-        for (t, p), c in sorted(committed.items()):
-            cp = cps.get((t, p))
-            duplicates = cp.max_duplicates if cp is not None else None
-            approximate = None
-            if cp is not None and mm2 is not None:
-                # MM2 translates to the newest sync it kept (+1): the re-delivery that adds, from the sync history
-                duplicates = checkpoint_redelivery(
-                    mm2.syncs.get((t, p), []), cp.upstream_offset, cp.downstream_offset, transactional_target(config, f)
-                )
-                redelivery[(group, t, p)] = duplicates
-                last = mm2.latest_sync.get((t, p))
-                if last is not None and c > last[0] + 1:
-                    approximate = (
-                        f"{t}[{p}]: commit {c} is beyond MM2's last offset sync ({last[0]}): translated approximately"
-                    )
-                elif duplicates:
-                    approximate = (
-                        f"{t}[{p}]: MM2 translated the checkpoint through an older offset sync: "
-                        f"approximate, {duplicates} records re-delivered"
-                    )
-            cp_age = (now - cp.ts_ms) / 1000 if cp else None
-            if mm2 is not None and cp is not None and cp.upstream_offset == c:
-                cp_age = (
-                    None  # MM2 writes a checkpoint only when the group's offset moves: one at the commit is current
-                )
-            facts.append(
-                PartitionFacts(
-                    t,
-                    p,
-                    c,
-                    cp.upstream_offset if cp else None,
-                    cp.downstream_offset if cp else None,
-                    duplicates,
-                    cp_age,
-                    true_lag[(t, p)],
-                    approximate,
-                )
-            )
-        verdicts.append(
-            judge_group(
-                group,
-                facts,
-                group_is_active(target_admin, group, f.target),
-                max_age,
-                heartbeat_age,
-                config.canary.heartbeat_max_age_s,
-                unsynced,
-                commits_elsewhere=bool(all_commits),
-                undiscovered=(
-                    discovery.reason(group, int(now))
-                    if discovery is not None and group not in discovery.found and not cps
-                    else None
-                ),
+    cps = engine.checkpoints.get(group, {})
+    facts_of_partitions = []
+    for key, commit in sorted((k, c) for k, c in all_commits.items() if k in true_lag):
+        cp = cps.get(key)
+        resumed = engine.resumed(group, key, commit, cp, facts.now_ms)
+        facts_of_partitions.append(
+            PartitionFacts(
+                key[0],
+                key[1],
+                commit,
+                cp.upstream_offset if cp else None,
+                cp.downstream_offset if cp else None,
+                resumed.duplicates,
+                resumed.age_s,
+                true_lag[key],
+                resumed.approximate,
             )
         )
-    last_sync = {k: sync[0] for k, sync in positions.sync.items()}
+    discovery = engine.discovery
+    return judge_group(
+        group,
+        facts_of_partitions,
+        facts.active_on_target[group],
+        engine.max_checkpoint_age_s,
+        facts.heartbeat_age_s,
+        config.canary.heartbeat_max_age_s,
+        unsynced,
+        commits_elsewhere=bool(all_commits),
+        undiscovered=(
+            discovery.reason(group, int(facts.now_ms))
+            if discovery is not None and group not in discovery.found and not cps
+            else None
+        ),
+    )
+
+
+def judge(config: Config, facts: Facts) -> tuple[dict[str, Any], int]:
+    """The report (the JSON answer) and the exit code, from the facts alone."""
+    f, engine = facts.flow, facts.engine
+    verdicts = [_verdict(config, facts, g) for g in facts.commits]
+    last_sync = {k: sync[0] for k, sync in facts.positions.sync.items()}
     # of the groups with commits on mirrored partitions, as the monitor counts them: a group that committed
     # nothing there has nothing to translate (it counted as translated here: "2/2" for two groups without commits)
-    committed_groups = {g: c for g, c in commits_by_group.items() if c}
-    coverage = translation_coverage(committed_groups, checkpoints, last_sync, int(now), max_age, redelivery, discovery)
+    committed_groups = {
+        g: {k: c for k, c in commits.items() if k in facts.figures.true_lag} for g, commits in facts.commits.items()
+    }
+    coverage = translation_coverage(
+        {g: c for g, c in committed_groups.items() if c},
+        dict(engine.checkpoints),
+        last_sync,
+        int(facts.now_ms),
+        engine.max_checkpoint_age_s,
+        engine.redelivery,
+        engine.discovery,
+    )
+    topics = _topics(config, facts)
+    lost = sum(t["records_lost"] for t in topics)
     report = {
-        "flow": flow_name,
+        "flow": facts.flow_name,
         "source": f.source,
         "target": f.target,
-        "mirror": "mm2" if mm2 is not None else "mirrorwatch",
+        "mirror": engine.name,
         "coverage": coverage,
-        "heartbeat_age_s": None if heartbeat_age is None else round(heartbeat_age, 1),
-        "canary": canary_status(config.canary.metrics_host, config.canary.metrics_port, flow_name),
-        "topics": sorted(topics.values(), key=lambda t: t["topic"]),
+        "heartbeat_age_s": None if facts.heartbeat_age_s is None else round(facts.heartbeat_age_s, 1),
+        "canary": canary_status(config.canary.metrics_host, config.canary.metrics_port, facts.flow_name),
+        "topics": topics,
         "groups": [
             {
                 "group": v.group,
@@ -269,60 +290,20 @@ def _check(config_path, flow, groups, as_json):
             }
             for v in verdicts
         ],
+        "records_lost": lost,
     }
-    code = overall_exit(verdicts)
-    records_lost = sum(t["records_lost"] for t in report["topics"])
-    report["records_lost"] = records_lost
-    if records_lost:
-        # records that never reached the target and are gone from the source: a failover cannot get them
-        # back, and neither can waiting — at best DEGRADED
-        code = max(code, 1)
+    # records that never reached the target and are gone from the source: a failover cannot get them back, and
+    # neither can waiting — at best DEGRADED
+    code = max(overall_exit(verdicts), 1) if lost else overall_exit(verdicts)
+    return report, code
+
+
+def _check(config_path: str, flow: str | None, groups: tuple[str, ...], as_json: bool) -> int:
+    config = load_config(config_path)
+    flow_name, f = config.flow(flow)
+    report, code = judge(config, fetch(config, flow_name, f, groups))
     if as_json:
         click.echo(json.dumps(report))
-        return code
-    console = Console()
-    console.print(
-        f"failover {f.source} → {f.target} (flow {flow_name}): heartbeat "
-        f"{'none' if heartbeat_age is None else f'{heartbeat_age:.1f} s ago'}, canary {report['canary']}"
-    )
-    topic_table = Table(title="if the source vanished now")
-    # one name per figure, as in the JSON: true lag (what a failover now would leave behind), RPO seconds, and
-    # records lost (removed from the source before they were mirrored: gone whatever anyone does)
-    for h in ("topic", "target topic", "true lag", "RPO s", "records lost"):
-        topic_table.add_column(h)
-    for t in report["topics"]:
-        topic_table.add_row(
-            t["topic"],
-            t["target_topic"],
-            str(t["true_lag"]),
-            "?" if t["time_lag_s"] is None else f"{t['time_lag_s']:.1f}",
-            str(t["records_lost"]),
-        )
-    console.print(topic_table)
-    if records_lost:
-        console.print(
-            f"{records_lost} record(s) were removed from the source before they were mirrored "
-            "(retention, DeleteRecords or a recreated topic): they are on neither cluster"
-        )
-    group_table = Table(title="consumer groups")
-    for h in ("group", "verdict", "true lag", "re-delivered", "checkpoints", "why"):
-        group_table.add_column(h)
-    for g in report["groups"]:
-        group_table.add_row(
-            g["group"],
-            g["verdict"],
-            str(g["true_lag"]),
-            str(g["duplicates"]),
-            f"{g['partitions'] - g['missing_checkpoints']}/{g['partitions']}",
-            "; ".join(g["reasons"]) or "-",
-        )
-    console.print(group_table)
-    if not report["groups"]:
-        console.print("no consumer groups to judge (none given, none match checkpoint_groups)")
     else:
-        console.print(
-            f"translation coverage: {coverage['translated']}/{coverage['groups']} groups have a usable checkpoint"
-            + "".join(f"\n  {u['group']}: {u['reason']}" for u in coverage["untranslated"])
-            + "".join(f"\n  {u['group']} (approximate): {u['reason']}" for u in coverage["approximate"])
-        )
+        print_human(report)
     return code

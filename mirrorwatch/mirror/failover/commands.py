@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 from confluent_kafka import TopicPartition
@@ -21,6 +22,7 @@ from rich.table import Table
 
 from ...core.cli import UserError
 from ...core.clients import make_admin, make_consumer
+from ...core.config import ClusterConfig, Config, FlowConfig
 from ...core.config_loading import load_config
 from ...core.naming import offset_syncs_topic
 from ...core.records import Checkpoint
@@ -37,12 +39,14 @@ from .reach import reachable, require_reachable
 from .reads import group_is_active, refusing
 
 
-def latest_checkpoints(cluster, source: str, group: str, alias: str) -> dict[tuple[str, int], Checkpoint]:
+def latest_checkpoints(
+    cluster: ClusterConfig, source: str, group: str, alias: str
+) -> dict[tuple[str, int], Checkpoint]:
     """The newest checkpoint per partition for ``group`` from the checkpoints topic on the target."""
     return all_checkpoints(cluster, source, alias).get(group, {})
 
 
-def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
+def translation_plan(config: Config, flow: FlowConfig, group: str) -> tuple[str, list[dict[str, Any]]]:
     """('live' | 'checkpoints', rows): where ``group`` would resume on the target."""
     target = config.clusters[flow.target]
     require_reachable(target, flow.target)
@@ -57,7 +61,7 @@ def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
             ).items()
             if k[0] in mirrored
         }
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "topic": t.topic,
                 "target_topic": policy.target_topic(t.topic),
@@ -88,7 +92,7 @@ def translation_plan(config, flow, group: str) -> tuple[str, list[dict]]:
     return "checkpoints", rows
 
 
-def _apply(config, flow, group: str, rows: list[dict], field: str) -> int:
+def _apply(config: Config, flow: FlowConfig, group: str, rows: list[dict[str, Any]], field: str) -> int:
     admin = make_admin(config.clusters[flow.target], "mirrorwatch-failover")
     with refusing(f"apply offsets for group '{group}'"):
         active = group_is_active(admin, group, flow.target)
@@ -101,7 +105,7 @@ def _apply(config, flow, group: str, rows: list[dict], field: str) -> int:
     )
 
 
-def _print_rows(title: str, rows: list[dict], columns: list[tuple[str, str]]) -> None:
+def _print_rows(title: str, rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> None:
     table = Table(title=title)
     for _, header in columns:
         table.add_column(header, justify="right" if header not in ("topic", "target topic") else "left")
@@ -121,7 +125,7 @@ def failover() -> None:
 @click.option("--group", required=True)
 @click.option("--apply", "do_apply", is_flag=True, help="commit the translated offsets for the group on the target")
 @click.option("--json", "as_json", is_flag=True)
-def translate(config_path, flow, group, do_apply, as_json):
+def translate(config_path: str, flow: str | None, group: str, do_apply: bool, as_json: bool) -> None:
     config = load_config(config_path)
     flow_name, flow_cfg = config.flow(flow)
     with refusing(f"translate group '{group}'"):
@@ -176,7 +180,9 @@ def parse_time(text: str) -> int:
 @click.option("--apply", "do_apply", is_flag=True)
 @click.option("--force", is_flag=True, help="accept a time in the future (every partition moves to its end)")
 @click.option("--json", "as_json", is_flag=True)
-def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
+def reset_to_time(
+    config_path: str, flow: str | None, group: str, when: str, do_apply: bool, force: bool, as_json: bool
+) -> None:
     config = load_config(config_path)
     flow_name, flow_cfg = config.flow(flow)
     ts_ms = parse_time(when)
@@ -197,7 +203,7 @@ def reset_to_time(config_path, flow, group, when, do_apply, force, as_json):
     if not partitions:
         raise UserError(f"no mirrored partitions known for flow {flow_name} (no offset syncs on {flow_cfg.target})", 2)
     consumer = make_consumer(target, "mirrorwatch-failover")
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         with Progress(disable=as_json or len(partitions) < 50, transient=True) as progress:
             task = progress.add_task("looking up offsets", total=len(partitions))

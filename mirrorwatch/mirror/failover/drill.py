@@ -19,16 +19,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 import yaml
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from ...core.cli import UserError
-from ...core.clients import client_log, make_producer
+from ...core.clients import client_log, make_admin, make_producer
 from ...core.config import ClusterConfig
 from ...core.config_loading import load_config
 from ...core.reading import end_offsets, read_to_end
@@ -94,7 +96,7 @@ def consume(
                 break
             batch = [m for m in consumer.consume(min(200, (stop_after or 10**9) - len(seen)), 0.5) if not m.error()]
             if batch:
-                seen.extend(m.value() for m in batch)
+                seen.extend(m.value() or b"" for m in batch)
                 consumer.commit(asynchronous=False)
                 last = time.monotonic()
     finally:
@@ -120,15 +122,15 @@ def read_whole(bootstrap: str, topic: str) -> list[bytes]:
         consumer.assign([TopicPartition(t, p, 0) for t, p in positions])
         # the topic as it was when the read began (records that arrive meanwhile are left out)
         return [
-            m.value()
+            m.value() or b""
             for m in read_to_end(consumer, positions, 120, ends)
-            if m.offset() < ends[(m.topic(), m.partition())]
+            if (m.offset() or 0) < ends[(m.topic() or "", m.partition() or 0)]
         ]
     finally:
         consumer.close()
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN / "mirror"), *args], capture_output=True, text=True, timeout=180)
 
 
@@ -136,10 +138,10 @@ def run_drill(
     mode: str,
     records: int,
     workdir: Path,
-    say=click.echo,
+    say: Callable[[str], None] = click.echo,
     config_path: str | None = None,
     delivery: str = "at_least_once",
-) -> dict:
+) -> dict[str, Any]:
     from ...localkafka import LocalClusters
 
     run_id = f"{int(time.time())}"
@@ -153,9 +155,8 @@ def run_drill(
         _, flow = cfg.flow(None)
         east, west = cfg.clusters[flow.source].bootstrap_servers, cfg.clusters[flow.target].bootstrap_servers
     try:
-        admin = AdminClient(
-            {"bootstrap.servers": east, "logger": client_log}
-        )  # keep it referenced until the future resolves
+        # kept referenced until the future resolves
+        admin = make_admin(ClusterConfig.model_validate({"bootstrap.servers": east}), "mirrorwatch-drill")
         admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
         config = {
             "clusters": {"east": {"bootstrap.servers": east}, "west": {"bootstrap.servers": west}},
@@ -214,18 +215,18 @@ def run_drill(
                         1,
                     )
                 # a rehearsal on a busy machine: give each check more than the 15 s an on-call answer gets
-                result = _cli("failover", "check", "--config", str(path), "--group", group, "--json", "--timeout", "60")
-                if result.returncode in (0, 1, 2) and result.stdout:
-                    verdict = json.loads(result.stdout)["groups"][0]
+                said = _cli("failover", "check", "--config", str(path), "--group", group, "--json", "--timeout", "60")
+                if said.returncode in (0, 1, 2) and said.stdout:
+                    verdict = json.loads(said.stdout)["groups"][0]
                     if verdict["verdict"] == "READY":
                         predicted = verdict["duplicates"]
                         break
                     last_said = f"{verdict['verdict']} ({'; '.join(verdict['reasons'])})"
                 else:
                     # its last line of its own (not a client-library "%" line): the drill's error stays one line
-                    own = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("%")]
+                    own = [line for line in said.stderr.splitlines() if line.strip() and not line.startswith("%")]
                     last_line = (own or ["no output"])[-1]
-                    last_said = f"exit {result.returncode}: {last_line[-300:]}"
+                    last_said = f"exit {said.returncode}: {last_line[-300:]}"
                 time.sleep(1)
             if predicted is None:
                 # what the check last said names the blocker (no checkpoint, lag, a stale heartbeat) in the one line
@@ -280,7 +281,7 @@ def run_drill(
     seen = set(on_east) | set(on_west)
     lost = sum(1 for value in set(target_has) if value not in seen)
     duplicates = len(on_east) + len(on_west) - len(seen)
-    result = {
+    result: dict[str, Any] = {
         "mode": mode,
         "delivery": delivery,
         "records": records,
@@ -291,7 +292,7 @@ def run_drill(
         "duplicates": duplicates,
         "predicted_duplicates": predicted if mode == "checkpoint" else None,
     }
-    result["ok"] = lost == 0 and (mode == "time" or duplicates <= predicted)
+    result["ok"] = lost == 0 and (mode == "time" or (predicted is not None and duplicates <= predicted))
     return result
 
 
@@ -319,7 +320,17 @@ def run_drill(
 @click.option("--planned", is_flag=True, help="a planned switchover: RPO 0, 0 lost, re-deliveries within the bound")
 @click.option("--rate", default=2000, show_default=True, help="--unplanned, --planned: records per second")
 @click.option("--json", "as_json", is_flag=True)
-def drill(mode, records, delivery, config_path, i_know, unplanned, planned, rate, as_json):
+def drill(
+    mode: str,
+    records: int,
+    delivery: str,
+    config_path: str | None,
+    i_know: bool,
+    unplanned: bool,
+    planned: bool,
+    rate: int,
+    as_json: bool,
+) -> int:
     if unplanned:
         return _drill_unplanned(records, rate, as_json)
     if planned:
@@ -362,14 +373,15 @@ def _drill_unplanned(records: int, rate: int, as_json: bool) -> int:
         click.echo(json.dumps(result))
     else:
         click.echo(
-            f"8. verified by an independent reader: {result['independent_missing']} east records missing from west, "
-            f"the tail said {result['tail_records']}, the export holds {result['exported']} "
-            f"({'exactly those' if result['export_matches'] else 'NOT those'}); "
-            f"unaccounted for: {result['unaccounted']} of {result['produced_acknowledged']} acknowledged"
+            f"10. verified by an independent reader: {result['independent_missing']} east records missing from "
+            f"west, the tail said {result['tail_records']}, the export holds {result['exported']} "
+            f"({'exactly those' if result['export_matches'] else 'NOT those'}); home again on east: "
+            f"{result['on_home']} records; unaccounted for: {result['unaccounted']} of "
+            f"{result['produced_acknowledged']} acknowledged"
         )
         for g in result["groups_read_into_tail"]:
             click.echo(f"   group {g['group']} had processed {g['records']} of the tail on east")
-        click.echo(f"drill {'PASSED' if result['ok'] else 'FAILED'}; the way home (mirror failback plan):")
+        click.echo(f"drill {'PASSED' if result['ok'] else 'FAILED'}; the failback done (mirror failback plan --wipe):")
         for number, step in enumerate(result["failback_steps"], 1):
             click.echo(f"   {number}) {step}")
     return 0 if result["ok"] else 1

@@ -1,16 +1,18 @@
-"""``mirror failover drill --unplanned``: an unplanned failover and the tail recovered, on fresh local clusters.
+"""``mirror failover drill --unplanned``: the whole disaster-recovery cycle, on fresh local clusters.
 
 1. traffic at a set rate to east, mirrored to west; the application (a consumer group) reads it on east;
 2. the mirror falls behind (frozen, as a mirror lagging under load), the traffic goes on, the application reads
    part of what the mirror has not copied;
-3. the source is killed (SIGKILL, its broker), the mirror with it;
-4. the group is failed over through its checkpoints, and the producers move to west;
-5. the old source is restarted; 6. ``mirror failback tail`` finds and exports the tail; 7. ``mirror failback
-   plan`` (refused until then) plans the way home.
+3. the source is killed (SIGKILL, all its brokers), the mirror with it;
+4. the group is failed over through its checkpoints, the producers move to west, the application reads there;
+5. the old source is restarted; 6. ``mirror failback tail`` finds and exports the tail;
+7–9. the failback (``drill_home``): the old primary wiped (``mirror failback plan --wipe``, refused until the
+   tail is saved), the reverse flow run until true lag is 0, and a switchover home.
 
 An independent reader (its own consumer, its own decoding of the export file; nothing shared with the tail
 code) then counts by key and sequence: the export holds exactly the east records missing from west, the tail's
-count equals that count, and every record the producer had acknowledged on east is on west or in the export.
+count equals that count, and every record the producers had acknowledged (to east before the crash, to west
+after the failover) is on east, home again, or in the export.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 from ...core.cli import UserError
 from ...core.clients import client_log, make_admin
 from ...core.config import ClusterConfig
+from .drill_home import consume_to_end, go_home
 
 BIN = Path(sys.executable).parent
+AFTER = 100  # records the producers write to west after the failover
 
 
 def _produce(bootstrap: str, topic: str, start: int, count: int, rate: int, acked: set[bytes]) -> None:
@@ -59,7 +63,8 @@ def _produce(bootstrap: str, topic: str, start: int, count: int, rate: int, acke
 
 
 def read_values(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
-    """The independent reader: (key, value) of every record of ``topic``, from its start to its end now."""
+    """The independent reader: (key, value) of every record of ``topic``, from its start to its end now. It
+    shares no code with what it checks: its own consumer, its own reading loop."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -71,9 +76,11 @@ def read_values(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
     )
     try:
         parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
-        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
-        done = {p for p, e in ends.items() if e == 0}
+        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in parts}
+        ends = {p: high for p, (_low, high) in marks.items()}
+        # from each partition's first record now (a wipe moves it past offset 0)
+        consumer.assign([TopicPartition(topic, p, low) for p, (low, _high) in marks.items()])
+        done = {p for p, (low, high) in marks.items() if low >= high}
         out: list[tuple[bytes, bytes]] = []
         deadline = time.monotonic() + 120
         while len(done) < len(ends) and time.monotonic() < deadline:
@@ -182,8 +189,9 @@ def run_unplanned(records: int, rate: int, workdir: Path, say: Callable[[str], N
     acked: set[bytes] = set()
     mirror = None
     try:
-        admin = make_admin(ClusterConfig.model_validate({"bootstrap.servers": east}), "mirrorwatch-drill")
-        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        for bootstrap in (east, west):  # west's own topic of that name gets the producers after the failover
+            admin = make_admin(ClusterConfig.model_validate({"bootstrap.servers": bootstrap}), "mirrorwatch-drill")
+            admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
         log = (workdir / "mirror.log").open("ab")  # closed with the drill's process
         mirror = subprocess.Popen([str(BIN / "mirror"), "run", "--config", str(path)], stdout=log, stderr=log)
         first = records // 2
@@ -196,15 +204,16 @@ def run_unplanned(records: int, rate: int, workdir: Path, say: Callable[[str], N
         os.kill(mirror.pid, signal.SIGSTOP)
         _produce(east, topic, first, records - first, rate, acked)
         _consume(east, topic, group, (records - first) // 2)
-        say("3. the source is killed (SIGKILL), and the mirror")
+        say("3. the source is killed (SIGKILL, all its brokers), and the mirror")
         clusters["east"].kill()
         mirror.kill()
         mirror.wait(30)
-        say("4. the group fails over through its checkpoints; the producers move to west")
+        say(f"4. the group fails over through its checkpoints; the producers move to west ({AFTER} records)")
         applied = _mirror("failover", "translate", "--config", str(path), "--group", group, "--apply", "--json")
         if applied.returncode != 0:
             raise UserError(f"the failover of group {group} failed: {applied.stderr.strip()[-300:]}", 1)
-        _produce(west, topic, records, 100, rate, set())
+        _produce(west, topic, records, AFTER, rate, acked)
+        consume_to_end(west, [f"east.{topic}", topic], group)
         say("5. the old source is restarted")
         clusters["east"].start()
         say("6. mirror failback tail: the records west never received, exported")
@@ -213,19 +222,14 @@ def run_unplanned(records: int, rate: int, workdir: Path, say: Callable[[str], N
         if tail.returncode != 0:
             raise UserError(f"mirror failback tail failed: {tail.stderr.strip()[-300:]}", 1)
         report = json.loads(tail.stdout)
-        say("7. mirror failback plan: the way home, now that the tail is saved")
-        manifest = f"{out}.manifest.json"
-        plan = _mirror(
-            "failback", "plan", "--config", str(path), "--tail-manifest", manifest, "--out-dir", str(workdir), "--json"
-        )
-        if plan.returncode != 0:
-            raise UserError(f"mirror failback plan failed: {plan.stderr.strip()[-300:]}", 1)
         on_east, on_west = read_values(east, topic), read_values(west, f"east.{topic}")
+        home = go_home(path, Path(f"{out}.manifest.json"), group, workdir, say)
+        on_home = read_values(east, topic) + read_values(east, f"east.{topic}")
     finally:
         if mirror is not None and mirror.poll() is None:
             mirror.kill()
         clusters.stop()
-    return _verdict(report, on_east, on_west, _tail_file(out), acked, json.loads(plan.stdout)["steps"])
+    return _verdict(report, on_east, on_west, _tail_file(out), acked, on_home, home)
 
 
 def _verdict(
@@ -234,11 +238,15 @@ def _verdict(
     on_west: list[tuple[bytes, bytes]],
     exported: list[tuple[bytes, bytes]],
     acked: set[bytes],
-    steps: list[str],
+    on_home: list[tuple[bytes, bytes]],
+    home: dict[str, Any],
 ) -> dict[str, Any]:
+    """The independent reader's counts. The tail: the east records missing from west (before the wipe), by key
+    and sequence. Home: every acknowledged record (written to east before the crash, or to west after the
+    failover) on east after the failback, or in the export."""
     missing = sorted(set(on_east) - set(on_west))
-    accounted = {v for _, v in on_west} | {v for _, v in exported}
-    unaccounted = len(acked - accounted)
+    accounted = {v for _, v in on_home} | {v for _, v in exported}
+    moved = home["switchover"]["groups"]
     result = {
         "mode": "unplanned",
         "produced_acknowledged": len(acked),
@@ -248,9 +256,19 @@ def _verdict(
         "independent_missing": len(missing),
         "exported": len(exported),
         "export_matches": sorted(exported) == missing,
-        "unaccounted": unaccounted,
+        "on_home": len(on_home),
+        "on_home_distinct": len(set(on_home)),
+        "unaccounted": len(acked - accounted),
         "groups_read_into_tail": report["groups_read_into_tail"],
-        "failback_steps": steps,
+        "wiped_partitions": len(home["plan"]["wiped"]),
+        "switched_home": home["switchover"]["switched"],
+        "group_home_partitions": sum(len(g["partitions"]) for g in moved),
+        "failback_steps": home["plan"]["steps"],
     }
-    result["ok"] = result["export_matches"] and report["records"] == len(missing) == len(exported) and unaccounted == 0
+    result["ok"] = (
+        result["export_matches"]
+        and report["records"] == len(missing) == len(exported)
+        and result["unaccounted"] == 0
+        and result["switched_home"]
+    )
     return result

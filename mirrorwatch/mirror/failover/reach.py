@@ -5,12 +5,13 @@ from __future__ import annotations
 from ...core.access import AccessProblem, wait_for_connection
 from ...core.cli import UserError
 from ...core.clients import make_admin
+from ...core.config import ClusterConfig
 
 REACH_TIMEOUT_S = 5
 EXIT_UNREACHABLE = 3
 
 
-def reachable(cluster, alias: str) -> bool:
+def reachable(cluster: ClusterConfig, alias: str) -> bool:
     """True when metadata comes; AccessProblem (exit 3) when authentication or TLS fails."""
     admin = make_admin(cluster, "mirrorwatch-failover", **{"socket.timeout.ms": 3000})
     try:
@@ -19,6 +20,6 @@ def reachable(cluster, alias: str) -> bool:
         raise AccessProblem(str(exc), EXIT_UNREACHABLE) from None
 
 
-def require_reachable(cluster, alias: str) -> None:
+def require_reachable(cluster: ClusterConfig, alias: str) -> None:
     if not reachable(cluster, alias):
         raise UserError(f"cannot reach cluster '{alias}' at {cluster.bootstrap_servers}", EXIT_UNREACHABLE)
