@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 
 import pyarrow.parquet as pq
 import yaml
@@ -140,7 +141,9 @@ def test_two_monitors_one_leader_webhooks_once_through_kill_and_freeze(source, t
 def test_only_the_leader_runs_the_scheduled_spark_job(source, topic_name, tmp_path):
     """Two monitors in this process, each with its own real election: the scheduled run (a stand-in command in
     place of the Spark job) happens on the leader only; a run asked of the follower (SIGUSR1's path) runs there."""
-    earlier = tmp_path / "history" / "lag" / "date=2026-01-05"
+    # today's: the scheduled run expires raw history past monitor.history_raw_days, and an older day would be gone
+    # before the second run looked for it
+    earlier = tmp_path / "history" / "lag" / datetime.now(UTC).strftime("date=%Y-%m-%d")
     earlier.mkdir(parents=True)
     pq.write_table(lag_sample_arrow_schema().empty_table(), earlier / "part-000000000000-1.parquet")
     config = config_from_dict(

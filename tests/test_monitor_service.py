@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import pyarrow.parquet as pq
 import pytest
@@ -200,7 +201,9 @@ def test_a_hung_analytics_run_is_killed_and_reported_while_sampling_goes_on(sour
         }
     )
     # a closed file from an earlier run, so the first scheduled run does not wait for this run's first roll
-    earlier = tmp_path / "history" / "lag" / "date=2026-01-05"
+    # today's: the scheduled run expires raw history past monitor.history_raw_days, and an older day would be gone
+    # before the second run looked for it
+    earlier = tmp_path / "history" / "lag" / datetime.now(UTC).strftime("date=%Y-%m-%d")
     earlier.mkdir(parents=True)
     pq.write_table(lag_sample_arrow_schema().empty_table(), earlier / "part-000000000000-1.parquet")
     service = MonitorService(config)
