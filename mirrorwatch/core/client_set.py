@@ -94,10 +94,31 @@ class TrackedAdmin(AdminClient):
         return self._outstanding.wait(timeout_s)
 
     def __del__(self) -> None:
-        # runs before the client library frees the handle, on the thread that let the client go
-        left = self.settle()
-        if left:
-            log.debug("an admin client let go with %d request(s) still outstanding after %g s", left, SETTLE_S)
+        # Runs before the client library frees the handle, on the thread that let the client go. With requests
+        # still outstanding the client is kept (resurrected into _RETIRED) and waited out on a thread of its own:
+        # whoever let it go goes on at once. The monitor's sampler replaces a client whose requests time out; waiting
+        # out such a client's requests on the sampler stopped sampling for minutes while brokers restarted.
+        if self._outstanding.wait(0) == 0:
+            return
+        with _retired_lock:
+            _RETIRED.append(self)
+        threading.Thread(target=_free_when_settled, args=(self,), name="admin-settle", daemon=True).start()
+
+
+# Admin clients let go with requests outstanding: kept until those end, then freed by their settling thread. One
+# whose requests never end within SETTLE_S stays here for good: freeing it under them is what crashed.
+_RETIRED: list[TrackedAdmin] = []
+_retired_lock = threading.Lock()
+
+
+def _free_when_settled(admin: TrackedAdmin) -> None:
+    left = admin.settle()
+    if left:
+        log.debug("an admin client let go with %d request(s) still outstanding after %g s: kept", left, SETTLE_S)
+        return
+    with _retired_lock:
+        _RETIRED.remove(admin)
+    # the last reference ends with this thread: the handle is freed here, its requests all answered
 
 
 def _tracking(name: str) -> Callable[..., object]:
