@@ -261,3 +261,17 @@ def test_secrets_never_reach_the_helpers_argv_or_environment(source, live_group)
     finally:
         calls.close()
     assert _pid_gone(pid)
+
+
+def test_a_call_that_times_out_gets_a_new_helper_next(calls, live_group):
+    """librdkafka 2.16's long-lived admin client went on timing out group requests for minutes after a broker
+    restarted (the soak's monitor stayed UNKNOWN): after a timeout, the next call is made by a new helper."""
+    _topic, group, _admin = live_group
+    calls.describe_group(group, TIMEOUT_S)
+    first = calls.pid
+    assert first is not None
+    with pytest.raises((TimeoutError, KafkaException)):
+        calls.committed_offsets(group, 0.0001)  # too short for any answer
+    assert calls.pid is None and _pid_gone(first), "the timed-out helper was stopped"
+    assert calls.describe_group(group, TIMEOUT_S).group_id == group
+    assert calls.pid not in (None, first)

@@ -27,6 +27,8 @@ import threading
 import time
 from typing import IO, Any
 
+from confluent_kafka import KafkaError, KafkaException
+
 from .config import ClusterConfig
 from .coordinator_protocol import (
     TP,
@@ -208,7 +210,22 @@ class CoordinatorCalls:
                     raise self._hung(helper, what, timeout_s, answer)
             except _Gone:
                 raise self._died(helper, what) from None
-            return raise_answer(answer, what)
+            try:
+                return raise_answer(answer, what)
+            except KafkaException as exc:
+                if _gives_up_on_client(exc):
+                    self._renew(helper)
+                raise
+            except TimeoutError:
+                self._renew(helper)
+                raise
+
+    def _renew(self, helper: _Helper) -> None:
+        """A request timed out: the next call starts a new helper. librdkafka 2.16's long-lived admin client went
+        on timing out group requests for minutes after a broker restarted, while a new client was answered at once
+        (as the monitor's own admin client, which ClusterReader renews the same way)."""
+        self._helper = None
+        helper.stop()
 
     def _running_helper(self) -> _Helper:
         helper = self._helper
@@ -286,6 +303,12 @@ class CoordinatorCalls:
         helper = self._helper
         if helper is not None:
             helper.kill()  # the call in flight sees its end, and reaps and closes what is left
+
+
+def _gives_up_on_client(exc: KafkaException) -> bool:
+    """A Kafka error that says the client timed out, not that the cluster answered."""
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
 
 
 _registry: dict[tuple[tuple[str, str], ...], CoordinatorCalls] = {}
