@@ -204,9 +204,16 @@ def test_a_helper_killed_mid_call_fails_that_call_only(calls, live_group, caplog
             raised.append(exc)
 
     thread = threading.Thread(target=call)
+    sent = calls._sequence
     with caplog.at_level(logging.WARNING, logger="mirrorwatch.kafka.coordinator"):
         thread.start()
         _wait_locked(calls)
+        # the request numbered, so past the check that the helper is alive: killed now, it dies mid-call (killed
+        # before that check, the call would start a new helper and answer)
+        deadline = time.monotonic() + 10
+        while calls._sequence == sent and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the request written to its pipe
         os.kill(first, signal.SIGKILL)
         thread.join(TIMEOUT_S + 15)
     assert len(raised) == 1 and isinstance(raised[0], HelperDied)
