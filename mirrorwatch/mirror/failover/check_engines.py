@@ -46,16 +46,23 @@ class Engine(Protocol):
 
 
 @dataclass
-class OurEngine:
+class _EngineReads:
+    """What both adapters hold: the flow, and the fields of :class:`Engine` each fills in from its own records."""
+
     config: Config
     flow_name: str
     flow: FlowConfig
-    name: str = "mirrorwatch"
-    own_group: str | None = None
-    checkpoints: dict[str, dict[Partition, Checkpoint]] = field(default_factory=dict)
-    max_checkpoint_age_s: float = 30.0
-    discovery: GroupDiscovery | None = None
-    redelivery: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    name: str = field(default="", kw_only=True)
+    own_group: str | None = field(default=None, kw_only=True)
+    checkpoints: dict[str, dict[Partition, Checkpoint]] = field(default_factory=dict, kw_only=True)
+    max_checkpoint_age_s: float = field(default=30.0, kw_only=True)
+    discovery: GroupDiscovery | None = field(default=None, kw_only=True)
+    redelivery: dict[tuple[str, str, int], int] = field(default_factory=dict, kw_only=True)
+
+
+@dataclass
+class OurEngine(_EngineReads):
+    name: str = field(default="mirrorwatch", kw_only=True)
 
     def __post_init__(self) -> None:
         f = self.flow
@@ -80,17 +87,9 @@ class OurEngine:
 
 
 @dataclass
-class Mm2Engine:
-    config: Config
-    flow_name: str
-    flow: FlowConfig
+class Mm2Engine(_EngineReads):
     state: Mm2State
-    name: str = "mm2"
-    own_group: str | None = None
-    checkpoints: dict[str, dict[Partition, Checkpoint]] = field(default_factory=dict)
-    max_checkpoint_age_s: float = 30.0
-    discovery: GroupDiscovery | None = None
-    redelivery: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    name: str = field(default="mm2", kw_only=True)
 
     def __post_init__(self) -> None:
         settings = self.flow.mirror
