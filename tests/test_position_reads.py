@@ -107,19 +107,17 @@ def test_positions_are_read_again_after_the_target_restarts(target, topic_name):
         reads.close()
 
 
-def test_a_transaction_open_on_a_target_partition_holds_it_until_it_ends(target, topic_name, monkeypatch, caplog):
+def test_a_transaction_open_on_a_target_partition_holds_it_until_it_ends(target, topic_name, caplog):
     """Records of someone else's transaction are open on target partition 1 (a predecessor's that Kafka left
     hanging, its markers never written, looks the same): what the mirror wrote there would be committed with them
     at its next commit. Partitions 0, 2 and 3 start at once; 1 waits, says at ERROR once that the transaction hangs
-    (after HANGING_AFTER_S, shortened here) with the command to abort it, and starts after the abort."""
+    (past the hanging time, 1 s here) with the command to abort it, and starts after the abort."""
     import logging
 
     from confluent_kafka.admin import AdminClient
 
-    from mirrorwatch.mirror import positions
-    from mirrorwatch.mirror.transactions import open_transactions
+    from mirrorwatch.mirror.hanging import HangingWatch, open_transactions
 
-    monkeypatch.setattr(positions, "HANGING_AFTER_S", 1.0)
     create_topic(target.bootstrap, topic_name, 4)
     group = f"{topic_name}.eos"
     committer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
@@ -140,6 +138,7 @@ def test_a_transaction_open_on_a_target_partition_holds_it_until_it_ends(target,
         lambda: make_consumer(cluster, "test-position-reads", group),
         lambda *args: said.append(args),
         lambda keys: open_transactions(admin, keys),
+        HangingWatch("the-mirror", 1.0),
     )
     caplog.set_level(logging.ERROR, logger="mirrorwatch.mirror")
     reads.want([(topic_name, p) for p in range(4)])
@@ -155,5 +154,62 @@ def test_a_transaction_open_on_a_target_partition_holds_it_until_it_ends(target,
         producer.abort_transaction(30)
         assert poll_until(reads, 1) == [((topic_name, 1), 5)]
         assert not reads.wanted and not said
+    finally:
+        reads.close()
+
+
+def test_an_open_transaction_our_position_claims_is_taken_and_one_another_mirror_claims_is_never_aborted(
+    target, topic_name, caplog
+):
+    """A transaction Kafka committed but left open on two partitions (its markers skipped): the positions committed
+    with it claim its records. On partition 0 the claim is ours: the partition starts at once (our next commit there
+    ends it as committed). On 1 another mirror's transactional id claims it: it waits, and past the hanging time
+    says at ERROR never to abort it. Then the open transaction ends aborted (as our own abort would end it): partition
+    0, asked again, starts from the claim's earlier position, to mirror the lost records again."""
+    import logging
+
+    from confluent_kafka.admin import AdminClient
+
+    from mirrorwatch.mirror.hanging import Claim, HangingWatch, claim_metadata, open_transactions
+
+    create_topic(target.bootstrap, topic_name, 2)
+    producer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"{topic_name}-left-open"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for p in (0, 1):
+        producer.produce(topic_name, b"committed, markers skipped", partition=p)
+    producer.flush(30)  # both at offset 0, open
+    group = f"{topic_name}.eos"
+    committer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
+    claims = {0: Claim(0, 3, "the-mirror"), 1: Claim(0, 3, "another-mirror")}
+    committer.commit(
+        offsets=[TopicPartition(topic_name, p, 4, metadata=claim_metadata(claims[p])) for p in (0, 1)],
+        asynchronous=False,
+    )
+    committer.close()
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    cluster = ClusterConfig.model_validate({"bootstrap.servers": target.bootstrap})
+    reads = PositionReads(
+        lambda: make_consumer(cluster, "test-position-reads", group),
+        lambda *args: None,
+        lambda keys: open_transactions(admin, keys),
+        HangingWatch("the-mirror", 1.0),
+    )
+    caplog.set_level(logging.WARNING, logger="mirrorwatch.mirror")
+    reads.want([(topic_name, p) for p in (0, 1)])
+    try:
+        assert poll_until(reads, 1) == [((topic_name, 0), 4)]  # ours, committed: taken at its position
+        assert reads.claim_of((topic_name, 0)) == claim_metadata(claims[0])
+        deadline = time.monotonic() + 20
+        while not any("Do NOT abort" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+            assert reads.poll() == []
+            time.sleep(0.1)
+        (line,) = [r.getMessage() for r in caplog.records if "Do NOT abort" in r.getMessage()]
+        assert f"{topic_name}[1]" in line and "another-mirror" in line
+        producer.abort_transaction(30)  # ended aborted: the records the claims cover are gone
+        reads.want([(topic_name, 0)])  # asked again, as after an abort of ours
+        # 1 starts at its position: ended, it says nothing more of which way (docs/exactly-once.md, "Known limits")
+        assert sorted(poll_until(reads, 2)) == [((topic_name, 0), 3), ((topic_name, 1), 4)]
+        assert any("mirroring them again from 3" in r.getMessage() for r in caplog.records)
     finally:
         reads.close()

@@ -65,6 +65,7 @@ class PartitionState:
         "unmarked",
         "sync_mark",
         "txn_position",
+        "txn_claim",
     )
 
     def __init__(self, key: tuple[str, int], engine: EngineState) -> None:
@@ -74,6 +75,7 @@ class PartitionState:
         self.acked_next: int | None = None  # last source offset acknowledged by the target + 1
         self.committed: int | None = None  # last offset committed for the mirror group
         self.txn_position: int | None = None  # exactly-once: the position committed on the target
+        self.txn_claim: str | None = None  # ... and the claim it carries in its metadata (hanging.py)
         # reports due, in send order: (source offset, records sent through it, key+value bytes sent through it,
         # the consumed batch, the batch indexes of the first and last record the report acknowledges). Only some
         # records carry a report (engine._send says which); the batch is kept to name a refused record.

@@ -36,6 +36,7 @@ from ..core.clients import make_consumer
 from ..core.naming import positions_group
 from .consumer_guard import STATS_INTERVAL_MS
 from .engine_state import EngineState
+from .hanging import HangingWatch, parse_claim
 from .partition_state import PartitionState
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -46,9 +47,8 @@ Answer = tuple[Key, int, int, str | None]
 HELD = "held"
 
 ASK_AGAIN_S = 0.5  # partitions still waiting: how soon to ask again
-# a transaction still open on a target partition this long after the mirror asked to take it has outlived any
-# transaction timeout: Kafka left it hanging (its markers were never written) and says so at ERROR, once
-HANGING_AFTER_S = 120.0
+# without a transaction timeout to go by (hanging.py): a transaction still open this long has outlived any
+DEFAULT_HANGING_AFTER_S = 120.0
 ALL_AT_ONCE_TIMEOUT_S = 2.0  # every wanted partition in one request: the usual case, nothing held
 ONE_TIMEOUT_S = 1.0  # one partition alone, after the request for all timed out
 
@@ -78,13 +78,14 @@ class PositionReads:
         new_consumer: Callable[[], Consumer],
         retrying: Callable[..., None],
         open_transactions: Callable[[list[Key]], dict[Key, int]] | None = None,
+        hanging: HangingWatch | None = None,
     ) -> None:
         self.new_consumer = new_consumer  # a read_committed consumer of the positions group that never subscribes
         self.retrying = retrying  # the engine's: a warning, unless the cluster watch already said the target is away
         # target partitions with a transaction still open on them, each with its last stable offset (see _ask)
         self.open_transactions = open_transactions
-        self._open_since: dict[Key, float] = {}  # partitions held by an open transaction, since (monotonic)
-        self._hanging_said: set[Key] = set()
+        self.hanging = hanging or HangingWatch("", DEFAULT_HANGING_AFTER_S)
+        self._claims: dict[Key, str | None] = {}  # answered positions' metadata, until the data loop starts them
         self.wanted: dict[Key, int] = {}  # partition → token of the assignment that wants it
         self._token = 0
         self._lock = threading.Lock()
@@ -180,13 +181,13 @@ class PositionReads:
         """Ask for these partitions' positions; the answers go to the data loop. Returns how many were answered."""
         try:
             tps = consumer.committed([TopicPartition(t, p) for t, p in asked], timeout=ALL_AT_ONCE_TIMEOUT_S)
-            self._answer_unless_open(asked, {(tp.topic, tp.partition): tp.offset for tp in tps})
+            self._answer_unless_open(asked, {(tp.topic, tp.partition): (tp.offset, tp.metadata) for tp in tps})
             return len(asked)
         except KafkaException as exc:
             if not _timed_out(exc):
                 raise
         # a transaction holds one of them (or the target is slow or away): each alone, the stable ones start now
-        answered: dict[Key, int] = {}
+        answered: dict[Key, tuple[int, str | None]] = {}
         for (topic, partition), token in asked.items():
             with self._lock:
                 if self._closed.is_set() or self.wanted.get((topic, partition)) != token:
@@ -198,18 +199,18 @@ class PositionReads:
                     raise
                 self._answers.put(((topic, partition), token, -1, HELD))
                 continue
-            answered[(topic, partition)] = tp.offset
+            answered[(topic, partition)] = (tp.offset, tp.metadata)
         self._answer_unless_open(asked, answered)
         return len(answered)
 
-    def _answer_unless_open(self, asked: dict[Key, int], positions: dict[Key, int]) -> None:
+    def _answer_unless_open(self, asked: dict[Key, int], positions: dict[Key, tuple[int, str | None]]) -> None:
         """Answer these positions, except on a target partition where a transaction is still open (its last stable
-        offset below its end) that is not ours: what we write there would be committed with it, and the one open
-        could be a copy of what we are about to send again. A predecessor's transaction is aborted by our
-        init_transactions, but Kafka can leave it open for good on a partition, its markers never written (a single
-        broker's unclean restart: docs/exactly-once.md, "Known limits"); our next commit there would then commit it
-        too. Such a partition waits until the transaction ends (a person aborts a hanging one); so does every
-        partition asked when the check cannot be made (the target away): never a guess."""
+        offset below its end) that is not known to be ours and committed: what we write there would be committed
+        with it, and the one open could be a copy of what we are about to send again. A predecessor's transaction
+        is aborted by our init_transactions, but Kafka can leave it open for good on a partition, its markers never
+        written (hanging.py says when, and how a committed one is told from an aborted one). Such a partition waits
+        until the transaction ends; so does every partition asked when the check cannot be made (the target away):
+        never a guess."""
         if not positions:
             return
         try:
@@ -218,35 +219,20 @@ class PositionReads:
             self.retrying("exactly-once: checking the target for open transactions (will retry): %s", exc)
             still_open = dict.fromkeys(positions, -1)
         now = time.monotonic()
-        for key, offset in positions.items():
-            if key in still_open:
-                self._still_open(key, still_open[key], now)
+        for key, (offset, metadata) in positions.items():
+            start = self.hanging.decide(key, still_open.get(key), parse_claim(metadata), offset, now)
+            if start is None:
                 self._answers.put((key, asked[key], -1, HELD))
-            else:
-                self._open_since.pop(key, None)
-                self._hanging_said.discard(key)
-                self._answer(key, asked[key], offset)
+                continue
+            with self._lock:
+                self._claims[key] = metadata
+            self._answer(key, asked[key], start)
 
-    def _still_open(self, key: Key, stable_offset: int, now: float) -> None:
-        since = self._open_since.setdefault(key, now)
-        if now - since < HANGING_AFTER_S or key in self._hanging_said or stable_offset < 0:
-            return
-        self._hanging_said.add(key)
-        topic, partition = key
-        log.error(
-            "exactly-once: a transaction has stayed open on %s[%d] for %.0f s, past any transaction timeout: it is "
-            "hanging (Kafka never wrote its markers). The mirror does not write to %s[%d] until it ends (what it "
-            "wrote could be committed with it: duplicates). Abort it: kafka-transactions.sh --bootstrap-server "
-            "<target> abort --topic %s --partition %d --start-offset %d",
-            topic,
-            partition,
-            now - since,
-            topic,
-            partition,
-            topic,
-            partition,
-            stable_offset,
-        )
+    def claim_of(self, key: Key) -> str | None:
+        """From the data loop, once the partition starts: the claim its committed position carries (kept as it is
+        by a commit that does not move it)."""
+        with self._lock:
+            return self._claims.pop(key, None)
 
     def _answer(self, key: Key, token: int, offset: int) -> None:
         with self._lock:
@@ -303,6 +289,7 @@ class PositionsGroup(EngineState):
         self.position_reads.want([(tp.topic, tp.partition) for tp in target_partitions])
 
     def _start_from(self, found: list[tuple[Key, int]]) -> None:
+        assert self.position_reads is not None
         source_tps = []
         for (target_topic, partition), offset in found:
             topic = self.policy.source_topic(target_topic)
@@ -310,6 +297,7 @@ class PositionsGroup(EngineState):
                 continue
             key = (topic, partition)
             state = self.partitions[key] = PartitionState(key, self)
+            state.txn_claim = self.position_reads.claim_of((target_topic, partition))
             if offset >= 0:
                 state.committed = state.read_next = state.acked_next = offset
                 state.txn_position = offset

@@ -33,17 +33,14 @@ import socket
 import time
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
-    OffsetSpec,
-)
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from ..core.access import Denied, error_of
 from ..core.clients import make_consumer, make_producer
 from ..core.naming import positions_group, transactional_id
 from .acknowledgement import MirrorFailure
 from .bounded_calls import CallHung, call_bounded
+from .hanging import HANGING_MARGIN_S, Claim, HangingWatch, claim_metadata, open_transactions
 from .partition_state import PartitionState
 from .positions import PositionReads, PositionsGroup
 
@@ -82,24 +79,6 @@ def transaction_failure(code: int, fatal: bool) -> str:
     return "fenced" if fatal or code == KafkaError._FATAL else "abort"
 
 
-def open_transactions(admin: AdminClient, keys: list[Key]) -> dict[Key, int]:
-    """Target partitions with a transaction open on them (last stable offset below the end), each with its last
-    stable offset: the positions thread does not start them (positions.py says why). Raises when an offset cannot be
-    read."""
-    tps = [TopicPartition(t, p) for t, p in keys]
-
-    def offsets(level: IsolationLevel) -> dict[Key, int]:
-        futures = admin.list_offsets(
-            {tp: OffsetSpec.latest() for tp in tps},  # type: ignore[no-untyped-call]
-            isolation_level=level,
-            request_timeout=COMMIT_TIMEOUT_S,
-        )
-        return {(tp.topic, tp.partition): f.result(COMMIT_TIMEOUT_S + 1).offset for tp, f in futures.items()}
-
-    stable, ends = offsets(IsolationLevel.READ_COMMITTED), offsets(IsolationLevel.READ_UNCOMMITTED)
-    return {key: stable[key] for key in keys if stable[key] < ends[key]}
-
-
 class TransactionRefused(MirrorFailure):
     """Exactly-once cannot go on: fenced again and again (another process with our transactional id); exits 5."""
 
@@ -111,12 +90,15 @@ class ExactlyOnce(PositionsGroup):
         self.exactly_once = self.settings.delivery == "exactly_once"
         self.members = None  # the positions group's consumer on the target
         self.position_reads: PositionReads | None = None  # partitions assigned, waiting for their positions
+        instance = self.settings.instance_id or socket.gethostname()
+        self.transactional_id = transactional_id(self.group, instance)
         if self.exactly_once:
             target, client_id, group = self.target_cluster, f"mirrorwatch-mirror-{self.flow_name}", self.group
             self.position_reads = PositionReads(
                 lambda: make_consumer(target, client_id, positions_group(group), **{"enable.auto.commit": False}),
                 self._retrying,
                 lambda keys: open_transactions(self.target_admin, keys),
+                HangingWatch(self.transactional_id, self.settings.transaction_timeout_s + HANGING_MARGIN_S),
             )
         # What the engine publishes about its progress (offset syncs, the source group's commit) trails by one
         # transaction: commit_transaction() returns once the coordinator has decided, and the markers that make the
@@ -137,8 +119,6 @@ class ExactlyOnce(PositionsGroup):
         self._fenced_producers: list[Producer] = []
         self._transactions_ready = False
         self._commit_failing_since: float | None = None
-        instance = self.settings.instance_id or socket.gethostname()
-        self.transactional_id = transactional_id(self.group, instance)
 
     def _transactional_properties(self) -> dict[str, Any]:
         return {
@@ -199,7 +179,7 @@ class ExactlyOnce(PositionsGroup):
         for (topic, partition), state in self.partitions.items():
             if state.read_next is not None:
                 name = self.target_names.get(topic) or self.policy.target_topic(topic)
-                owned.append((state, TopicPartition(name, partition, state.read_next)))
+                owned.append((state, self._position(state, name, partition, state.read_next)))
         moved = [(state, tp) for state, tp in owned if tp.offset != state.txn_position]
         if not moved and not self._produced_since_commit and not self._syncs_in_txn:
             return True
@@ -234,7 +214,9 @@ class ExactlyOnce(PositionsGroup):
         self._commit_failing_since = None
         self._produced_since_commit = False
         for state, tp in moved:
-            state.txn_position = tp.offset
+            state.txn_position, state.txn_claim = tp.offset, tp.metadata
+        assert self.position_reads is not None  # made with the engine under exactly-once
+        self.position_reads.hanging.committed({(tp.topic, tp.partition): state.last_downstream for state, tp in moved})
         self.producer.begin_transaction()
         self._syncs_in_txn = self.publisher.release_held()
         # the source group: the previous commit's positions, readable on the target now (see _init_exactly_once)
@@ -242,6 +224,15 @@ class ExactlyOnce(PositionsGroup):
         if due:
             self.publisher.commit(sync=False, positions=due)
         return True
+
+    def _position(self, state: PartitionState, name: str, partition: int, offset: int) -> TopicPartition:
+        """A position to commit, with what it claims on the target (hanging.py): a position that moves claims the
+        newest record written; one that does not keeps its claim."""
+        metadata = state.txn_claim
+        if offset != state.txn_position and state.last_downstream >= 0:
+            before = -1 if state.txn_position is None else state.txn_position
+            metadata = claim_metadata(Claim(state.last_downstream, before, self.transactional_id))
+        return TopicPartition(name, partition, offset, metadata=metadata)
 
     def _settle_failures(self) -> None:
         """A record's report failed for a reason that only dooms the transaction (the target away past the

@@ -132,8 +132,8 @@ def hanging_reasons(
             f"hanging transaction on target partition {topic}[{partition}]: open {format_duration(r['open_s'])} "
             f"(longer than monitor.hanging_transaction_s, {format_duration(threshold_s)}), last stable offset {start} "
             f"< end {r['target_end']}: read_committed readers see nothing from offset {start} on. "
-            f"Find it: {find} --max-transaction-timeout 1; abort it: {tool} abort --topic {topic} "
-            f"--partition {partition} --start-offset {start}"
+            f"Find it: {find} --max-transaction-timeout 1; unless the mirror's log says it holds committed records "
+            f"(never abort those), abort it: {tool} abort --topic {topic} --partition {partition} --start-offset {start}"
         )
     if len(rows) > REASONS_SHOWN:
         out.append(f"and {len(rows) - REASONS_SHOWN} more target partitions with a hanging transaction (monitor lag)")

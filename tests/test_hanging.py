@@ -1,0 +1,70 @@
+"""A transaction left open on a target partition: what a committed position's claim says of it (pure logic;
+tests/test_position_reads.py plays it on a real broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirrorwatch.mirror.hanging import Claim, HangingWatch, Verdict, claim_metadata, parse_claim, verdict
+
+OURS = Claim(target_offset=10, rewind_to=100, writer="ours")
+THEIRS = Claim(target_offset=10, rewind_to=100, writer="theirs")
+
+
+@pytest.mark.parametrize(
+    "metadata, claim",
+    [
+        (claim_metadata(OURS), OURS),
+        (claim_metadata(Claim(0, -1, "g-host:with:colons")), Claim(0, -1, "g-host:with:colons")),
+        (None, None),
+        ("", None),
+        ("written by someone else", None),
+        ("mirrorwatch-claim:x:1:ours", None),
+    ],
+)
+def test_a_claim_reads_back_as_written(metadata, claim):
+    assert parse_claim(metadata) == claim
+
+
+@pytest.mark.parametrize(
+    "stable, claim, taken, expected",
+    [
+        (None, None, False, Verdict.START),  # nothing open
+        (None, OURS, False, Verdict.START),
+        (11, OURS, False, Verdict.WAIT),  # open after what we claim: not ours to end
+        (5, None, False, Verdict.WAIT),  # no claim: never a guess
+        (-1, OURS, False, Verdict.WAIT),  # the check could not be made
+        (10, OURS, False, Verdict.TAKE_COMMITTED),  # open from the record we claim: committed, by us
+        (3, OURS, False, Verdict.TAKE_COMMITTED),
+        (10, THEIRS, False, Verdict.WAIT_COMMITTED),  # committed by another mirror: never abort it
+        (10, OURS, True, Verdict.TAKE_COMMITTED),  # taken, still open: still ours to end
+        (None, OURS, True, Verdict.REWIND),  # taken, ended without our commit: aborted
+        (11, OURS, True, Verdict.WAIT),  # taken, ended, someone else's open after it: wait, then rewind
+        (-1, OURS, True, Verdict.WAIT),
+    ],
+)
+def test_what_an_open_transaction_means_for_a_partition(stable, claim, taken, expected):
+    assert verdict(stable, claim, "ours", taken) == expected
+
+
+def test_a_taken_partition_is_ours_until_a_commit_writes_past_its_claim():
+    watch = HangingWatch("ours", 60.0)
+    key = ("t", 0)
+    assert watch.decide(key, 10, OURS, 120, now=0.0) == 120
+    watch.committed({key: 10})  # nothing written past the claim yet
+    assert key in watch.taken
+    watch.committed({key: 11})
+    assert key not in watch.taken
+    assert watch.decide(key, None, OURS, 130, now=1.0) == 130  # ended committed: its position stands
+
+
+def test_a_taken_partition_whose_transaction_ended_aborted_starts_before_it():
+    watch = HangingWatch("ours", 60.0)
+    key = ("t", 0)
+    assert watch.decide(key, 10, OURS, 120, now=0.0) == 120
+    assert watch.decide(key, None, OURS, 120, now=1.0) == 100
+    assert key not in watch.taken
+    unknown = Claim(10, -1, "ours")
+    assert watch.decide(key, 10, unknown, 120, now=2.0) == 120
+    assert watch.decide(key, None, unknown, 120, now=3.0) is None  # where to start again is not known: it waits
+    assert watch.decide(key, None, unknown, 120, now=4.0) is None  # for good, never a guess
