@@ -208,3 +208,27 @@ def test_a_clean_rolling_restart_pages_nobody(plan, rig, fault):
     assert not critical, f"the canary said CRITICAL {len(critical)} times during {fault}:\n{rig.canary_log()}"
     notified = rig.paging.notified_at[fault]
     assert notified == 0, f"{notified} notifications by the end of {fault}: {rig.paging.notifications(notified)}"
+
+
+HARD_FAULTS = [
+    "source partition leader SIGKILLed",
+    "mirror group coordinator SIGKILLed",
+    "transaction coordinator SIGKILLed",
+    "exactly-once positions group coordinator SIGKILLed",
+    "target active controller SIGKILLed",
+    "target partition leader frozen past its session",
+]
+# MirrorwatchFlowInTrouble's `for:` in the shipped rules: a mirror behind this long really stood still
+STOOD_STILL_S = 30.0
+
+
+@pytest.mark.parametrize("fault", HARD_FAULTS)
+def test_a_hard_fault_pages_at_most_once_and_only_for_a_mirror_that_stood_still(plan, rig, fault):
+    """One broker of three killed or frozen: at most one page (a critical notification through the shipped
+    Alertmanager config), and one only if a mirror was still behind STOOD_STILL_S after the fault ended."""
+    pages = rig.paging.pages[fault]
+    print(f"pages during {fault}: {pages or 'none'}")
+    assert len(pages) <= 1, pages
+    if pages:
+        (measured,) = [m for m in plan if m.fault == fault]
+        assert max(measured.catch_up_s.values(), default=0.0) >= STOOD_STILL_S, (pages, measured.catch_up_s)

@@ -44,6 +44,7 @@ class PagingWatch(threading.Thread):
         self._stack = ExitStack()
         self._halt = threading.Event()
         self.notified_at: dict[str, int] = {}  # fault → notifications received by its end
+        self.pages: dict[str, list[str]] = {}  # fault → the pages (critical, firing) received during it
 
     def begin(self) -> PagingWatch:
         receivers = dict.fromkeys(RECEIVERS, self.hook.url)
@@ -71,7 +72,11 @@ class PagingWatch(threading.Thread):
 
     def ended(self, fault: str) -> None:
         """The fault is over (the clusters in sync, every contestant caught up): what was notified by then."""
+        since = max(self.notified_at.values(), default=0)
         self.notified_at[fault] = len(self.hook.bodies)
+        self.pages[fault] = [
+            notification_line(body) for body in self.hook.bodies[since : self.notified_at[fault]] if is_page(body)
+        ]
 
     def during(self, fault: str) -> list[Look]:
         return [look for look in self.looks if look.fault == fault]
@@ -84,3 +89,8 @@ class PagingWatch(threading.Thread):
         self.join(10)
         self._stack.close()
         self.hook.close()
+
+
+def is_page(body: dict) -> bool:
+    """A notification that wakes someone: a critical alert firing (warnings are tickets)."""
+    return any(a["status"] == "firing" and a["labels"].get("severity") == "critical" for a in body.get("alerts", []))
