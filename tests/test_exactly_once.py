@@ -12,7 +12,8 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorwatch.core.naming import positions_group
+from mirrorwatch.core.naming import positions_group, transactional_id
+from mirrorwatch.mirror.hanging import Claim, parse_claim
 
 from .support.exactly_once import PacedWriter, delivery, read_committed
 from .support.helpers import create_topic, end_offsets
@@ -37,6 +38,16 @@ def positions(bootstrap: str, group: str, topic: str, parts: int) -> dict[int, i
         return {tp.partition: tp.offset for tp in found}
     except KafkaException:
         return {}
+    finally:
+        consumer.close()
+
+
+def claims(bootstrap: str, group: str, topic: str, parts: int) -> dict[int, Claim | None]:
+    """What each committed position claims on the target (its metadata)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": positions_group(group)})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(parts)], timeout=20)
+        return {tp.partition: parse_claim(tp.metadata) for tp in found}
     finally:
         consumer.close()
 
@@ -136,7 +147,12 @@ def test_zombie_and_scale_out_never_commit_twice(source, target, topic_name, mir
     seen = delivery(reads[-1], total, parts)
     assert seen.exact and seen.records == total, seen
     # the target holds commit markers (and the zombie's aborted records): end offsets count them as records
-    assert sum(end_offsets(target.bootstrap, mirrored_topic).values()) > total
+    ends = end_offsets(target.bootstrap, mirrored_topic)
+    assert sum(ends.values()) > total
+    # each position claims a record before the end, written by one of the two (mirror/hanging.py)
+    ids = {transactional_id(group, "a"), transactional_id(group, "b")}
+    for partition, claim in claims(target.bootstrap, group, mirrored_topic, parts).items():
+        assert claim is not None and 0 <= claim.target_offset < ends[partition] and claim.writer in ids, claim
 
 
 def test_the_target_broker_killed_doubles_nothing(source, target, topic_name, mirror_config, tmp_path):
