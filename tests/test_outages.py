@@ -268,7 +268,7 @@ def test_source_killed_and_restarted_while_running_costs_no_exit_and_loses_nothi
         wait_until(lambda: caught_up(source, group, topic_name), 90, what="caught up after the crash", alive=mirror)
         windows = [(before, end_offsets(source.bootstrap, topic_name))]
         assert mirror.running()
-    assert mirror.proc.returncode == 0
+    assert mirror.proc.returncode == 0, f"a stop past 15 s (SIGKILL); the log ends:\n{mirror.log_text()[-3000:]}"
     assert state_lines(mirror.log_text(), "source") == (1, 1), mirror.log_text()[-3000:]
     verdict(source, target, topic_name, windows)
 

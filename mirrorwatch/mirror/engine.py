@@ -41,7 +41,6 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from ..core.access import AccessProblem, Denied
 from ..core.clients import make_admin, make_consumer, make_producer
 from ..core.config import Config
-from ..core.coordinator_calls import close_all as close_coordinator_calls
 from ..core.naming import mirror_group, offset_syncs_topic
 from ..core.records import PROVENANCE_HEADER
 from ..core.topic_selection import TopicFilter, policy_of
@@ -394,32 +393,3 @@ class MirrorEngine(
     def in_flight(self) -> int:
         """Records handed to the producer and not yet reported (offset syncs included); safe from any thread."""
         return len(self.producer)
-
-    def _shutdown(self) -> None:
-        self._stop.set()  # also after an exception: nothing below may wait for a cluster as if still running
-        if self.heartbeats:
-            self.heartbeats.stop()
-        if self.checkpoints:
-            self.checkpoints.stop()
-        remaining = self._flush(8)
-        if remaining:
-            log.warning(
-                "%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining
-            )
-        self.watch.stop()
-        self._end_background()
-        if self.exactly_once:
-            self._close_transactions()  # commit what was written if the target can check it, else abort
-        else:
-            if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
-                self.publisher.commit()
-            self.publisher.emit_syncs()
-        try:
-            self.producer.flush(2)
-        except Exception as exc:  # a producer failed fatally (exactly-once: fenced) has nothing left to flush
-            log.debug("flushing the producer at shutdown: %s", exc)
-        try:
-            self.consumer.close()
-        except Exception as exc:
-            log.warning("closing the consumer: %s", exc)
-        close_coordinator_calls()  # the helper processes of the group describes and offsets (core.coordinator_calls)

@@ -6,10 +6,13 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
+from collections.abc import Callable
 
 from ..core.access import Denied, wait_for_connection
 from ..core.client_set import join_all, settle
 from ..core.clients import make_admin
+from ..core.coordinator_calls import close_all as close_coordinator_calls
 from ..core.coordinator_calls import for_cluster
 from ..core.probes import LIVENESS_FLOOR_S, ProbeState
 from .engine_state import EngineState
@@ -25,6 +28,9 @@ START_UP_STALE_S = 180.0
 DATA_PATH_STALE_S = LIVENESS_FLOOR_S
 # at shutdown, how long the heartbeat, checkpoint and topic threads may take to end their current client call
 BACKGROUND_JOIN_S = 10.0
+# a shutdown step that takes longer says so: a stop that outlasts its grace period (systemd's TimeoutStopSec, the
+# pod's terminationGracePeriodSeconds) ends in SIGKILL, and the log then says which step held it
+SLOW_STEP_S = 2.0
 
 
 class EngineLifecycle(EngineState):
@@ -138,3 +144,53 @@ class EngineLifecycle(EngineState):
         if running:
             log.warning("still running %g s after the stop (not waited for longer): %s", BACKGROUND_JOIN_S, running)
         settle([self.source_admin, self.target_admin])
+
+    def _shutdown(self) -> None:
+        """Stop in a defined order, each step bounded (docs/design.md, "Teardown"); a slow step is named."""
+        self._stop.set()  # also after an exception: nothing below may wait for a cluster as if still running
+        if self.heartbeats:
+            self.heartbeats.stop()
+        if self.checkpoints:
+            self.checkpoints.stop()
+        _timed("flushing what is in flight", self._flush_in_flight)
+        self.watch.stop()
+        _timed("joining the background threads and settling the admin clients", self._end_background)
+        _timed("the last commit", self._last_commit)
+        _timed("flushing the producer", self._flush_producer)
+        _timed("closing the consumer", self._close_consumer)
+        _timed("stopping the coordinator-call helpers", close_coordinator_calls)
+
+    def _flush_in_flight(self) -> None:
+        remaining = self._flush(8)
+        if remaining:
+            log.warning(
+                "%d record(s) still unacknowledged at shutdown; they stay uncommitted and will be re-sent", remaining
+            )
+
+    def _last_commit(self) -> None:
+        if self.exactly_once:
+            self._close_transactions()  # commit what was written if the target can check it, else abort
+            return
+        if self.watch.up["source"]:  # a commit to a source that is away would block; the records come again
+            self.publisher.commit()
+        self.publisher.emit_syncs()
+
+    def _flush_producer(self) -> None:
+        try:
+            self.producer.flush(2)
+        except Exception as exc:  # a producer failed fatally (exactly-once: fenced) has nothing left to flush
+            log.debug("flushing the producer at shutdown: %s", exc)
+
+    def _close_consumer(self) -> None:
+        try:
+            self.consumer.close()
+        except Exception as exc:
+            log.warning("closing the consumer: %s", exc)
+
+
+def _timed(what: str, step: Callable[[], None]) -> None:
+    started = time.monotonic()
+    step()
+    took = time.monotonic() - started
+    if took > SLOW_STEP_S:
+        log.info("shutdown: %s took %.1f s", what, took)
