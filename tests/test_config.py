@@ -91,6 +91,12 @@ BAD_FILES = [
         "config error in {path}: monitor.hanging_transaction_s: 10 s is not longer than mirror.transaction_timeout_s "
         "(10 s): a crashed mirror's transaction, which the target aborts by then, would be called hanging; raise it",
     ),
+    (
+        GOOD + "monitor: {history_raw_days: 3, analytics: {every_s: 3600, lookback_days: 7}}\n",
+        "config error in {path}: monitor.analytics.lookback_days: 7 days is longer than monitor.history_raw_days (3): "
+        "the scheduled job expires raw samples after that, so it would analyse less than asked; lower it or raise "
+        "history_raw_days",
+    ),
 ]
 
 

@@ -368,6 +368,14 @@ class Config(Section):
                 f"({self.mirror.transaction_timeout_s:g} s): a crashed mirror's transaction, which the target aborts "
                 "by then, would be called hanging; raise it",
             )
+        analytics = self.monitor.analytics
+        if analytics.every_s is not None and analytics.lookback_days > self.monitor.history_raw_days:
+            raise _KeyedError(
+                "monitor.analytics.lookback_days",
+                f"{analytics.lookback_days:g} days is longer than monitor.history_raw_days "
+                f"({self.monitor.history_raw_days:g}): the scheduled job expires raw samples after that, so it would "
+                "analyse less than asked; lower it or raise history_raw_days",
+            )
         ports: dict[tuple[str, int], str] = {}
         for key, host, port in (
             ("mirror.metrics_port", self.mirror.metrics_host, self.mirror.metrics_port),
