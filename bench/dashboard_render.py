@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import machine  # noqa: E402
 from bench.jsonline import BenchRun  # noqa: E402
+from harness.chromium import CHROMIUM, CHROMIUM_FLAGS  # noqa: E402
+from harness.dashboard_stub import FIXTURES, StubServer, analytics_status, big_flow  # noqa: E402
 from mirrorwatch.localkafka.launcher import free_port  # noqa: E402
-from tests.test_dashboard_app import FIXTURES, StubServer, analytics_status, big_flow  # noqa: E402
-from tests.test_dashboard_live import CHROMIUM, CHROMIUM_FLAGS  # noqa: E402
 
 CHARTS = "document.querySelectorAll('.vega-embed canvas, .vega-embed svg.marks').length"
 

@@ -15,14 +15,14 @@ from types import SimpleNamespace
 import yaml
 from confluent_kafka import Producer
 
+from harness.alertmanager import alertmanager_server
+from harness.mirror_harness import BIN
+from harness.prometheus_server import prometheus_server
+from harness.services import Service
+from harness.webhooks import WebhookReceiver
 from mirrorwatch.demo import Traffic, create_sample_topics, demo_config
 from mirrorwatch.grafana_build import promql
 from mirrorwatch.localkafka.launcher import free_port
-from tests.support.alertmanager import alertmanager_server
-from tests.support.mirror_harness import BIN
-from tests.support.prometheus_server import prometheus_server
-from tests.support.services import Service
-from tests.support.webhooks import WebhookReceiver
 
 from .common import fresh_clusters
 from .detection_floor import duration_s
@@ -146,7 +146,7 @@ class Mm2Stack(_Stack):
     """Fresh clusters, MirrorMaker 2 in a real Connect worker (tests/support/connect_mm2.py), canary and monitor."""
 
     def __enter__(self) -> Mm2Stack:
-        from tests.support.connect_mm2 import SOURCE_CONNECTOR, start_connect_mm2
+        from harness.connect_mm2 import SOURCE_CONNECTOR, start_connect_mm2
 
         super().__enter__()
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tests.support.prometheus_server import duration_s
+from harness.prometheus_server import duration_s
 
 # Alertmanager's defaults for a route that sets nothing (and whose parents set nothing)
 AM_DEFAULTS = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}

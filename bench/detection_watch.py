@@ -11,7 +11,7 @@ import yaml
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from tests.support.alertmanager import PAGE_RECEIVER, notification_line, paged_alerts, pages
+from harness.alertmanager import PAGE_RECEIVER, notification_line, paged_alerts, pages
 
 from .detection_faults import NOTIFYING, metrics_answer, restart_sec
 from .detection_floor import duration_s, route_for

@@ -37,18 +37,18 @@ from .jsonline import BenchRun
 
 
 def accuracy(cycles: int, targets: list[str]) -> dict:
-    from mirrorwatch.core.config_loading import config_from_dict
-    from mirrorwatch.localkafka import LocalClusters
-    from mirrorwatch.monitor.sampler import Sampler
-    from tests.support.helpers import create_topic, produce_numbered
-    from tests.support.lag_accuracy import LatencyReader, RateProducer, measure
-    from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
-    from tests.support.transactional_mirror import (
+    from harness.helpers import create_topic, produce_numbered
+    from harness.lag_accuracy import LatencyReader, RateProducer, measure
+    from harness.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
+    from harness.transactional_mirror import (
         CommittedCounter,
         TransactionalMirror,
         ensure_syncs_topic,
         harness_or_engine,
     )
+    from mirrorwatch.core.config_loading import config_from_dict
+    from mirrorwatch.localkafka import LocalClusters
+    from mirrorwatch.monitor.sampler import Sampler
 
     parts, interval_s = 3, 1.0
     figures: dict = {}

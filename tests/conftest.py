@@ -291,7 +291,7 @@ def mm2_connect(tmp_path_factory):
     On a cluster pair of its own: on the worker's shared pair, other modules' mirrors and MM2s had left heartbeats in
     the source's `heartbeats` topic, which this MM2 mirrors as `src.heartbeats` (the heartbeats that crossed the
     mirror): the canary and the failover check read them 4 minutes old, and said CRITICAL and DEGRADED."""
-    from .support.connect_mm2 import start_connect_mm2
+    from harness.connect_mm2 import start_connect_mm2
 
     base = tmp_path_factory.mktemp("kafka-connect")
     clusters = LocalClusters(["source", "target"], base)

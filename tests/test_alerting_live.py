@@ -30,9 +30,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from mirrorwatch.grafana_build import promql
-
-from .support.alertmanager import (
+from harness.alertmanager import (
     PAGE_RECEIVER,
     alertmanager_server,
     check_config,
@@ -40,8 +38,12 @@ from .support.alertmanager import (
     paged_alerts,
     pages,
 )
-from .support.helpers import produce_numbered
-from .support.prometheus_server import PromQLError, check_metrics, duration_s, prometheus_server, write_rules_scaled
+from harness.helpers import produce_numbered
+from harness.prometheus_server import PromQLError, check_metrics, duration_s, prometheus_server, write_rules_scaled
+from harness.webhooks import WebhookReceiver
+from mirrorwatch.grafana_build import promql
+
+from .support.outages import frozen, local_only
 from .support.real_stack import (
     ALERT_RULES,
     FLOW,
@@ -51,8 +53,6 @@ from .support.real_stack import (
     checked_expression,
     healthy,
 )
-from .support.webhooks import WebhookReceiver
-from .test_outages import frozen, local_only
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_AM = ROOT / "grafana" / "alertmanager" / "alertmanager.yml"
@@ -66,7 +66,7 @@ def group_coordinator_ready(bootstrap: str, timeout_s: float = 180) -> None:
     loads for longer than the Stack's own retries wait (seen at load 25: NOT_COORDINATOR for over 10 s)."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    from .support.helpers import create_topic
+    from harness.helpers import create_topic
 
     topic = f"t-alerting-warm-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, 1)

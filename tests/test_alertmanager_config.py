@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.alertmanager import AMTOOL, alertmanager_server, check_config
+from harness.webhooks import WebhookReceiver
 from mirrorwatch.grafana_build import promql
-
-from .support.alertmanager import AMTOOL, alertmanager_server, check_config
-from .support.webhooks import WebhookReceiver
 
 ROOT = Path(__file__).resolve().parent.parent
 AM_DIR = ROOT / "grafana" / "alertmanager"

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support.alertmanager import alertmanager_server, point_receivers, set_route_timings
-from tests.support.prometheus_server import _config
-from tests.support.webhooks import WebhookReceiver
+from harness.alertmanager import alertmanager_server, point_receivers, set_route_timings
+from harness.prometheus_server import _config
+from harness.webhooks import WebhookReceiver
 
 CONFIG = {
     "route": {

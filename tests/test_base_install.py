@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.helpers import create_topic, produce_numbered
+
 from .conftest import TestCluster
 from .support.base_install import base_install, clean_env
 from .support.canary_checks import canary_config
-from .support.helpers import create_topic, produce_numbered
 
 pytestmark = pytest.mark.timeout(900)  # a fresh clone downloads the base dependencies first
 

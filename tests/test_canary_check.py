@@ -11,13 +11,13 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from harness.helpers import admin, end_offsets
+from harness.mirror_harness import BIN, MirrorProcess
 from mirrorwatch.canary.events import is_canary
 from mirrorwatch.core.records import CanaryEvent
 
 from .support.canary_checks import CRIT_S, canary_config, check_until, delete_records_before, run_check, write
 from .support.canary_json import check_json_schema
-from .support.helpers import admin, end_offsets
-from .support.mirror_harness import BIN, MirrorProcess
 
 
 def groups_on(bootstrap: str) -> set[str]:

@@ -15,9 +15,10 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.helpers import end_offsets
+from harness.mirror_harness import BIN, MirrorProcess
+
 from .support.canary_checks import canary_config, check_until, delete_records_before, write
-from .support.helpers import end_offsets
-from .support.mirror_harness import BIN, MirrorProcess
 
 # 20 s: the healthy stack with bursts is also watched for any alert, pending or firing, in test_alerting_live, and
 # for ten minutes by bench/detection.py (docs/canary.md)

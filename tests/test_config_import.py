@@ -284,7 +284,7 @@ def test_mm2_properties_secrets_never_copied():
 def test_mm2_properties_of_the_real_mm2_test_watch_it_with_no_hand_edits(tmp_path):
     """tests/test_mm2.py runs the real MM2 on mm2_properties(...) and watches it with a hand-written config; the
     generated one says the same in every MM2 field."""
-    from .test_mm2 import FAST, RUN
+    from .support.mm2_settings import FAST, RUN
 
     props = mm2_properties({"east": "127.0.0.1:1", "west": "127.0.0.1:2"}, "east", "west", f"mm2t-{RUN}-.*", **FAST)
     path = tmp_path / "mm2.properties"

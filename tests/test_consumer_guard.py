@@ -12,6 +12,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from harness.helpers import create_topic, produce_numbered, read_all
+from harness.mirror_harness import fast_mirror_settings, wait_until
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.localkafka.launcher import free_port
 from mirrorwatch.mirror.consumer_guard import STUCK_AFTER_S, group_state, outside_group_since, should_replace
@@ -19,9 +21,7 @@ from mirrorwatch.mirror.engine import MirrorEngine
 from mirrorwatch.mirror.heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from mirrorwatch.mirror.outage import SECOND_OPINION_AFTER_S, ClusterWatch
 
-from .support.helpers import create_topic, produce_numbered, read_all
-from .support.mirror_harness import fast_mirror_settings, wait_until
-from .test_mirror import committed_offsets
+from .support.mirror_flows import committed_offsets
 
 # the shape of librdkafka's statistics around the group part (abridged from a real consumer's)
 STATS_UP = '{"name": "c#consumer-1", "type": "consumer", "topics": {}, "cgrp": { "state": "up", "stateage": 12011, "join_state": "steady", "rebalance_age": 11990, "rebalance_cnt": 1, "assignment_size": 6 }, "eos": {}}'

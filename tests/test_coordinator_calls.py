@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness.helpers import kafka_error_code
 from mirrorwatch.core.config import ClusterConfig
 from mirrorwatch.core.coordinator_calls import CoordinatorCalls, HelperDied
 from mirrorwatch.core.coordinator_protocol import (
@@ -31,8 +32,6 @@ from mirrorwatch.core.coordinator_protocol import (
     offsets_result,
     raise_answer,
 )
-
-from .support.helpers import kafka_error_code
 
 TIMEOUT_S = 15.0
 

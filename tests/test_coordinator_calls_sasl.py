@@ -10,10 +10,10 @@ from pathlib import Path
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
+from harness.helpers import kafka_error_code
 from mirrorwatch.core.config import ClusterConfig
 from mirrorwatch.core.coordinator_calls import CoordinatorCalls
 
-from .support.helpers import kafka_error_code
 from .support.sasl import MIRROR_PASSWORD, MIRROR_USER
 
 

@@ -7,9 +7,8 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
+from harness.helpers import create_topic, produce_numbered
 from mirrorwatch.core.reading import read_to_end
-
-from .support.helpers import create_topic, produce_numbered
 
 
 def test_a_long_lived_reader_reads_only_what_is_new_and_returns_at_the_end(source, topic_name):

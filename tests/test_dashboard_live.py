@@ -32,29 +32,19 @@ import pyarrow.parquet as pq
 import pytest
 import requests
 
+from harness.chromium import CHROMIUM, CHROMIUM_FLAGS
+from harness.dashboard_stub import FIXTURES
+from harness.helpers import create_topic, produce_numbered
+from harness.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
+from harness.services import Service
 from mirrorwatch.localkafka.launcher import free_port
 
-from .support.helpers import create_topic, produce_numbered
 from .support.history_charts import check_history_charts
-from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
-from .support.services import Service
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures" / "dashboard"
 ARTIFACTS = ROOT / "test-artifacts"
 SCREENSHOTS = Path(os.environ.get("MIRRORWATCH_SCREENSHOTS") or ARTIFACTS / "screenshots")
 RECORD = os.environ.get("MIRRORWATCH_RECORD_DASHBOARD") == "1"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 FLOW = "east-west"
 
 

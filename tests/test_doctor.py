@@ -11,13 +11,13 @@ from pathlib import Path
 
 import yaml
 
+from harness.helpers import create_topic
 from mirrorwatch.core.acls import all_needs
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.naming import offset_syncs_topic
 from mirrorwatch.doctor.probes import OK, ClusterProbe
 
 from .error_cases import doctor_cases, message_pattern
-from .support.helpers import create_topic
 from .support.sasl import MIRROR_PASSWORD
 
 BIN = Path(sys.executable).parent

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_mirror_failover import run_cli
+from .support.mirror_cli import run_cli
 
 pytestmark = pytest.mark.kafka
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.mirror_harness import BIN
+
 from .error_cases import BASE, CASES, render
-from .support.mirror_harness import BIN
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT_SETTINGS = {

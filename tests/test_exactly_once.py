@@ -12,13 +12,13 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from harness.helpers import create_topic, end_offsets
+from harness.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from mirrorwatch.core.naming import positions_group, transactional_id
 from mirrorwatch.mirror.hanging import Claim, parse_claim
 
 from .support.exactly_once import PacedWriter, delivery, read_committed
-from .support.helpers import create_topic, end_offsets
-from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
-from .test_mirror import committed_offsets
+from .support.mirror_flows import committed_offsets
 
 
 def eos_config(mirror_config, topic, group, **settings):

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.helpers import create_topic, produce_numbered, read_all
+from harness.mirror_harness import MirrorProcess, wait_until
 from mirrorwatch.mirror.failover.tail_export import ORIGIN_HEADER, manifest_path, read_lines, read_manifest
 
 from .error_cases import FAILOVER_REFUSALS, message_pattern
-from .support.helpers import create_topic, produce_numbered, read_all
-from .support.mirror_harness import MirrorProcess, wait_until
-from .test_mirror_behaviour import config_for, count_on
-from .test_mirror_failover import consume_and_commit, run_cli
+from .support.mirror_cli import run_cli
+from .support.mirror_flows import config_for, consume_and_commit, count_on
 
 pytestmark = pytest.mark.kafka
 BEFORE, AFTER = 400, 300  # records mirrored, then records written while the mirror is down (the tail)

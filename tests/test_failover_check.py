@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import json
+from harness.helpers import create_topic, produce_numbered
+from harness.mirror_harness import MirrorProcess, wait_until
 
-from .support.helpers import create_topic, produce_numbered
-from .support.mirror_harness import MirrorProcess, wait_until
-from .test_mirror_behaviour import config_for, count_on
-from .test_mirror_failover import consume_and_commit, run_cli
-
-
-def check(path, *groups):
-    args = ["failover", "check", "--config", str(path), "--json", "--timeout", "60"]
-    for g in groups:
-        args += ["--group", g]
-    result = run_cli(*args, timeout=90)
-    assert result.returncode in (0, 1, 2) and result.stdout, result.stderr
-    return result.returncode, json.loads(result.stdout)
+from .support.mirror_cli import check, run_cli
+from .support.mirror_flows import config_for, consume_and_commit, count_on
 
 
 def test_ready_not_ready_and_degraded(source, target, topic_name, mirror_config, tmp_path):

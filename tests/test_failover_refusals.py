@@ -16,6 +16,8 @@ import pytest
 import yaml
 from confluent_kafka import KafkaException, Producer
 
+from harness.helpers import create_topic
+from harness.mirror_harness import BIN
 from mirrorwatch.core.acls import AclNeed
 from mirrorwatch.core.clients import make_admin
 from mirrorwatch.core.config import ClusterConfig
@@ -27,9 +29,7 @@ from mirrorwatch.mirror.failover.reads import CannotTell, group_is_active
 from mirrorwatch.mirror.offset_store import Translation
 
 from .error_cases import FAILOVER_REFUSALS, message_pattern
-from .support.helpers import create_topic
-from .support.mirror_harness import BIN
-from .test_outages import frozen, local_only
+from .support.outages import frozen, local_only
 
 pytestmark = pytest.mark.kafka
 

@@ -19,10 +19,10 @@ import json
 
 import pytest
 
+from harness.mirror_harness import wait_until
 from mirrorwatch.core.naming import positions_group
 
 from .support.fault_rig import COMMIT_INTERVAL_S, CONTESTANTS, PARTITIONS, RATE, Measured, Rig
-from .support.mirror_harness import wait_until
 from .support.oracle import Verdict, judge
 from .support.paging_watch import CANARY_CRITICAL
 

@@ -11,11 +11,12 @@ import subprocess
 import time
 import urllib.request
 
+from harness.helpers import create_topic, produce_numbered
+from harness.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
+
 from .support.canary_checks import run_check, write
-from .support.helpers import create_topic, produce_numbered
-from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
-from .test_mirror_behaviour import count_on
-from .test_outages import committed_offsets
+from .support.mirror_flows import count_on
+from .support.outages import committed_offsets
 
 
 def metric(mirror: MirrorProcess, name: str) -> float | None:

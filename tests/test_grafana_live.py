@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from harness.prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
 from mirrorwatch.core.connect_rest import STATES as CONNECT_STATES
 from mirrorwatch.grafana_build import promql
-
-from .support.prometheus_server import PromQLError, check_metrics, free_port, prometheus_server, write_rules_copy
 
 METRICS_MD = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 LABEL_VALUES = {

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.prometheus_server import write_rules_copy
 from mirrorwatch.grafana_build import build, promql
-
-from .support.prometheus_server import write_rules_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = sorted((promql.RULES.parent / "tests").glob("*.yml"))

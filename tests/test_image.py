@@ -25,8 +25,9 @@ import pytest
 import requests
 import yaml
 
+from harness.helpers import create_topic, produce_numbered
+
 from .support.canary_checks import canary_config
-from .support.helpers import create_topic, produce_numbered
 from .support.image import BUILD_TIMEOUT_S, ROOT, Container, build_images, buildah
 
 # the first test waits for the image build; the clusters' start-up and the services come on top

@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 
+from harness.helpers import create_topic, produce_numbered
+from harness.lag_accuracy import LatencyReader, RateProducer, measure
+from harness.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
-from tests.support.helpers import create_topic, produce_numbered
-from tests.support.lag_accuracy import LatencyReader, RateProducer, measure
-from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 
 PARTS = 3
 # The monitor interval the over-report bound is stated in. Prefix: 1 s, five times stricter than the default,
@@ -128,13 +128,13 @@ def test_true_lag_and_rpo_on_a_transactional_target(source, target, topic_name, 
     Measured at load ~20 with the harness: prefix p99 over 570 records, above the 667 a 1 s interval would allow by
     a hair; the old extrapolation (u + T − d) under-reported on every sample. Identity through the harness is left
     out (its estimate never reads the target end; the engine's identity case covers it)."""
-    from mirrorwatch.core.naming import offset_syncs_topic
-    from tests.support.transactional_mirror import (
+    from harness.transactional_mirror import (
         CommittedCounter,
         TransactionalMirror,
         ensure_syncs_topic,
         harness_or_engine,
     )
+    from mirrorwatch.core.naming import offset_syncs_topic
 
     rate = 2000
     create_topic(source.bootstrap, topic_name, PARTS)

@@ -8,11 +8,12 @@ import time
 
 from confluent_kafka import Consumer, Producer
 
+from harness.helpers import create_topic, end_offsets, produce_numbered
+from harness.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
-from tests.support.helpers import create_topic, end_offsets, produce_numbered
-from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
-from tests.test_mirror_behaviour import count_on
+
+from .support.mirror_flows import count_on
 
 PARTS = 3
 

@@ -10,12 +10,11 @@ import uuid
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from harness.helpers import admin
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.leader import AlwaysLeader, Election, Lease, election_for, export_leader_gauge
 from mirrorwatch.core.status import GroupStatus as G
 from mirrorwatch.monitor.notified import PREFIX, parse_records, record_key, record_value, takeover_changes
-
-from .support.helpers import admin
 
 # (steps, expected holds() after the last step, expected term). Steps on a lease of 3 s:
 # ("assign",), ("revoke",), ("refute",), ("confirm", sent_at, now), ("at", now) just moves the clock.

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.helpers import create_topic, produce_numbered, read_all
 from mirrorwatch.localkafka import LauncherError, LocalCluster
-
-from .support.helpers import create_topic, produce_numbered, read_all
 
 BIN = Path(sys.executable).parent
 

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, TopicPartition
+from harness.helpers import create_topic, end_offsets, produce_numbered, read_all
+from harness.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 
-from .support.helpers import create_topic, end_offsets, produce_numbered, read_all
-from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
-
-
-def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        return {tp.partition: tp.offset for tp in tps}
-    finally:
-        consumer.close()
+from .support.mirror_flows import committed_offsets
 
 
 def test_100k_records_mirrored_whole(source, target, topic_name, mirror_config, tmp_path):
@@ -53,6 +44,6 @@ def test_100k_records_mirrored_whole(source, target, topic_name, mirror_config, 
 
 
 def _topics(bootstrap):
-    from .support.helpers import admin
+    from harness.helpers import admin
 
     return admin(bootstrap).list_topics(timeout=10).topics

@@ -6,22 +6,11 @@ import time
 
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
+from harness.helpers import admin, create_topic, end_offsets, produce_numbered, read_all, wait_for_topic
+from harness.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from mirrorwatch.core.records import OffsetSync
 
-from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all, wait_for_topic
-from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
-from .test_mirror import committed_offsets
-
-
-def config_for(mirror_config, topic, group, **flow):
-    mirror_config["flows"]["east-west"].update({"topics": [topic], "group": group, **flow})
-    mirror_config["mirror"] = fast_mirror_settings()
-    return mirror_config
-
-
-def count_on(bootstrap, topic):
-    topics = admin(bootstrap).list_topics(timeout=10).topics
-    return sum(end_offsets(bootstrap, topic).values()) if topic in topics else 0
+from .support.mirror_flows import committed_offsets, config_for, count_on
 
 
 def test_identity_policy_keeps_names(source, target, topic_name, mirror_config, tmp_path):

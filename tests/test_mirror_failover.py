@@ -3,35 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from datetime import UTC
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
-from .support.helpers import create_topic, end_offsets, produce_numbered
-from .support.mirror_harness import BIN, MirrorProcess, wait_until
-from .test_mirror import committed_offsets
-from .test_mirror_behaviour import config_for, count_on
+from harness.helpers import create_topic, end_offsets, produce_numbered
+from harness.mirror_harness import MirrorProcess, wait_until
 
-
-def consume_and_commit(bootstrap, topic, group, partition, upto):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        for attempt in range(20):  # a fresh cluster's group coordinator may still be loading
-            try:
-                consumer.commit(offsets=[TopicPartition(topic, partition, upto)], asynchronous=False)
-                return
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or attempt == 19:
-                    raise
-                time.sleep(0.5)
-    finally:
-        consumer.close()
-
-
-def run_cli(*args, timeout=60):
-    return subprocess.run([str(BIN / "mirror"), *args], capture_output=True, text=True, timeout=timeout)
+from .support.mirror_cli import run_cli
+from .support.mirror_flows import committed_offsets, config_for, consume_and_commit, count_on
 
 
 def test_checkpoints_translate_conservatively_and_apply(source, target, topic_name, mirror_config, tmp_path):

@@ -9,10 +9,10 @@ from collections import Counter
 import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
-from .support.mirror_harness import MirrorProcess, wait_until
-from .test_mirror import committed_offsets
-from .test_mirror_behaviour import config_for, count_on
+from harness.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
+from harness.mirror_harness import MirrorProcess, wait_until
+
+from .support.mirror_flows import committed_offsets, config_for, count_on
 
 
 def local_only(cluster):

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from harness.helpers import create_topic, end_offsets, read_all
+from harness.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from mirrorwatch.mirror.resume import Resume, resume_position
 
 from .support.exactly_once import PacedWriter, delivery
-from .support.helpers import create_topic, end_offsets, read_all
-from .support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 
 # (case, committed, sync acked_next, sync downstream, source end, target end) → Resume
 CASES = [

@@ -5,14 +5,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from harness.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
+from harness.mirror_harness import MirrorProcess, wait_until
 from mirrorwatch.core.naming import checkpoints_topic
 from mirrorwatch.core.records import Checkpoint, RecordFormatError
 
-from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
-from .support.mirror_harness import MirrorProcess, wait_until
-from .test_mirror import committed_offsets
-from .test_mirror_behaviour import config_for, count_on
-from .test_mirror_failover import consume_and_commit
+from .support.mirror_flows import committed_offsets, config_for, consume_and_commit, count_on
 
 
 def ours(messages) -> list[Checkpoint]:

@@ -10,44 +10,25 @@ from __future__ import annotations
 import base64
 import json
 import time
-import uuid
 
 import pytest
 import yaml
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
+from harness.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
+from harness.mirror_harness import wait_until
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
 from mirrorwatch.localkafka.process import free_port
 from mirrorwatch.monitor.sampler import Sampler
 
 from .support.canary_checks import run_check
-from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all
-from .support.mirror_harness import wait_until
+from .support.mirror_cli import run_cli
+from .support.mirror_flows import consume_and_commit
 from .support.mm2_checks import check_steady_traffic, check_transactional_traffic, connect_offsets, write_config_and_lag
-from .test_mirror_failover import consume_and_commit, run_cli
+from .support.mm2_settings import EOS_TOPIC, FAST, RUN
 
-RUN = uuid.uuid4().hex[:6]
 LAG_TOPIC, FO_TOPIC, CANARY_TOPIC = f"mm2t-{RUN}-lag", f"mm2t-{RUN}-fo", f"mm2t-{RUN}-canary"
-# on west, mirrored to east by the same MM2's reverse pair with exactly-once source support (issue 28): that pair's
-# herder has its own worker (settings prefixed "east.", its own group and topics), so the east->west flow the
-# other tests watch stays at-least-once
-EOS_TOPIC = f"mm2t-{RUN}-eos"
-FAST = {
-    "refresh.topics.interval.seconds": "1",
-    "refresh.groups.interval.seconds": "1",
-    "emit.checkpoints.interval.seconds": "1",
-    "tasks.max": "1",
-    "sync.topic.configs.enabled": "false",
-    "groups": f"mm2g-{RUN}-.*",
-    # the Connect worker of the east->west herder runs against the target: worker settings take its prefix
-    "west.offset.flush.interval.ms": "1000",
-    "west->east.enabled": "true",
-    "west->east.topics": EOS_TOPIC,
-    "east.exactly.once.source.support": "enabled",  # every source task of the west->east worker: transactional
-    "east.offset.flush.interval.ms": "1000",
-    "dedicated.mode.enable.internal.rest": "true",  # documented as needed for exactly-once in dedicated mode
-}
 
 
 class Env:
@@ -386,9 +367,10 @@ def test_sigkill_mm2_then_restart(mm2_env, tmp_path):
     """MM2 killed under traffic: the evaluator goes to ERR (partitions STOP), heartbeats go stale, the canary goes
     CRITICAL, and the shipped alerts fire on a real Prometheus scraping the real `monitor run` and `canary run`
     (every ``for:`` 5 s, thresholds lowered as the live grafana tests once did). Restarted: all recover."""
-    from .support.prometheus_server import free_port, prometheus_server, write_rules_copy
+    from harness.prometheus_server import free_port, prometheus_server, write_rules_copy
+    from harness.services import Service
+
     from .support.real_stack import BIN, Traffic
-    from .support.services import Service
 
     env = mm2_env
     # MM2 has a committed position for every partition of the flow before it dies

@@ -13,15 +13,16 @@ import time
 
 import yaml
 
+from harness.connect_mm2 import CHECKPOINT_CONNECTOR, CONNECT_GROUP, REFRESH_GROUPS_S, SOURCE_ALIAS, SOURCE_CONNECTOR
+from harness.helpers import admin, end_offsets, produce_numbered
+from harness.mirror_harness import wait_until
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
 
 from .support.canary_checks import run_check
-from .support.connect_mm2 import CHECKPOINT_CONNECTOR, CONNECT_GROUP, REFRESH_GROUPS_S, SOURCE_ALIAS, SOURCE_CONNECTOR
-from .support.helpers import admin, end_offsets, produce_numbered
-from .support.mirror_harness import wait_until
+from .support.mirror_cli import run_cli
+from .support.mirror_flows import consume_and_commit
 from .support.mm2_checks import check_steady_traffic, connect_offsets, write_config_and_lag
-from .test_mirror_failover import consume_and_commit, run_cli
 
 
 def _positions(env):

@@ -18,14 +18,13 @@ import pytest
 import requests
 import yaml
 
+from harness.connect_mm2 import SOURCE_ALIAS, SOURCE_CONNECTOR, TARGET_ALIAS, flow_config
+from harness.helpers import create_topic, produce_numbered
+from harness.mirror_harness import BIN, wait_until
+from harness.prometheus_server import check_metrics, free_port, prometheus_server, write_rules_copy
+from harness.services import Service
 from mirrorwatch.localkafka.connect import mirror_connector_configs
 from mirrorwatch.localkafka.jars import LauncherError
-
-from .support.connect_mm2 import SOURCE_ALIAS, SOURCE_CONNECTOR, TARGET_ALIAS, flow_config
-from .support.helpers import create_topic, produce_numbered
-from .support.mirror_harness import BIN, wait_until
-from .support.prometheus_server import check_metrics, free_port, prometheus_server, write_rules_copy
-from .support.services import Service
 
 FAIL_ID = uuid.uuid4().hex[:6]
 FAIL_CONNECTOR = f"{SOURCE_ALIAS}->{TARGET_ALIAS}.cmfail-{FAIL_ID}.MirrorSourceConnector"
@@ -193,7 +192,7 @@ def test_failed_task_shows_its_trace_on_monitor_lag_the_page_and_alerts(stack, t
 
     from mirrorwatch.dashboards.settings import CONFIG_ENV
 
-    from .test_dashboard_app import PAGE, texts
+    from .support.status_page import PAGE, texts
 
     env, path, api, metrics, prom, monitor = stack
     create_topic(env.source.bootstrap, FAIL_TOPIC, 1)

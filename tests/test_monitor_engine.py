@@ -13,11 +13,11 @@ import time
 
 from confluent_kafka import Producer
 
+from harness.helpers import create_topic, produce_numbered
+from harness.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.status import NOT_MOVING_AFTER_S
 from mirrorwatch.monitor.sampler import Sampler
-from tests.support.helpers import create_topic, produce_numbered
-from tests.support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
 
 from .support.standin_mirror import commit
 

@@ -15,15 +15,15 @@ from datetime import UTC, datetime
 import pyarrow.parquet as pq
 import yaml
 
+from harness.helpers import admin, create_topic, produce_numbered
+from harness.services import Service
+from harness.webhooks import WebhookReceiver
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.records import lag_sample_arrow_schema
 from mirrorwatch.monitor.service import MonitorService
 
-from .support.helpers import admin, create_topic, produce_numbered
-from .support.services import Service
+from .support.monitor_service import free_port, metrics, wait_for
 from .support.standin_mirror import commit
-from .support.webhooks import WebhookReceiver
-from .test_monitor_service import _free_port, metrics, wait_for
 
 SESSION_S = 6
 
@@ -32,8 +32,8 @@ class Replica:
     """One `monitor run` process on a config file of its own (its own ports)."""
 
     def __init__(self, name: str, config: dict, tmp_path):
-        self.name, self.tmp_path, self.prom = name, tmp_path, _free_port()
-        body = {**config, "monitor": {**config["monitor"], "metrics_port": self.prom, "http_port": _free_port()}}
+        self.name, self.tmp_path, self.prom = name, tmp_path, free_port()
+        body = {**config, "monitor": {**config["monitor"], "metrics_port": self.prom, "http_port": free_port()}}
         self.path = tmp_path / f"{name}.yaml"
         self.path.write_text(yaml.safe_dump(body, sort_keys=False))
         self.service: Service | None = None

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
+from harness.helpers import create_topic, produce_numbered
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.cli import main
 from mirrorwatch.monitor.sampler import Sampler
-from tests.support.helpers import create_topic, produce_numbered
 
 from .support.standin_mirror import GROUP, PARTS, StandInMirror, commit
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,41 +13,18 @@ from datetime import UTC, datetime
 import pyarrow.parquet as pq
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
+from harness.helpers import create_topic, produce_numbered
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.records import lag_sample_arrow_schema
 from mirrorwatch.localkafka import LocalCluster
 from mirrorwatch.monitor.history import history_files, read_history
 from mirrorwatch.monitor.service import MonitorService
-from tests.support.helpers import create_topic, produce_numbered
 
+from .support.monitor_service import free_port, metrics, wait_for
 from .support.standin_mirror import PARTS, StandInMirror, commit
 
 EXTERNAL = bool(os.environ.get("MIRRORWATCH_TEST_SOURCE_BOOTSTRAP"))
-
-
-def wait_for(check, timeout_s: float = 60, every: float = 0.3):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except requests.RequestException as exc:
-            last = exc
-        time.sleep(every)
-    raise AssertionError(f"condition not met within {timeout_s}s (last: {last!r})")
-
-
-def metrics(port: int) -> dict:
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 def group_status(api: int, cluster: str, group: str) -> str | None:
@@ -132,17 +108,11 @@ def test_unreachable_cluster_is_unknown_then_recovers(source, target, topic_name
         flaky.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_monitor_run_sigterm_closes_history(source, target, topic_name, tmp_path, write_config):
     mirror = StandInMirror(source, target, topic_name)
     produce_numbered(source.bootstrap, topic_name, 12, PARTS)
     mirror.state(committed=2, acked=3, read=4)
-    api = _free_port()
+    api = free_port()
     path = write_config(
         {
             "clusters": {"east": source.config(), "west": target.config()},

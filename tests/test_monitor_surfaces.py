@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.webhooks import WebhookReceiver
 from mirrorwatch.core.records import lag_sample_arrow_schema
 from mirrorwatch.core.status import GroupStatus, PartitionStatus
 from mirrorwatch.monitor.api import make_router
@@ -20,7 +21,6 @@ from mirrorwatch.monitor.history import HistoryWriter, history_files, read_histo
 from mirrorwatch.monitor.webhooks import Notifier
 
 from .support.monitor_views import mirror_view, snapshot, unknown_view
-from .support.webhooks import WebhookReceiver
 
 # -------------------------------------------------------------------------- exporter
 

@@ -13,14 +13,13 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from harness.mirror_harness import wait_until
 from mirrorwatch.localkafka.multinode import (
     OFFSETS_PARTITIONS,
     MultiNodeCluster,
     coordinator_partition,
     java_string_hash,
 )
-
-from .support.mirror_harness import wait_until
 
 
 @pytest.mark.parametrize(

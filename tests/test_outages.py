@@ -8,10 +8,7 @@ A frozen broker is always SIGCONTed in a `finally`: other tests share the sessio
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import subprocess
 import time
 import urllib.request
@@ -21,42 +18,12 @@ import yaml
 from confluent_kafka import KafkaError, KafkaException
 
 from bench.soak import PARTITIONS, Producing, _read, check
+from harness.helpers import create_topic, end_offsets
+from harness.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
 
-from .support.helpers import create_topic, end_offsets
-from .support.mirror_harness import BIN, MirrorProcess, fast_mirror_settings, wait_until
-from .test_mirror import committed_offsets as _committed_once
+from .support.outages import committed_offsets, frozen, local_only
 
 FREEZE_S = 12  # longer than the mirror consumer's session (10 s), shorter than the brokers' (20 s, launcher.py)
-
-
-def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's commits; a coordinator still loading (a fresh or just-resumed cluster) is asked again."""
-    for attempt in range(60):
-        try:
-            return _committed_once(bootstrap, group, topic, partitions)
-        except KafkaException as exc:
-            if attempt == 59 or not (
-                exc.args[0].retriable() or exc.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError._TIMED_OUT)
-            ):
-                raise
-            time.sleep(0.5)
-
-
-def local_only(*clusters):
-    for cluster in clusters:
-        if cluster.local is None:
-            pytest.skip("needs the local launcher (freezes a broker)")
-
-
-@contextlib.contextmanager
-def frozen(cluster):
-    """SIGSTOP the cluster's broker; SIGCONT on the way out, whatever happens."""
-    pid = cluster.local.proc.pid
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(pid, signal.SIGCONT)
 
 
 def cluster_up(mirror: MirrorProcess, role: str) -> float | None:

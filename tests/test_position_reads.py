@@ -9,11 +9,10 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from harness.helpers import create_topic
 from mirrorwatch.core.clients import make_consumer
 from mirrorwatch.core.config import ClusterConfig
 from mirrorwatch.mirror.positions import HELD, PositionReads, sort_answers
-
-from .support.helpers import create_topic
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
 

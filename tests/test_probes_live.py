@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.helpers import create_topic
 from mirrorwatch.canary.service import CanaryService
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.mirror.engine import MirrorEngine
@@ -28,8 +29,7 @@ from mirrorwatch.mirror.serve import start_metrics
 from mirrorwatch.monitor.service import MonitorService
 
 from .support.canary_checks import canary_config
-from .support.helpers import create_topic
-from .test_outages import frozen, local_only
+from .support.outages import frozen, local_only
 
 SHORT_BOUND_S = 2.0
 # how long the freeze is held at least (0: until every service's metrics say the cluster is away, ~7 s); 25 s gave

@@ -9,12 +9,13 @@ import urllib.request
 
 from confluent_kafka import Producer, TopicPartition
 
+from harness.helpers import admin, create_topic, produce_numbered
+from harness.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.sampler import Sampler
-from tests.support.helpers import admin, create_topic, produce_numbered
-from tests.support.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
-from tests.test_failover_check import check
-from tests.test_mirror_behaviour import count_on
+
+from .support.mirror_cli import check
+from .support.mirror_flows import count_on
 
 PARTS = 2
 

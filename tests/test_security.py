@@ -23,15 +23,15 @@ import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
+from harness.helpers import admin, create_topic, end_offsets, produce_numbered, read_all, wait_for_topic
+from harness.mirror_harness import MirrorProcess, fast_mirror_settings
+from harness.services import Service
 from mirrorwatch.core.acls import exactly_once_needs, mirror_needs
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.naming import mirror_group, transactional_id
 
 from .error_cases import CREDENTIAL_CASES, message_pattern, missing_acl_cases, transactional_id_case
-from .support.helpers import admin, create_topic, end_offsets, produce_numbered, read_all, wait_for_topic
-from .support.mirror_harness import MirrorProcess, fast_mirror_settings
 from .support.sasl import ADMIN_PASSWORD, MIRROR_PASSWORD
-from .support.services import Service
 
 BIN = Path(sys.executable).parent
 
@@ -351,7 +351,7 @@ def _status_page(config_path: Path, logs: Path, flow: str) -> dict[str, str]:
     does): its text, its HTML once the flow is drawn, and the page server's log."""
     from playwright.sync_api import sync_playwright
 
-    from .test_dashboard_live import CHROMIUM, CHROMIUM_FLAGS
+    from harness.chromium import CHROMIUM, CHROMIUM_FLAGS
 
     port = _free_port()
     server = Service(

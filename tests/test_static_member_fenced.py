@@ -16,14 +16,14 @@ import threading
 import pytest
 from confluent_kafka import Consumer, KafkaError
 
+from harness.helpers import create_topic, produce_numbered, read_all
+from harness.mirror_harness import fast_mirror_settings, wait_until
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.naming import positions_group
 from mirrorwatch.mirror.consumer_guard import ConsumerGuard, is_fatal
 from mirrorwatch.mirror.engine import MirrorEngine
 
 from .support.exactly_once import delivery, read_committed
-from .support.helpers import create_topic, produce_numbered, read_all
-from .support.mirror_harness import fast_mirror_settings, wait_until
 
 INSTANCE = "fence-me"
 PARTITIONS = 3

@@ -11,12 +11,12 @@ import pytest
 import yaml
 from confluent_kafka import Consumer
 
+from harness.helpers import create_topic, produce_numbered
+from harness.mirror_harness import MirrorProcess, wait_until
+
 from .error_cases import FAILOVER_REFUSALS, message_pattern
-from .support.helpers import create_topic, produce_numbered
-from .support.mirror_harness import MirrorProcess, wait_until
-from .test_mirror import committed_offsets
-from .test_mirror_behaviour import config_for, count_on
-from .test_mirror_failover import consume_and_commit, run_cli
+from .support.mirror_cli import run_cli
+from .support.mirror_flows import committed_offsets, config_for, consume_and_commit, count_on
 
 pytestmark = pytest.mark.kafka
 COMMITS = {0: 123, 1: 200}  # every group's source commits (of 200 records per partition)

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
+from harness.helpers import create_topic
+from harness.mirror_harness import wait_until
 from mirrorwatch.core.client_set import ClientSet, TrackedAdmin
 from mirrorwatch.core.clients import make_admin, make_consumer, make_producer
 from mirrorwatch.core.config import ClusterConfig
 
-from .support.helpers import create_topic
-from .support.mirror_harness import wait_until
 from .support.teardown_loop import ONE_SHOTS, SERVICES, run_many, write_config
 
 if TYPE_CHECKING:

@@ -12,15 +12,16 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from harness.helpers import create_topic, produce_numbered
+from harness.mirror_harness import wait_until
+from harness.transactional_mirror import CommittedCounter, TransactionalMirror, ensure_syncs_topic
 from mirrorwatch.core.clients import make_consumer
 from mirrorwatch.core.config import ClusterConfig
 from mirrorwatch.core.naming import offset_syncs_topic
 from mirrorwatch.monitor.kafka_io import ClusterReader
 
-from .support.helpers import create_topic, produce_numbered
-from .support.mirror_harness import wait_until
-from .support.transactional_mirror import CommittedCounter, TransactionalMirror, ensure_syncs_topic
-from .test_mirror_failover import consume_and_commit, run_cli
+from .support.mirror_cli import run_cli
+from .support.mirror_flows import consume_and_commit
 
 
 def _read_all(consumer: Consumer, idle_s: float = 1.0) -> list:
@@ -171,10 +172,9 @@ def test_an_undeclared_transactional_target_is_found_by_its_open_transactions(so
     """A flow whose configuration does not say its target is transactional (MM2 with exactly-once on, say, left
     undeclared): the monitor sees an open transaction on the target (its last stable offset below its end) within a
     few cycles, says so once, and from then on true lag is never below a read_committed reader's count."""
+    from harness.lag_accuracy import RateProducer, measure
     from mirrorwatch.core.config_loading import config_from_dict
     from mirrorwatch.monitor.sampler import Sampler
-
-    from .support.lag_accuracy import RateProducer, measure
 
     target_topic, flow, cfg = sampled_flow(source, target, topic_name, 1)
     sampler = Sampler(config_from_dict(cfg))

@@ -1,3 +1,4 @@
-"""Helpers the test modules share: Kafka topic helpers (helpers), the mirror engine as a subprocess
-(mirror_harness), a real Prometheus for rule and query tests (prometheus_server), subprocesses that die with
-the test session (services). Not tests themselves: pytest collects nothing here."""
+"""Helpers that several test modules share and bench/ does not need (what both use is in the top-level
+``harness`` package): the SASL_SSL cluster pair (sasl), the Spark standalone cluster (spark_cluster), the mirror's
+flows and groups (mirror_flows) and its command line (mirror_cli), the fault oracle and rig, ... Not tests
+themselves: pytest collects nothing here, and no test module imports another test module (tests/test_layout.py)."""

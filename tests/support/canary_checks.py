@@ -9,8 +9,8 @@ import time
 import yaml
 from confluent_kafka import TopicPartition
 
-from .helpers import admin
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings
+from harness.helpers import admin
+from harness.mirror_harness import BIN, MirrorProcess, fast_mirror_settings
 
 CRIT_S = 6.0  # the tests' critical timeout (the default is 30 s)
 

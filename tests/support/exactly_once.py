@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from .helpers import end_offsets
+from harness.helpers import end_offsets
 
 
 def read_committed(bootstrap: str, topic: str, timeout_s: float = 60) -> list:

@@ -18,15 +18,15 @@ from pathlib import Path
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from harness.mirror_harness import BIN, MirrorProcess, crash_report, fast_mirror_settings, wait_until
+from harness.services import Service
 from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
 from mirrorwatch.localkafka.multinode import MultiNodeCluster
 from mirrorwatch.localkafka.process import free_port
 
-from .mirror_harness import BIN, MirrorProcess, crash_report, fast_mirror_settings, wait_until
 from .monitor_watch import MonitorWatch
 from .oracle import NumberedWriter, TargetReader, judge
 from .paging_watch import PagingWatch
-from .services import Service
 
 RATE = 500  # records/s into each contestant's source topic, for the whole plan
 PARTITIONS = 3

@@ -17,7 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .services import die_with_test
+from harness.services import die_with_test
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "image"

@@ -9,8 +9,8 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from .helpers import admin, end_offsets, produce_numbered
-from .mirror_harness import wait_until
+from harness.helpers import admin, end_offsets, produce_numbered
+from harness.mirror_harness import wait_until
 
 
 def connect_offsets(bootstrap: str, topic: str, connector: str, alias: str) -> dict[tuple[str, int], int]:
@@ -152,8 +152,8 @@ def check_transactional_traffic(sampler, flow: str, source: str, target: str, to
     the figures (offsets without a record on the target, p50/p99 above the truth)."""
     import numpy as np
 
-    from .lag_accuracy import RateProducer, measure
-    from .transactional_mirror import CommittedCounter
+    from harness.lag_accuracy import RateProducer, measure
+    from harness.transactional_mirror import CommittedCounter
 
     rate, parts = 600, 3
     counter = CommittedCounter(target, target_topic, parts)

@@ -12,9 +12,9 @@ from pathlib import Path
 import requests
 import yaml
 
-from .mirror_harness import BIN
-from .prometheus_server import free_port
-from .services import Service
+from harness.mirror_harness import BIN
+from harness.prometheus_server import free_port
+from harness.services import Service
 
 
 @dataclass(frozen=True)

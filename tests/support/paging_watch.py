@@ -14,11 +14,10 @@ from pathlib import Path
 
 import requests
 
+from harness.alertmanager import alertmanager_server, notification_line
+from harness.prometheus_server import PrometheusServer, prometheus_server
+from harness.webhooks import WebhookReceiver
 from mirrorwatch.grafana_build import promql
-
-from .alertmanager import alertmanager_server, notification_line
-from .prometheus_server import PrometheusServer, prometheus_server
-from .webhooks import WebhookReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_AM = ROOT / "grafana" / "alertmanager" / "alertmanager.yml"

@@ -13,13 +13,13 @@ import threading
 import uuid
 from pathlib import Path
 
+from harness.helpers import create_topic, produce_numbered
+from harness.mirror_harness import BIN, MirrorProcess, fast_mirror_settings
+from harness.prometheus_server import free_port
+from harness.services import Service
 from mirrorwatch.grafana_build import promql
 
-from ..test_mirror_failover import consume_and_commit
-from .helpers import create_topic, produce_numbered
-from .mirror_harness import BIN, MirrorProcess, fast_mirror_settings
-from .prometheus_server import free_port
-from .services import Service
+from .mirror_flows import consume_and_commit
 
 FLOW = "east-west"
 PARTITIONS = 3

@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pyspark
 
+from harness.services import Service
 from mirrorwatch.localkafka.launcher import free_port
-
-from .services import Service
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

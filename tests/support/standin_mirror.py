@@ -8,10 +8,9 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from harness.helpers import admin, create_topic
 from mirrorwatch.core.naming import mirror_group, offset_syncs_topic
 from mirrorwatch.core.records import OffsetSync
-
-from .helpers import admin, create_topic
 
 GROUP = mirror_group("east", "west", flow="ew")  # the flow below is "ew": its default group is per flow
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import requests
 import yaml
 
-from tests.support.prometheus_server import free_port, wait_on_server
-from tests.support.services import die_with_test
+from .prometheus_server import free_port, wait_on_server
+from .services import die_with_test
 
 ALERTMANAGER = (
     shutil.which("prometheus-alertmanager") or shutil.which("alertmanager") or "/usr/bin/prometheus-alertmanager"

@@ -1,0 +1,23 @@
+"""The `mirror` command as a subprocess of the test (the session's virtualenv), and `mirror failover check --json`
+read through it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from harness.mirror_harness import BIN
+
+
+def run_cli(*args, timeout=60):
+    return subprocess.run([str(BIN / "mirror"), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def check(path, *groups):
+    """`mirror failover check --json` for the config at ``path`` and these groups: its exit code and its answer."""
+    args = ["failover", "check", "--config", str(path), "--json", "--timeout", "60"]
+    for g in groups:
+        args += ["--group", g]
+    result = run_cli(*args, timeout=90)
+    assert result.returncode in (0, 1, 2) and result.stdout, result.stderr
+    return result.returncode, json.loads(result.stdout)
