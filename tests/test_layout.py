@@ -1,11 +1,15 @@
 """The layout rules: mirror, canary and monitor depend on mirrorwatch.core only, never on each other; no module
-imports another that imports it back; every module imports on its own."""
+imports another that imports it back; every module imports on its own. Beside the package: bench/ never imports
+the suite, no test module imports another, and the harness both use is neither imported by mirrorwatch nor
+shipped in its wheel."""
 
 import ast
 import json
 import os
 import subprocess
 import sys
+import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -237,3 +241,71 @@ def test_no_command_skips_the_interpreter_teardown():
             if named:
                 found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
     assert not found, f"os._exit in {found}"
+
+
+# --- the suite, the benches and the harness they share ---------------------------------------------------------
+# Every import counts here, the ones inside functions too: a bench that imports the suite only when it runs is
+# still broken by a change to a test module.
+REPO = ROOT.parent
+
+
+def absolute_imports(path: Path, root: Path = REPO) -> set[str]:
+    """The dotted names a file imports, relative imports resolved against its package (its folder under root)."""
+    package = path.relative_to(root).parent.parts
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = list(package[: len(package) - node.level + 1]) if node.level else []
+            source = ".".join(base + ([node.module] if node.module else []))
+            out |= {source} | {f"{source}.{alias.name}" for alias in node.names}
+    return out
+
+
+def imports_of(paths, wanted) -> list[str]:
+    return [
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in sorted(paths)
+        for name in sorted(absolute_imports(path))
+        if wanted(name)
+    ]
+
+
+def is_test_module(name: str) -> bool:
+    """A module pytest collects tests from (conftest.py is the suite's set-up, which its own tests read)."""
+    return name.startswith("tests.test_")
+
+
+def test_imports_are_resolved_against_the_files_package(tmp_path):
+    folder = tmp_path / "tests" / "support"
+    folder.mkdir(parents=True)
+    (folder / "x.py").write_text("from ..test_a import f\nfrom .y import g\ndef h():\n    import harness.webhooks\n")
+    names = absolute_imports(folder / "x.py", tmp_path)
+    assert names == {"tests.test_a", "tests.test_a.f", "tests.support.y", "tests.support.y.g", "harness.webhooks"}
+    assert is_test_module("tests.test_a") and not is_test_module("tests.support.y")
+    assert not is_test_module("tests.conftest")
+
+
+def test_bench_never_imports_the_suite():
+    found = imports_of((REPO / "bench").rglob("*.py"), lambda name: name.split(".")[0] == "tests")
+    assert not found, "bench/ imports the test suite (move what both need into harness/):\n" + "\n".join(found)
+
+
+def test_no_test_module_imports_another():
+    found = imports_of((REPO / "tests").rglob("*.py"), is_test_module)
+    assert not found, "test modules import other test modules (move the helper to tests/support/):\n" + "\n".join(found)
+
+
+def test_the_package_never_imports_the_harness_the_suite_or_the_benches():
+    found = imports_of(ROOT.rglob("*.py"), lambda name: name.split(".")[0] in ("harness", "tests", "bench"))
+    assert not found, "\n".join(found)
+
+
+def test_the_wheel_holds_the_package_only():
+    """The wheel's packages are the ones pyproject's find patterns match: mirrorwatch, never harness, tests, bench."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert any(fnmatch("mirrorwatch.core", pattern) for pattern in patterns)
+    shipped = [name for name in ("harness", "tests", "bench") for pattern in patterns if fnmatch(name, pattern)]
+    assert not shipped, f"the wheel would ship {shipped}"
