@@ -143,7 +143,7 @@ class EngineStack(_Stack):
 
 
 class Mm2Stack(_Stack):
-    """Fresh clusters, MirrorMaker 2 in a real Connect worker (tests/support/connect_mm2.py), canary and monitor."""
+    """Fresh clusters, MirrorMaker 2 in a real Connect worker (harness/connect_mm2.py), canary and monitor."""
 
     def __enter__(self) -> Mm2Stack:
         from harness.connect_mm2 import SOURCE_CONNECTOR, start_connect_mm2

@@ -4,12 +4,12 @@ Run: .venv/bin/python -m bench.lag_accuracy [--cycles 40] [--targets plain,exact
 
 1. On fresh local clusters with the real engine (`mirror run`) and the monitor's real Sampler: steady traffic
    at 200 and 5,000 records/s (3 partitions), prefix and identity policy. Per monitor cycle an independent
-   reader brackets the ground truth (tests/support/lag_accuracy.py explains how); prints how far true lag was above
+   reader brackets the ground truth (harness/lag_accuracy.py explains how); prints how far true lag was above
    it (p50/p99/max, records) against the bound (one monitor interval's records per partition), the RPO
    seconds distribution beside the independently measured replication latency, and the cycle time.
    Transactional targets (issue 28), the ground truth counted by an independent read_committed reader (the end
    offsets count commit markers): ``exactly_once``, the engine with ``mirror.delivery: exactly_once``; ``harness``,
-   tests/support/transactional_mirror.py's mirror, which publishes what the engine does and also aborts every fifth
+   harness/transactional_mirror.py's mirror, which publishes what the engine does and also aborts every fifth
    transaction (aborted records on the target), the monitor told ``delivery: exactly_once``.
 2. The pure part of a monitor cycle at 10,000 partitions (no Kafka: a real 10k-partition pair of clusters is
    too heavy for this machine): building the arrays from the sampled dicts, the target-side estimate, the

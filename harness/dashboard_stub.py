@@ -21,7 +21,7 @@ Body = bytes | Callable[[], bytes]
 
 def recorded_flows(name: str) -> dict[str, Any]:
     """A recorded /v1/flows body with its sample times moved to now (the stub plays a live monitor)."""
-    body = json.loads((FIXTURES / f"flows_{name}.json").read_text())
+    body: dict[str, Any] = json.loads((FIXTURES / f"flows_{name}.json").read_text())
     now = int(time.time() * 1000)
     for flow in body["flows"]:
         flow["ts_ms"] = now
@@ -32,7 +32,7 @@ def recorded_flows(name: str) -> dict[str, Any]:
 
 def recorded_recent(name: str) -> dict[str, Any]:
     """A recorded /v1/flows/<flow>/recent body with its times moved so that the newest point is now."""
-    body = json.loads((FIXTURES / f"recent_{name}.json").read_text())
+    body: dict[str, Any] = json.loads((FIXTURES / f"recent_{name}.json").read_text())
     recent = body["recent"]
     shift = int(time.time() * 1000) - max(p["ts_ms"] for p in recent["points"])
     for item in recent["points"] + recent["status_changes"]:

@@ -7,7 +7,7 @@ written to the target topic by someone else (identity policy, active-active) bef
 independent reader (its own AdminClient) reads target then source end offsets just before and just after each
 monitor cycle; the truth at any moment of the cycle lies in ``[S_before − T_after, S_after − T_before]``.
 
-On a transactional target (``counter``: tests/support/transactional_mirror.py's read_committed ``CommittedCounter``)
+On a transactional target (``counter``: harness/transactional_mirror.py's read_committed ``CommittedCounter``)
 the target's end offset counts commit markers and aborted records, so the records on the target are counted
 instead: those a read_committed reader finds below the last stable offset read before and after the cycle.
 

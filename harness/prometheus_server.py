@@ -1,5 +1,5 @@
 """A real Prometheus (the Debian ``prometheus`` binary) for tests: scrape given targets, load rule files,
-answer PromQL and report alerts (and send them to a real Alertmanager: tests/support/alertmanager.py).
+answer PromQL and report alerts (and send them to a real Alertmanager: harness/alertmanager.py).
 
     with prometheus_server({"mirrorwatch-monitor": ["127.0.0.1:9643"]}, rule_files=[rules]) as prom:
         prom.wait_for(lambda: prom.query("up") != [])

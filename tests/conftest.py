@@ -286,7 +286,7 @@ class _ConnectStack:
 @pytest.fixture(scope="session")
 def mm2_connect(tmp_path_factory):
     """MirrorMaker 2's three connectors in one real Kafka Connect distributed worker on the target, named as Strimzi
-    names them, shared by the Connect-mode tests (start-up costs ~30-60 s on 2 cores); see tests/support/connect_mm2.py.
+    names them, shared by the Connect-mode tests (start-up costs ~30-60 s on 2 cores); see harness/connect_mm2.py.
 
     On a cluster pair of its own: on the worker's shared pair, other modules' mirrors and MM2s had left heartbeats in
     the source's `heartbeats` topic, which this MM2 mirrors as `src.heartbeats` (the heartbeats that crossed the

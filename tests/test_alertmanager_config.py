@@ -1,6 +1,6 @@
 """The shipped Alertmanager configuration (grafana/alertmanager/): amtool's checks, every alert of the rule file
 routed by its severity, the notification template, and the inhibition rules against a REAL Alertmanager
-(tests/support/alertmanager.py): one cause, one page. No Kafka, no Prometheus: the alerts are posted to
+(harness/alertmanager.py): one cause, one page. No Kafka, no Prometheus: the alerts are posted to
 Alertmanager's API as Prometheus would post them (labels and annotations as the rules give them)."""
 
 from __future__ import annotations

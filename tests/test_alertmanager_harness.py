@@ -1,4 +1,4 @@
-"""The real-Alertmanager harness (tests/support/alertmanager.py): receivers repointed, route timings overridden,
+"""The real-Alertmanager harness (harness/alertmanager.py): receivers repointed, route timings overridden,
 and an alert posted to its API reaching a webhook once, then resolving. No Kafka; about two seconds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The real-Prometheus harness (tests/support/prometheus_server.py), exercised against a stand-in exporter.
+"""The real-Prometheus harness (harness/prometheus_server.py), exercised against a stand-in exporter.
 
 The stand-in is a tiny prometheus_client server exposing one series of every metric in docs/metrics.md
 (names, types and labels parsed from its tables). It exists only to test the harness and the PromQL in

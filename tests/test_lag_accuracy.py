@@ -1,5 +1,5 @@
 """True lag and RPO seconds under steady traffic, prefix and identity, against an independent reader's ground
-truth (tests/support/lag_accuracy.py), with the real engine and the monitor's real sampling code."""
+truth (harness/lag_accuracy.py), with the real engine and the monitor's real sampling code."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_true_lag_and_rpo_under_steady_traffic(source, target, topic_name, tmp_p
 @pytest.mark.parametrize("writer,policy", [("harness", "prefix"), ("engine", "prefix"), ("engine", "identity")])
 def test_true_lag_and_rpo_on_a_transactional_target(source, target, topic_name, tmp_path, writer, policy):
     """The same bounds on a target written in transactions (issue 28): a commit marker after every transaction.
-    ``engine``: the engine's ``delivery: exactly_once``. ``harness``: tests/support/transactional_mirror.py's mirror,
+    ``engine``: the engine's ``delivery: exactly_once``. ``harness``: harness/transactional_mirror.py's mirror,
     which publishes what the engine publishes and also aborts every fifth transaction (its records stay on the
     target). The ground truth counts the records a read_committed reader finds on the target (the end offsets would
     count markers and aborted records): true lag never below it, over by at most one monitor interval's records at

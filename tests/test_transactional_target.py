@@ -1,7 +1,7 @@
 """A target written in transactions (issue 28), on the real brokers: what its offsets mean to the readers here, and
 failover translation landing where it must with commit markers and aborted records between the copies.
 
-The transactional writer is tests/support/transactional_mirror.py's (the engine's exactly-once mode is written
+The transactional writer is harness/transactional_mirror.py's (the engine's exactly-once mode is written
 elsewhere); everything read back goes through the code under test or an independent read_committed consumer.
 """
 

@@ -1,5 +1,5 @@
 """Reading a transactional target as a read_committed application does, and checking what it saw against the
-numbered records the source was given (tests/support/helpers.produce_numbered: record i in partition i % n)."""
+numbered records the source was given (harness/helpers.produce_numbered: record i in partition i % n)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ flow's config for one topic, what a topic holds, a group's commits, a commit mad
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -11,13 +12,13 @@ from harness.helpers import admin, end_offsets
 from harness.mirror_harness import fast_mirror_settings
 
 
-def config_for(mirror_config, topic, group, **flow):
+def config_for(mirror_config: dict[str, Any], topic: str, group: str, **flow: Any) -> dict[str, Any]:
     mirror_config["flows"]["east-west"].update({"topics": [topic], "group": group, **flow})
     mirror_config["mirror"] = fast_mirror_settings()
     return mirror_config
 
 
-def count_on(bootstrap, topic):
+def count_on(bootstrap: str, topic: str) -> int:
     topics = admin(bootstrap).list_topics(timeout=10).topics
     return sum(end_offsets(bootstrap, topic).values()) if topic in topics else 0
 
@@ -31,7 +32,7 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
         consumer.close()
 
 
-def consume_and_commit(bootstrap, topic, group, partition, upto):
+def consume_and_commit(bootstrap: str, topic: str, group: str, partition: int, upto: int) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         for attempt in range(20):  # a fresh cluster's group coordinator may still be loading

@@ -147,7 +147,7 @@ def write_config_and_lag(command: str, source_file, out, source: str | None = No
 def check_transactional_traffic(sampler, flow: str, source: str, target: str, topic: str, target_topic: str) -> dict:
     """An MM2 flow with exactly-once source support (its target holds commit markers): under ~600 records/s into
     ``topic`` (3 partitions, empty at the start), true lag is never below an independent read_committed reader's
-    count of the records on the target (tests/support/lag_accuracy.measure with its counter), and above it by at
+    count of the records on the target (harness/lag_accuracy.measure with its counter), and above it by at
     most 5 s of one partition's records at p99 (the sync-only bound, as under identity); idle: exactly 0. Returns
     the figures (offsets without a record on the target, p50/p99 above the truth)."""
     import numpy as np

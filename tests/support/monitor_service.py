@@ -5,28 +5,33 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+T = TypeVar("T")
 
-def wait_for(check, timeout_s: float = 60, every: float = 0.3):
+
+def wait_for(check: Callable[[], T], timeout_s: float = 60, every: float = 0.3) -> T:
     deadline = time.monotonic() + timeout_s
-    last = None
+    last: object = None
     while time.monotonic() < deadline:
         try:
-            last = check()
-            if last:
-                return last
+            result = check()
+            if result:
+                return result
+            last = result
         except requests.RequestException as exc:
             last = exc
         time.sleep(every)
     raise AssertionError(f"condition not met within {timeout_s}s (last: {last!r})")
 
 
-def metrics(port: int) -> dict:
+def metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    out = {}
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
@@ -36,4 +41,5 @@ def metrics(port: int) -> dict:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port

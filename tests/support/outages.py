@@ -7,11 +7,16 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from .mirror_flows import committed_offsets as _committed_once
+
+if TYPE_CHECKING:
+    from ..conftest import TestCluster
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -25,17 +30,19 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
             ):
                 raise
             time.sleep(0.5)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def local_only(*clusters):
+def local_only(*clusters: TestCluster) -> None:
     for cluster in clusters:
         if cluster.local is None:
             pytest.skip("needs the local launcher (freezes a broker)")
 
 
 @contextlib.contextmanager
-def frozen(cluster):
+def frozen(cluster: TestCluster) -> Iterator[None]:
     """SIGSTOP the cluster's broker; SIGCONT on the way out, whatever happens."""
+    assert cluster.local is not None and cluster.local.proc is not None, "a local cluster's broker (local_only)"
     pid = cluster.local.proc.pid
     os.kill(pid, signal.SIGSTOP)
     try:

@@ -5,7 +5,7 @@ Used by the session fixture ``spark_cluster`` (tests/conftest.py) and by hand:
 
     .venv/bin/python -m tests.support.spark_cluster        # prints the master URL, Ctrl-C stops both
 
-Both processes die with the process that started them (tests/support/services.py: PR_SET_PDEATHSIG).
+Both processes die with the process that started them (harness/services.py: PR_SET_PDEATHSIG).
 Driver and executors run on this machine, so they share the filesystem (plain paths work for --history/--out)
 and the Python: ``PYSPARK_PYTHON`` is this interpreter (the job has no Python UDFs, so executors never start a
 Python worker today, but a future UDF would then find the same venv).
