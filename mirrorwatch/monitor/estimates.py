@@ -166,10 +166,12 @@ class SamplerEstimates:
     ) -> bool:
         """Whether a target partition with nothing open ends on a marker (monitor/markers.py): the sighting that
         does not depend on catching a transaction open between two requests."""
+        reader = self.marker_readers.get(cluster)
+        if reader is not None and reader.refused:
+            return False
         chosen = marker_candidates(keys, ends, stable, state.marker_looks, self.seq)
         if not chosen:
             return False
-        reader = self.marker_readers.get(cluster)
         if reader is None:
             cfg = self.config.clusters[cluster]
             reader = self.marker_readers[cluster] = TrailingMarkerReader(
@@ -181,7 +183,16 @@ class SamplerEstimates:
                 ),
                 timeout_s=min(2.0, self.timeout_s),
             )
-        return any(reader.ends_on_a_marker({k: ends[k] for k in chosen}).values())
+        found = any(reader.ends_on_a_marker({k: ends[k] for k in chosen}).values())
+        if reader.refused:
+            log.warning(
+                "cannot read the target topics on '%s' (%s): an undeclared transactional target is seen only while a "
+                "transaction is open; grant the monitor READ on them (docs/security.md) or declare the flow's mirror "
+                "transactional",
+                cluster,
+                reader.refused,
+            )
+        return found
 
     def _open_transactions(
         self,

@@ -52,6 +52,9 @@ class TrailingMarkerReader:
         self._factory = consumer_factory
         self._consumer: Consumer | None = None
         self._timeout_s = timeout_s
+        # the broker's refusal to let this principal read the target topics (READ is optional for the monitor,
+        # docs/security.md): set, the caller stops looking rather than wait out the timeout every cycle
+        self.refused = ""
 
     def ends_on_a_marker(self, ends: dict[TP, int]) -> dict[TP, bool]:
         """Per partition (end > 0): True when offset ``end − 1`` is a marker, False when it is a record; left out
@@ -71,7 +74,13 @@ class TrailingMarkerReader:
                     topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
                     key = (topic or "", partition if partition is not None else -1)
                     err = msg.error()
-                    if key not in todo or offset is None or (err is not None and not _at_end(err)):
+                    if err is not None and err.code() in _REFUSED:
+                        self.refused = err.str()
+                        return out
+                    if key not in todo or offset is None:
+                        continue
+                    if err is not None and not _at_end(err):
+                        del todo[key]  # that offset cannot be read now (no longer there, say): left out
                         continue
                     # the record at the offset; or a record past it, or the end reached past it (EOF's offset is
                     # the position) with nothing delivered at it: the offset was skipped, a marker
@@ -90,6 +99,9 @@ class TrailingMarkerReader:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+_REFUSED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 
 
 def _at_end(err: KafkaError) -> bool:
