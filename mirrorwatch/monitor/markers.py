@@ -6,7 +6,7 @@ written only in transactions has, at any moment, either an open transaction (its
 offset, :meth:`~.estimates.SamplerEstimates._transactional`) or a marker at ``end − 1``. The first alone catches a
 transaction only while it stays open across two ListOffsets requests; a writer that sends each batch and commits
 at once (MirrorMaker 2's one transaction per poll, the tests' transactional harness) keeps one open for a few ms of
-each cycle, and whole minutes of samples passed without a sighting. A plain producer never writes a marker, and the
+each cycle, so most samples find none open. A plain producer never writes a marker, and the
 newest record of a partition is in its active segment, which compaction never touches: ``end − 1`` is a record.
 
 How it is told: a consumer assigned at ``end − 1`` gets that record, or, when it is a marker (which no client
