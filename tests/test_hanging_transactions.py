@@ -1,5 +1,6 @@
 """The open-transaction age and the hanging-transaction rule (monitor/transactions.py), with plain values: a table of
-sample sequences per partition, the clock across layout changes, and the reason lines on-call reads. The real-broker
+sample sequences per partition, the clock across layout changes, and the reason lines on-call reads; which target
+partitions are looked at for a trailing transaction marker (monitor/markers.py). The real-broker
 test (a transaction left open on a transactional flow's target) is in tests/test_transactional_target.py."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from mirrorwatch.monitor.markers import LOOKS_PER_CYCLE, marker_candidates
 from mirrorwatch.monitor.transactions import (
     NOT_OPEN,
     REASONS_SHOWN,
@@ -105,3 +107,46 @@ def test_many_hanging_partitions_are_named_up_to_a_few_then_counted():
     rows = [_row(p) for p in range(REASONS_SHOWN + 4)]
     lines = hanging_reasons(rows, "w:9092", {}, 120.0, command_config=False)
     assert len(lines) == REASONS_SHOWN + 1 and lines[-1].startswith("and 4 more target partitions")
+
+
+A, B, C = ("t", 0), ("t", 1), ("t", 2)
+# (case, keys, ends, stable, looked before, cycle, chosen, looked after)
+MARKER_CASES = [
+    ("a written partition, nothing open: looked at", [A], {A: 10}, {A: 10}, {}, 1, [A], {A: (10, 1)}),
+    ("never written: nothing to look at", [A], {A: 0}, {A: 0}, {}, 1, [], {}),
+    ("open (the LSO check's): not looked at", [A], {A: 10}, {A: 7}, {}, 1, [], {}),
+    ("an offset not read: not looked at", [A, B], {A: -1, B: 5}, {A: 3, B: -1}, {}, 1, [], {}),
+    ("the end did not move: the same offset, not again", [A], {A: 10}, {A: 10}, {A: (10, 1)}, 2, [], {A: (10, 1)}),
+    ("the end moved: looked at again", [A], {A: 12}, {A: 12}, {A: (10, 1)}, 2, [A], {A: (12, 2)}),
+    (
+        "never looked at first, then the longest ago",
+        [A, B, C],
+        {A: 5, B: 5, C: 5},
+        {A: 5, B: 5, C: 5},
+        {A: (4, 3), B: (4, 1)},
+        4,
+        [C, B, A],
+        {A: (5, 4), B: (5, 4), C: (5, 4)},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "keys,ends,stable,looked,cycle,chosen,after",
+    [c[1:] for c in MARKER_CASES],
+    ids=[c[0] for c in MARKER_CASES],
+)
+def test_which_target_partitions_are_looked_at_for_a_trailing_marker(keys, ends, stable, looked, cycle, chosen, after):
+    looked = dict(looked)
+    assert marker_candidates(keys, ends, stable, looked, cycle) == chosen
+    assert looked == after
+
+
+def test_at_most_a_few_partitions_are_looked_at_per_cycle_and_the_rest_next():
+    keys = [("t", p) for p in range(LOOKS_PER_CYCLE + 3)]
+    ends = {k: 100 for k in keys}
+    looked: dict = {}
+    first = marker_candidates(keys, ends, ends, looked, 1)
+    assert first == keys[:LOOKS_PER_CYCLE]
+    ends = {k: 101 for k in keys}  # all written again: the three not looked at yet come first
+    assert marker_candidates(keys, ends, ends, looked, 2)[:3] == keys[LOOKS_PER_CYCLE:]

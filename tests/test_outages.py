@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -281,3 +282,68 @@ def test_a_fenced_cluster_is_waited_out_but_too_few_brokers_is_not(message, tran
 
     error = KafkaError(KafkaError.INVALID_REPLICATION_FACTOR, message)
     assert is_transient(KafkaException(error)) is transient
+
+
+def _watch_of(bootstrap: str, timeout_s: float = 2.0):
+    from mirrorwatch.core.config_loading import config_from_dict
+    from mirrorwatch.mirror.outage import ClusterWatch
+
+    cluster = config_from_dict({"clusters": {"west": {"bootstrap.servers": bootstrap}}, "flows": {}}).clusters["west"]
+    return ClusterWatch([("target", "west", cluster)], timeout_s=timeout_s)
+
+
+@pytest.mark.parametrize(
+    "answers, up, lines",
+    [
+        # (asked at, answered) in the order the answers come back
+        ([(2.0, True), (1.0, False)], True, []),  # an older probe's late timeout: not an outage
+        ([(2.0, False), (1.0, True)], False, ["unreachable"]),  # an older probe's late answer does not end one
+        ([(1.0, False), (2.0, True)], True, ["unreachable", "reachable again"]),
+        ([(1.0, True), (1.0, False)], False, ["unreachable"]),  # asked at the same moment: the later answer
+    ],
+)
+def test_an_answer_to_an_older_probe_is_not_recorded(answers, up, lines, caplog):
+    from mirrorwatch.localkafka.launcher import free_port
+
+    watch = _watch_of(f"127.0.0.1:{free_port()}")
+    with caplog.at_level("WARNING", logger="mirrorwatch.mirror"):
+        for asked_at, answered in answers:
+            watch.mark("target", answered, "Local: Timed out", asked_at)
+    assert watch.up["target"] is up
+    assert re.findall(r"is (unreachable|reachable again)", caplog.text) == lines
+
+
+def test_a_late_timeout_of_a_probe_asked_before_an_answered_one_says_nothing(target, caplog):
+    """The watch's thread and the start-up steps probe one cluster at once: the probe asked first (while the cluster
+    was away) fails only after the one asked second was answered. The cluster stays up, with no "unreachable" line,
+    and /readyz is told only the newer answer. (The first probe's answer is a real failure, from a client of an
+    address nothing listens on; it is held back until the second probe's answer is recorded.)"""
+    from mirrorwatch.localkafka.launcher import free_port
+
+    watch = _watch_of(target.bootstrap)
+    own, away = watch._admins["target"], watch._make_probe_admin(_watch_of(f"127.0.0.1:{free_port()}").clusters[0][2])
+    told: list[bool] = []
+    watch.on_probe = lambda alias, answered: told.append(answered)
+    asked, newer_answered = threading.Event(), threading.Event()
+    real_ask = watch._ask
+
+    def ask(admin):
+        answer = real_ask(admin)
+        if admin is away:
+            asked.set()
+            newer_answered.wait(30)
+        return answer
+
+    watch._ask = ask
+    watch._admins["target"] = away
+    first = threading.Thread(target=watch.probe, args=("target",))
+    with caplog.at_level("WARNING", logger="mirrorwatch.mirror"):
+        first.start()
+        assert asked.wait(30)
+        watch._admins["target"] = own
+        assert watch.probe("target") is True
+        newer_answered.set()
+        first.join(30)
+    assert not first.is_alive()
+    assert watch.up["target"] and "target" not in watch.last_error and told == [True]
+    assert "unreachable" not in caplog.text

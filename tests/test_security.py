@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
 from harness.helpers import admin, create_topic, end_offsets, produce_numbered, read_all, wait_for_topic
-from harness.mirror_harness import MirrorProcess, fast_mirror_settings
+from harness.mirror_harness import MirrorProcess, fast_mirror_settings, wait_until
 from harness.services import Service
 from mirrorwatch.core.acls import exactly_once_needs, mirror_needs
 from mirrorwatch.core.config_loading import config_from_dict
@@ -413,3 +413,38 @@ def test_monitor_names_a_group_it_may_not_describe_instead_of_calling_it_absent(
         assert view.status_name == "UNKNOWN", (group, view.status_name, view.error)
         assert f"cannot describe group '{group}'" in view.error and "AUTHORIZATION" in view.error.upper(), view.error
         assert view.reasons[0] == view.error
+
+
+def test_a_monitor_that_may_not_read_the_target_topics_stops_looking_for_markers(sasl_pair, tmp_path, caplog):
+    """READ on the target topics is optional for the monitor (docs/security.md): without it, the look for a marker
+    at a target partition's end is refused; the monitor says so once and stops looking (no cycle waits out a read
+    timeout), and the flow is sampled as before."""
+    from mirrorwatch.core.acls import monitor_needs
+    from mirrorwatch.monitor.sampler import Sampler
+
+    cfg, alias, topic = flow_setup(sasl_pair, tmp_path)
+    cfg["monitor"] = {"history": False}
+    config = config_from_dict(cfg)
+    needs = monitor_needs(config, None)
+    assert [n.name for n in needs if not n.required] == [f"{alias}."]  # the prefixed target topics
+    sasl_pair.grant([n for n in needs if n.required])
+    create_topic(sasl_pair.east.bootstrap, topic, 1, auth=admin_auth(sasl_pair.east))
+    create_topic(sasl_pair.west.bootstrap, f"{alias}.{topic}", 1, auth=admin_auth(sasl_pair.west))
+    plain = Producer(admin_auth(sasl_pair.west))
+    plain.produce(f"{alias}.{topic}", value=b"copy", partition=0)
+    assert plain.flush(10) == 0
+    sampler = Sampler(config, timeout_s=10)
+    caplog.set_level("WARNING", logger="mirrorwatch.monitor.sampler")
+    try:
+        # a fresh cluster's group coordinator may not answer the first cycles
+        wait_until(lambda: sampler.sample().views[0].error is None, 60, 0.5, "the flow sampled")
+        (reader,) = sampler.marker_readers.values()
+        assert "authorization" in reader.refused.lower(), reader.refused
+        reader.ends_on_a_marker = lambda ends: pytest.fail(f"looked again at {ends}")
+        plain.produce(f"{alias}.{topic}", value=b"copy", partition=0)  # the end moves: a partition worth a look
+        assert plain.flush(10) == 0
+        assert sampler.sample().views[0].error is None
+    finally:
+        sampler.close()
+    assert caplog.text.count("cannot read the target topics") == 1
+    assert "written transactionally" not in caplog.text

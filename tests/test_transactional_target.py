@@ -170,8 +170,8 @@ def sampled_flow(source, target, topic_name: str, partitions: int, **monitor) ->
 
 def test_an_undeclared_transactional_target_is_found_by_its_open_transactions(source, target, topic_name, caplog):
     """A flow whose configuration does not say its target is transactional (MM2 with exactly-once on, say, left
-    undeclared): the monitor sees an open transaction on the target (its last stable offset below its end) within a
-    few cycles, says so once, and from then on true lag is never below a read_committed reader's count."""
+    undeclared): the monitor sees the transactions on the target (an open one, or a partition ending on a marker)
+    within a few cycles, says so once, and from then on true lag is never below a read_committed reader's count."""
     from harness.lag_accuracy import RateProducer, measure
     from mirrorwatch.core.config_loading import config_from_dict
     from mirrorwatch.monitor.sampler import Sampler
@@ -189,7 +189,10 @@ def test_an_undeclared_transactional_target_is_found_by_its_open_transactions(so
         counter.start()
         producer.start()
         wait_until(
-            lambda: sampler.sample() and "has an open transaction" in caplog.text, 30, 0.1, "an open transaction seen"
+            lambda: sampler.sample() and "written transactionally" in caplog.text,
+            30,
+            0.1,
+            "a transactional target seen",
         )
         m = measure(sampler, source.bootstrap, target.bootstrap, topic_name, target_topic, 1, [0], 8, 0.1, counter)
     finally:
@@ -197,12 +200,76 @@ def test_an_undeclared_transactional_target_is_found_by_its_open_transactions(so
         mirror.stop()
         counter.stop()
         sampler.close()
-    assert caplog.text.count("has an open transaction") == 1
+    assert caplog.text.count("written transactionally") == 1
     # -1 is "not known yet" (no offset sync nor commit read so far, as right after the switch on a busy machine), not
     # a low figure; the known ones are never below the truth
     known = [(lag, low) for lag, low in zip(m.true_lag, m.lower) if lag >= 0]
     assert len(known) >= len(m.true_lag) // 2, list(zip(m.true_lag, m.lower))
     assert all(lag >= low for lag, low in known), known
+
+
+def test_a_target_whose_transactions_are_all_finished_is_found_by_the_marker_at_its_end(
+    source, target, topic_name, caplog
+):
+    """No transaction is ever open while the monitor looks (a writer that sends a batch and commits at once, as
+    MirrorMaker 2 does per poll, is open a few ms of each cycle): the first sample after one was committed finds the
+    marker it left at the partition's end and says the target is transactional. Records from a plain producer
+    before that are not taken for one."""
+    from mirrorwatch.core.config_loading import config_from_dict
+    from mirrorwatch.monitor.sampler import Sampler
+
+    target_topic, _, cfg = sampled_flow(source, target, topic_name, 2)
+    plain = Producer({"bootstrap.servers": target.bootstrap})
+    for partition in (0, 1):
+        plain.produce(target_topic, value=b"plain", partition=partition)
+    assert plain.flush(10) == 0
+    sampler = Sampler(config_from_dict(cfg))
+    writer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"burst-{topic_name}"})
+    caplog.set_level("WARNING", logger="mirrorwatch.monitor.sampler")
+    try:
+        sampler.sample()
+        sampler.sample()
+        assert "written transactionally" not in caplog.text
+        writer.init_transactions(30)
+        writer.begin_transaction()
+        writer.produce(target_topic, value=b"copy", partition=1)
+        writer.commit_transaction(30)
+        sampler.sample()
+        assert "its target has a partition that ends on a transaction marker" in caplog.text
+        sampler.sample()
+        assert caplog.text.count("written transactionally") == 1
+    finally:
+        sampler.close()
+
+
+def test_the_marker_reader_tells_a_trailing_marker_from_a_record(target, topic_name):
+    """Partition 0 ends on a plain record, 1 on a commit marker, 2 on an abort marker; 3 was never written."""
+    from mirrorwatch.core.config_loading import config_from_dict
+    from mirrorwatch.monitor.markers import TrailingMarkerReader
+
+    create_topic(target.bootstrap, topic_name, 4)
+    plain = Producer({"bootstrap.servers": target.bootstrap})
+    plain.produce(topic_name, value=b"plain", partition=0)
+    assert plain.flush(10) == 0
+    writer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"ends-{topic_name}"})
+    writer.init_transactions(30)
+    for partition, commit in ((1, True), (2, False)):
+        writer.begin_transaction()
+        writer.produce(topic_name, value=b"copy", partition=partition)
+        writer.flush(10)
+        if commit:
+            writer.commit_transaction(30)
+        else:
+            writer.abort_transaction(30)
+    cluster = config_from_dict({"clusters": {"west": target.config()}, "flows": {}}).clusters["west"]
+    settings = {"enable.partition.eof": True, "auto.offset.reset": "error"}  # as the sampler's
+    reader = TrailingMarkerReader(lambda: make_consumer(cluster, "markers", **settings), 10)
+    try:
+        ends = ClusterReader("west", cluster).end_offsets([(topic_name, p) for p in range(4)])
+        assert ends == {(topic_name, 0): 1, (topic_name, 1): 2, (topic_name, 2): 2, (topic_name, 3): 0}
+        assert reader.ends_on_a_marker(ends) == {(topic_name, 0): False, (topic_name, 1): True, (topic_name, 2): True}
+    finally:
+        reader.close()
 
 
 def test_a_hanging_transaction_on_the_target_is_reported_until_it_is_aborted(source, target, topic_name, capsys):

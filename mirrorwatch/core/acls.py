@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from .config import Config, FlowConfig
+from .delivery import transactional_target
 from .naming import (
     ReplicationPolicy,
     checkpoints_topic,
@@ -280,6 +281,20 @@ def monitor_needs(config: Config, flow_name: str | None) -> list[AclNeed]:
             "read offset syncs (true lag)",
         )
     )
+    if policy.kind == "prefix" and not transactional_target(config, flow):
+        needs += [
+            AclNeed(
+                "monitor",
+                "target",
+                "READ",
+                "topic",
+                t,
+                k,
+                "look for a transaction marker at a partition's end (an undeclared transactional target)",
+                required=False,
+            )
+            for t, k in _target_topics(policy, _source_topics(config, flow))
+        ]
     return needs
 
 

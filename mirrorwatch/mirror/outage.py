@@ -115,6 +115,8 @@ class ClusterWatch:
         self.down_since: dict[str, float] = {}
         self.outages: dict[str, int] = {role: 0 for role, _, _ in clusters}
         self.last_error: dict[str, BaseException] = {}  # the newest failed probe's error, per role
+        # when the probe whose answer stands was asked, per role: an older probe's late answer is not news
+        self._asked_at: dict[str, float] = {}
         self._admins = {role: self._make_probe_admin(cluster) for role, _, cluster in clusters}
         self._retired_admins: list[object] = []  # replaced probe clients, kept: see _second_opinion
         self._second_opinion_at: dict[str, float] = {}
@@ -146,14 +148,22 @@ class ClusterWatch:
             return False, _reason(exc), exc
 
     def probe(self, role: str) -> bool:
+        """Ask the cluster once; its answer is recorded unless a probe asked later has answered already.
+
+        Why the order matters: the watch's thread and the start-up steps probe the same cluster at once. A probe
+        asked while the cluster was frozen times out up to ``timeout_s`` after the thaw, when a probe asked after
+        the thaw may have been answered already; recorded last, that old timeout would say "unreachable" right
+        after "reachable again", for an outage that had ended."""
+        asked_at = time.monotonic()
         ok, reason, error = self._ask(self._admins[role])
         if not ok and error is not None and is_transient(error):
             ok = self._second_opinion(role)
+        if not self.mark(role, ok, reason, asked_at):
+            return ok
         if ok or error is None:
             self.last_error.pop(role, None)
         else:
             self.last_error[role] = error
-        self.mark(role, ok, reason)
         self.on_probe(self._where(role)[0], ok)
         return ok
 
@@ -189,11 +199,17 @@ class ClusterWatch:
             self._admins[role] = fresh
         return True
 
-    def mark(self, role: str, ok: bool, reason: str = "") -> None:
-        """Record a cluster's state; log only when it changes."""
+    def mark(self, role: str, ok: bool, reason: str = "", asked_at: float | None = None) -> bool:
+        """Record a cluster's state; log only when it changes. ``asked_at``: when the answer's probe was asked
+        (monotonic); an answer to a probe asked before the one already recorded is left out. Returns whether
+        it was recorded."""
         alias, bootstrap = self._where(role)
         now = time.monotonic()
+        asked_at = now if asked_at is None else asked_at
         with self._lock:
+            if asked_at < self._asked_at.get(role, asked_at):
+                return False
+            self._asked_at[role] = asked_at
             was_up = self.up[role]
             self.up[role] = ok
             if ok and not was_up:
@@ -224,6 +240,7 @@ class ClusterWatch:
                 f"{role} cluster '{alias}' at {bootstrap} has been unreachable for {now - since:.0f} s "
                 f"(mirror.max_unreachable_s = {self.max_unreachable_s:g}); giving up"
             )
+        return True
 
     def _where(self, role: str) -> tuple[str, str]:
         for r, alias, cluster in self.clusters:

@@ -18,6 +18,7 @@ from ..core.lag import catch_up_seconds, rate
 from ..core.redact import redact_text
 from ..core.topic_selection import policy_of
 from .followers import UNUSED_GROUP
+from .markers import TrailingMarkerReader, marker_candidates
 from .timelag import OffsetTimeTable, RecordTimestampReader, produced_at
 from .transactions import OpenTransactions, hanging, hanging_reasons, hanging_rows
 
@@ -32,12 +33,14 @@ TP = tuple[str, int]
 
 
 class SamplerEstimates:
-    """Needs the sampler's config, ``time_tables``, ``ts_readers`` and ``timeout_s``."""
+    """Needs the sampler's config, ``time_tables``, ``ts_readers``, ``marker_readers``, ``timeout_s`` and ``seq``."""
 
     config: Config
     time_tables: dict[str, OffsetTimeTable]
     ts_readers: dict[str, RecordTimestampReader]
+    marker_readers: dict[str, TrailingMarkerReader]
     timeout_s: float
+    seq: int
 
     def _oldest_missing(
         self,
@@ -129,28 +132,67 @@ class SamplerEstimates:
     def _transactional(
         self, name: str, state: _GroupState, dst: ClusterReader, target_keys: list[TP], target_ends: dict[TP, int]
     ) -> tuple[bool, dict[TP, int] | None]:
-        """Whether the flow's target is written in transactions (``core.delivery``), or has shown an open
-        transaction: a last stable offset below the end offset; and the last stable offsets read this cycle (None
-        when none were read). A transactional target's are read every cycle, for the hanging-transaction watch
-        (:meth:`_open_transactions`); a target the configuration does not declare is checked every cycle until it
-        shows one (one more ListOffsets, the same one): only under prefix, the one policy that reads progress off
-        the target's end offsets."""
+        """Whether the flow's target is written in transactions (``core.delivery``), or has shown it: an open
+        transaction (a last stable offset below the end offset) or a partition that ends on a transaction marker
+        (monitor/markers.py); and the last stable offsets read this cycle (None when none were read). A
+        transactional target's are read every cycle, for the hanging-transaction watch (:meth:`_open_transactions`);
+        a target the configuration does not declare is checked every cycle until it shows one (one more ListOffsets,
+        the same one, and a read of the last offset of a few partitions written since): only under prefix, the one
+        policy that reads progress off the target's end offsets."""
         flow = self.config.flows[name]
         if transactional_target(self.config, flow) or state.open_transaction_seen:
             return True, dst.stable_end_offsets(target_keys)
         if policy_of(flow).kind != "prefix" or not target_keys:
             return False, None
         stable = dst.stable_end_offsets(target_keys)
+        seen = ""
         if any(0 <= stable.get(k, -1) < target_ends.get(k, -1) for k in target_keys):
+            seen = "an open transaction"
+        elif self._ends_on_a_marker(flow.target, state, target_keys, target_ends, stable):
+            seen = "a partition that ends on a transaction marker"
+        if seen:
             state.open_transaction_seen = True
             log.warning(
-                "flow %s: its target has an open transaction, so it is written transactionally; the monitor no "
-                "longer reads progress off the target's end offsets (declare it: mirror.delivery or "
-                "flows.%s.mirror.exactly_once)",
+                "flow %s: its target has %s, so it is written transactionally; the monitor no longer reads "
+                "progress off the target's end offsets (declare it: mirror.delivery or flows.%s.mirror.exactly_once)",
                 name,
+                seen,
                 name,
             )
         return state.open_transaction_seen, stable
+
+    def _ends_on_a_marker(
+        self, cluster: str, state: _GroupState, keys: list[TP], ends: dict[TP, int], stable: dict[TP, int]
+    ) -> bool:
+        """Whether a target partition with nothing open ends on a marker (monitor/markers.py): the sighting that
+        does not depend on catching a transaction open between two requests."""
+        reader = self.marker_readers.get(cluster)
+        if reader is not None and reader.refused:
+            return False
+        chosen = marker_candidates(keys, ends, stable, state.marker_looks, self.seq)
+        if not chosen:
+            return False
+        if reader is None:
+            cfg = self.config.clusters[cluster]
+            reader = self.marker_readers[cluster] = TrailingMarkerReader(
+                lambda: make_consumer(
+                    cfg,
+                    f"mirrorwatch-monitor-markers-{cluster}",
+                    group_id=UNUSED_GROUP,
+                    **{"enable.partition.eof": True, "auto.offset.reset": "error", "fetch.wait.max.ms": 100},
+                ),
+                timeout_s=min(2.0, self.timeout_s),
+            )
+        found = any(reader.ends_on_a_marker({k: ends[k] for k in chosen}).values())
+        if reader.refused:
+            log.warning(
+                "cannot read the target topics on '%s' (%s): an undeclared transactional target is seen only while a "
+                "transaction is open; grant the monitor READ on them (docs/security.md) or declare the flow's mirror "
+                "transactional",
+                cluster,
+                reader.refused,
+            )
+        return found
 
     def _open_transactions(
         self,

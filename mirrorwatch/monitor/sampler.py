@@ -37,6 +37,7 @@ from .estimates import SamplerEstimates
 from .evaluator import GroupSummary, WindowSet, summarize
 from .followers import TopicFollower, our_sync
 from .kafka_io import ClusterReader, ClusterUnreachable
+from .markers import TrailingMarkerReader
 from .mm2 import mm2_positions, mm2_trackers
 from .model import GroupView, Snapshot
 from .positions import engine_positions
@@ -69,6 +70,8 @@ class _GroupState:
     # target counts as transactional even where the configuration does not say so
     open_transaction_seen: bool = False
     txn_clock: OpenTransactionClock = field(default_factory=OpenTransactionClock)  # since when each LSO stands still
+    # target partitions looked at for a trailing transaction marker: (end, cycle) of the last look (monitor/markers.py)
+    marker_looks: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
 
 class Sampler(SamplerEstimates):
@@ -93,6 +96,7 @@ class Sampler(SamplerEstimates):
                     our_sync,
                 )
         self.ts_readers: dict[str, RecordTimestampReader] = {}
+        self.marker_readers: dict[str, TrailingMarkerReader] = {}
         self.time_tables: dict[str, OffsetTimeTable] = {}
         self.states: dict[tuple[str, str, str], _GroupState] = {}
         self.seq = 0
@@ -130,11 +134,14 @@ class Sampler(SamplerEstimates):
             connect.close()
         for reader in self.ts_readers.values():
             reader.close()
+        for marker_reader in self.marker_readers.values():
+            marker_reader.close()
         for cluster_reader in self.readers.values():
             cluster_reader.coordinator.close()  # its helper process (core.coordinator_calls)
         # AdminClient has no close(): dropping the references lets librdkafka destroy the handles now
         self.readers.clear()
         self.ts_readers.clear()
+        self.marker_readers.clear()
 
     # ------------------------------------------------------------------ cycle
 
