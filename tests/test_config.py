@@ -87,6 +87,11 @@ BAD_FILES = [
         "as a number (got 'soon')",
     ),
     (
+        GOOD + "mirror: {transaction_interval_s: 0.1, transaction_min_interval_s: 0.5}\n",
+        "config error in {path}: mirror: transaction_min_interval_s (0.5) must not be above transaction_interval_s "
+        "(0.1)",
+    ),
+    (
         GOOD + "mirror: {delivery: exactly_once}\nmonitor: {hanging_transaction_s: 10}\n",
         "config error in {path}: monitor.hanging_transaction_s: 10 s is not longer than mirror.transaction_timeout_s "
         "(10 s): a crashed mirror's transaction, which the target aborts by then, would be called hanging; raise it",
