@@ -94,6 +94,13 @@ def chosen_variants(args: argparse.Namespace, sweep: list[float]) -> list[Varian
         chosen.append(Variant("mm2_eos", "mm2", True))
     if not args.skip_eos:
         chosen += [interval_variant(s) for s in sweep if s != args.transaction_interval]
+    if not args.skip_eos:
+        # ours_eos_min<ms>ms: mirror.transaction_min_interval_s at each value (how soon after a commit the next one
+        # may start once the mirror has caught up: latency against transactions per second)
+        chosen += [
+            Variant(f"ours_eos_min{round(s * 1000)}ms", "ours", True, args.transaction_interval, s)
+            for s in getattr(args, "min_interval_sweep", [])
+        ]
     if not args.skip_eos and args.fixed_timer:
         # a transaction every --transaction-interval whatever the load: the engine before issue 34
         interval = args.transaction_interval
@@ -309,6 +316,11 @@ def main() -> None:
     parser.add_argument("--skip-mm2-eos", action="store_true", help="no exactly-once MirrorMaker 2")
     parser.add_argument("--skip-interval-sweep", action="store_true", help="ours exactly-once at one interval only")
     parser.add_argument(
+        "--min-interval-sweep",
+        default="",
+        help="our exactly-once also at these mirror.transaction_min_interval_s (s, comma-separated; 0 allowed)",
+    )
+    parser.add_argument(
         "--fixed-timer",
         action="store_true",
         help="also ours_eos_timer: a transaction every --transaction-interval whatever the load (min interval = "
@@ -327,14 +339,18 @@ def main() -> None:
     try:
         rates = positive_list(args.rates, int)
         sweep = [] if args.skip_interval_sweep else positive_list(args.interval_sweep, float)
+        args.min_interval_sweep = [float(v) for v in args.min_interval_sweep.split(",") if v.strip()]
+        if any(not 0 <= v <= args.transaction_interval for v in args.min_interval_sweep):
+            raise ValueError
         if not rates or args.transaction_interval <= 0 or args.records < 2 * PARTITIONS:
             raise ValueError
     except ValueError:
         parser.exit(
             2,
             f"bench.mm2: --rates must be positive whole records/s, --interval-sweep and --transaction-interval "
-            f"positive seconds, comma-separated, --records at least {2 * PARTITIONS} (got {args.rates!r}, "
-            f"{args.interval_sweep!r}, {args.transaction_interval!r}, {args.records!r})\n",
+            f"positive seconds, --min-interval-sweep seconds from 0 to --transaction-interval, comma-separated, "
+            f"--records at least {2 * PARTITIONS} (got {args.rates!r}, {args.interval_sweep!r}, "
+            f"{args.min_interval_sweep!r}, {args.transaction_interval!r}, {args.records!r})\n",
         )
     print(f"machine: {machine()}")
     workdir = Path(tempfile.mkdtemp(prefix="mw-bench-mm2-"))

@@ -116,3 +116,11 @@ def test_the_fixed_timer_stays_out_of_the_interval_trade_off():
     variants = chosen_variants(args, [])
     figures = {"throughput": {"100_bytes": {v.name: {"records_per_s": 1.0} for v in variants}}}
     assert [row["variant"] for row in interval_trade_off(figures, variants).values()] == ["ours_eos"]
+
+
+def test_the_min_interval_sweep_adds_a_variant_per_value():
+    args = flags(skip_mm2=True, skip_mm2_eos=True)
+    args.min_interval_sweep = [0.0, 0.02]
+    variants = chosen_variants(args, [])
+    assert [v.name for v in variants] == ["ours", "ours_eos", "ours_eos_min0ms", "ours_eos_min20ms"]
+    assert [v.transaction_min_interval_s for v in variants[2:]] == [0.0, 0.02]
