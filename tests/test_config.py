@@ -157,6 +157,13 @@ def test_defaults_and_flow_lookup(tmp_path):
         config.flow("nope")
 
 
+def test_a_transaction_interval_below_the_default_minimum_still_loads(tmp_path):
+    """A config written before transaction_min_interval_s existed, with a shorter interval than its default."""
+    path = tmp_path / "ok.yaml"
+    path.write_text(GOOD + "mirror: {delivery: exactly_once, transaction_interval_s: 0.005}\n")
+    assert load_config(path, environ={}).mirror.transaction_interval_s == 0.005
+
+
 def test_environment_overrides(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text(GOOD)

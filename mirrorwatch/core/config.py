@@ -143,8 +143,8 @@ class MirrorSettings(Section):
         0.01,
         ge=0,
         description="exactly_once: a transaction commits as soon as the mirror has read everything waiting and "
-        "this long has passed since the last commit ended; the added latency at moderate rates is about one "
-        "commit plus this",
+        "this long (at most transaction_interval_s) has passed since the last commit ended; the added latency at "
+        "moderate rates is about one commit plus this",
     )
     transaction_timeout_s: float = Field(
         10.0,
@@ -186,7 +186,9 @@ class MirrorSettings(Section):
                 "delivery: exactly_once cannot be exact with on_records_lost: continue (the gap would be skipped "
                 "without a mark on the target); set on_records_lost: stop or delivery: at_least_once"
             )
-        if self.transaction_min_interval_s > self.transaction_interval_s:
+        # set above the interval it is a mistake to say; left at its default it follows a shorter interval
+        minimum_set = "transaction_min_interval_s" in self.model_fields_set
+        if minimum_set and self.transaction_min_interval_s > self.transaction_interval_s:
             raise ValueError(
                 f"transaction_min_interval_s ({self.transaction_min_interval_s}) must not be above "
                 f"transaction_interval_s ({self.transaction_interval_s})"

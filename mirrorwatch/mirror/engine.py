@@ -380,7 +380,8 @@ class MirrorEngine(
         caught up (commit_rounds.py); at-least-once: the source group's commit, on a timer."""
         s = self.settings
         if self.exactly_once:
-            return CommitRounds(s.transaction_interval_s, s.transaction_min_interval_s, when_caught_up=True)
+            shortest = min(s.transaction_min_interval_s, s.transaction_interval_s)
+            return CommitRounds(s.transaction_interval_s, shortest, when_caught_up=True)
         return CommitRounds(s.commit_interval_s, s.commit_interval_s, when_caught_up=False)
 
     def _source_backlog(self) -> int:
