@@ -69,20 +69,34 @@ def mb_per_core_s(record_bytes: int, cpu_s_per_million: float) -> float:
 @dataclass(frozen=True)
 class Variant:
     """One engine as measured: ``name`` is its key in the figures (``ours``, ``mm2``, ``ours_eos``, ``mm2_eos``,
-    ``ours_eos_500ms``); ``transaction_interval_s`` is ours' ``mirror.transaction_interval_s`` (exactly-once)."""
+    ``ours_eos_500ms``, ``ours_eos_timer``); ``transaction_interval_s`` is ours' ``mirror.transaction_interval_s``
+    (exactly-once)."""
 
     name: str
     engine: str  # "ours" or "mm2"
     exactly_once: bool = False
     transaction_interval_s: float | None = None
+    # ours' mirror.transaction_min_interval_s (None: its default); equal to the interval, a fixed timer
+    transaction_min_interval_s: float | None = None
 
     def start(self, east: str, west: str, topic: str, workdir: Path) -> subprocess.Popen:
         if self.engine == "mm2":
             return start_mm2(east, west, topic, workdir, self.exactly_once)
         if not self.exactly_once:
             return start_ours(east, west, topic, workdir)
+        shortest = (
+            {}
+            if self.transaction_min_interval_s is None
+            else {"transaction_min_interval_s": self.transaction_min_interval_s}
+        )
         return start_ours(
-            east, west, topic, workdir, delivery="exactly_once", transaction_interval_s=self.transaction_interval_s
+            east,
+            west,
+            topic,
+            workdir,
+            delivery="exactly_once",
+            transaction_interval_s=self.transaction_interval_s,
+            **shortest,
         )
 
 

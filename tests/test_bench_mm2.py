@@ -8,9 +8,12 @@ import argparse
 import pytest
 
 from bench.mm2 import (
+    GOALS,
+    LATENCY_GOALS,
     THROUGHPUT_RATIOS,
     add_ratios,
     chosen_variants,
+    goal_lines,
     interval_trade_off,
     median,
     sitting_order,
@@ -19,7 +22,7 @@ from bench.mm2 import (
 
 
 def flags(**skips) -> argparse.Namespace:
-    names = ("skip_mm2", "skip_eos", "skip_mm2_eos")
+    names = ("skip_mm2", "skip_eos", "skip_mm2_eos", "fixed_timer")
     return argparse.Namespace(transaction_interval=0.1, **{n: skips.get(n, False) for n in names})
 
 
@@ -30,6 +33,8 @@ def flags(**skips) -> argparse.Namespace:
         ({}, [], ["ours", "mm2", "ours_eos", "mm2_eos"]),
         ({"skip_mm2": True, "skip_mm2_eos": True}, [0.5], ["ours", "ours_eos", "ours_eos_500ms"]),
         ({"skip_eos": True}, [0.05], ["ours", "mm2", "mm2_eos"]),
+        ({"skip_mm2": True, "fixed_timer": True}, [], ["ours", "ours_eos", "mm2_eos", "ours_eos_timer"]),
+        ({"skip_eos": True, "fixed_timer": True}, [], ["ours", "mm2", "mm2_eos"]),
     ],
 )
 def test_chosen_variants(skips, sweep, expected):
@@ -76,3 +81,46 @@ def test_interval_trade_off_reads_the_runs_figures():
     trade_off = interval_trade_off(figures, variants)
     assert list(trade_off) == ["50_ms", "100_ms", "500_ms"]
     assert trade_off["100_ms"] == {"variant": "ours_eos", "100_bytes_records_per_s": 2.0, "5000_per_s_p99_ms": 20.0}
+
+
+@pytest.mark.parametrize(
+    "summary,goals,expected",
+    [
+        (
+            {"ours_eos_over_ours_records_per_s": 0.93},
+            GOALS,
+            ["our exactly-once / at-least-once records/s = 0.93 (goal >= 0.9: met)"],
+        ),
+        (
+            {"ours_eos_over_ours_records_per_s": 0.85},
+            GOALS,
+            ["our exactly-once / at-least-once records/s = 0.85 (goal >= 0.9: NOT met)"],
+        ),
+        (
+            {"ours_eos_over_mm2_eos_p50": 0.6, "ours_eos_over_mm2_eos_p99": 1.2},
+            LATENCY_GOALS,
+            [
+                "our exactly-once / MM2 exactly-once p50 = 0.60 (goal <= 1.0: met)",
+                "our exactly-once / MM2 exactly-once p99 = 1.20 (goal <= 1.0: NOT met)",
+            ],
+        ),
+        ({}, LATENCY_GOALS, []),
+    ],
+)
+def test_goal_lines_say_met_or_not(summary, goals, expected):
+    assert goal_lines(summary, goals, "") == expected
+
+
+def test_the_fixed_timer_stays_out_of_the_interval_trade_off():
+    args = flags(skip_mm2=True, skip_mm2_eos=True, fixed_timer=True)
+    variants = chosen_variants(args, [])
+    figures = {"throughput": {"100_bytes": {v.name: {"records_per_s": 1.0} for v in variants}}}
+    assert [row["variant"] for row in interval_trade_off(figures, variants).values()] == ["ours_eos"]
+
+
+def test_the_min_interval_sweep_adds_a_variant_per_value():
+    args = flags(skip_mm2=True, skip_mm2_eos=True)
+    args.min_interval_sweep = [0.0, 0.02]
+    variants = chosen_variants(args, [])
+    assert [v.name for v in variants] == ["ours", "ours_eos", "ours_eos_min0ms", "ours_eos_min20ms"]
+    assert [v.transaction_min_interval_s for v in variants[2:]] == [0.0, 0.02]

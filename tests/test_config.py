@@ -87,6 +87,11 @@ BAD_FILES = [
         "as a number (got 'soon')",
     ),
     (
+        GOOD + "mirror: {transaction_interval_s: 0.1, transaction_min_interval_s: 0.5}\n",
+        "config error in {path}: mirror: transaction_min_interval_s (0.5) must not be above transaction_interval_s "
+        "(0.1)",
+    ),
+    (
         GOOD + "mirror: {delivery: exactly_once}\nmonitor: {hanging_transaction_s: 10}\n",
         "config error in {path}: monitor.hanging_transaction_s: 10 s is not longer than mirror.transaction_timeout_s "
         "(10 s): a crashed mirror's transaction, which the target aborts by then, would be called hanging; raise it",
@@ -156,6 +161,13 @@ def test_defaults_and_flow_lookup(tmp_path):
     assert name == "ew" and flow.policy == "prefix" and flow.separator == "."
     with pytest.raises(ConfigError, match="flow 'nope' is not defined"):
         config.flow("nope")
+
+
+def test_a_transaction_interval_below_the_default_minimum_still_loads(tmp_path):
+    """A config written before transaction_min_interval_s existed, with a shorter interval than its default."""
+    path = tmp_path / "ok.yaml"
+    path.write_text(GOOD + "mirror: {delivery: exactly_once, transaction_interval_s: 0.005}\n")
+    assert load_config(path, environ={}).mirror.transaction_interval_s == 0.005
 
 
 def test_environment_overrides(tmp_path):

@@ -63,9 +63,15 @@ def test_zombie_and_scale_out_never_commit_twice(source, target, topic_name, mir
     open transaction must not commit. Then the other is SIGKILLed and not restarted: the survivor takes all."""
     parts, group = 6, f"g-{topic_name}"
     create_topic(source.bootstrap, topic_name, parts)
-    # the freeze (12 s) outlasts the session (6 s) but not the transaction timeout (20 s); a 1 s transaction makes
-    # a freeze with records written and their positions not yet sent (the zombie's abort) the likely case
-    settings = {"transaction_timeout_s": 20, "transaction_interval_s": 1.0, "consumer": {"session.timeout.ms": 6000}}
+    # the freeze (12 s) outlasts the session (6 s) but not the transaction timeout (20 s); a 1 s transaction (also
+    # when the mirror has caught up: the min interval) makes a freeze with records written and their positions not
+    # yet sent (the zombie's abort) the likely case
+    settings = {
+        "transaction_timeout_s": 20,
+        "transaction_interval_s": 1.0,
+        "transaction_min_interval_s": 1.0,
+        "consumer": {"session.timeout.ms": 6000},
+    }
     mirrored_topic = f"east.{topic_name}"
     first = MirrorProcess(
         eos_config(mirror_config, topic_name, group, instance_id="a", **settings), tmp_path / "a.yaml", log_name="a.log"

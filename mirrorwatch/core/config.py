@@ -136,8 +136,15 @@ class MirrorSettings(Section):
     transaction_interval_s: float = Field(
         0.1,
         gt=0,
-        description="exactly_once: commit a transaction this often; read_committed readers see records only "
-        "after it, so this bounds the added latency (BENCHMARKS.md shows the trade-off)",
+        description="exactly_once: the longest a transaction stays open while records keep coming (a backlog); "
+        "read_committed readers see records only after it commits (BENCHMARKS.md shows the trade-off)",
+    )
+    transaction_min_interval_s: float = Field(
+        0.01,
+        ge=0,
+        description="exactly_once: a transaction commits as soon as the mirror has read everything waiting and "
+        "this long (at most transaction_interval_s) has passed since the last commit ended; the added latency at "
+        "moderate rates is about one commit plus this",
     )
     transaction_timeout_s: float = Field(
         10.0,
@@ -178,6 +185,13 @@ class MirrorSettings(Section):
             raise ValueError(
                 "delivery: exactly_once cannot be exact with on_records_lost: continue (the gap would be skipped "
                 "without a mark on the target); set on_records_lost: stop or delivery: at_least_once"
+            )
+        # set above the interval it is a mistake to say; left at its default it follows a shorter interval
+        minimum_set = "transaction_min_interval_s" in self.model_fields_set
+        if minimum_set and self.transaction_min_interval_s > self.transaction_interval_s:
+            raise ValueError(
+                f"transaction_min_interval_s ({self.transaction_min_interval_s}) must not be above "
+                f"transaction_interval_s ({self.transaction_interval_s})"
             )
         if self.delivery == "exactly_once" and self.transaction_interval_s >= self.transaction_timeout_s:
             raise ValueError(

@@ -47,6 +47,7 @@ from ..core.topic_selection import TopicFilter, policy_of
 from .access_guard import EngineAccess
 from .acknowledgement import MirrorFailure, RecordFailure, RecordsLost, failure_message
 from .client_settings import consumer_properties, offset_sync_interval_s, producer_properties
+from .commit_rounds import CommitRounds, source_backlog
 from .consumer_guard import STATS_INTERVAL_MS, ConsumerGuard
 from .lifecycle import EngineLifecycle
 from .metrics import LatencyHistogram
@@ -305,9 +306,8 @@ class MirrorEngine(
 
     def run(self) -> None:
         """Mirror until stop() or a record that cannot be written; raises MirrorFailure for the latter."""
-        # exactly-once: a transaction commits the records and the positions together, this often
-        commit_interval = self.settings.transaction_interval_s if self.exactly_once else self.settings.commit_interval_s
-        next_commit = time.monotonic() + commit_interval
+        rounds = self._commit_rounds()
+        committed_at = time.monotonic()  # when the last commit ended
         batch, max_in_flight = self.settings.batch_size, self.settings.max_in_flight
         idle_synced = False
         last_record = time.monotonic()
@@ -333,6 +333,7 @@ class MirrorEngine(
                     self._serve(0.05)
                 else:
                     messages = self._read(batch, 0.005 if in_flight else 0.05)
+                read = None if messages is None else len(messages)
                 now = time.monotonic()
                 if messages:
                     self._send(messages)
@@ -347,13 +348,13 @@ class MirrorEngine(
                     self._commit_positions()
                     self._serve(0)
                     idle_synced = True
-                    next_commit = now + commit_interval
-                elif now >= next_commit:
+                    committed_at = time.monotonic()
+                elif rounds.due(now - committed_at, self._produced_since_commit, read, batch, self._source_backlog):
                     if not messages and self.in_flight == 0:
                         # still idle: a commit marker written after the idle flush moved the position since
                         self._advance_idle()
                     self._commit_positions(sync=False)
-                    next_commit = now + commit_interval
+                    committed_at = time.monotonic()
                     next_sync = now + sync_interval
                 elif now >= next_sync:
                     # fresher in time than the commits: what the monitor's true lag and RPO seconds rest on
@@ -372,6 +373,18 @@ class MirrorEngine(
             raise ClustersUnreachable(self.gave_up)
         if self.transaction_refused:
             raise TransactionRefused(self.transaction_refused)
+
+    def _commit_rounds(self) -> CommitRounds:
+        """Exactly-once: a transaction commits the records and the positions together, as soon as the reader has
+        caught up (commit_rounds.py); at-least-once: the source group's commit, on a timer."""
+        s = self.settings
+        if self.exactly_once:
+            shortest = min(s.transaction_min_interval_s, s.transaction_interval_s)
+            return CommitRounds(s.transaction_interval_s, shortest, when_caught_up=True)
+        return CommitRounds(s.commit_interval_s, s.commit_interval_s, when_caught_up=False)
+
+    def _source_backlog(self) -> int:
+        return source_backlog(self.consumer, self.partitions)
 
     def _read(self, batch: int, wait: float) -> list[ConsumedRecord]:
         """The next records: wait for the first one, then take what is already fetched without waiting.
