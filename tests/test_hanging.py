@@ -27,30 +27,33 @@ def test_a_claim_reads_back_as_written(metadata, claim):
 
 
 @pytest.mark.parametrize(
-    "stable, claim, taken, expected",
+    "stable, claim, taken, written, expected",
     [
-        (None, None, False, Verdict.START),  # nothing open
-        (None, OURS, False, Verdict.START),
-        (11, OURS, False, Verdict.WAIT),  # open after what we claim: not ours to end
-        (5, None, False, Verdict.WAIT),  # no claim: never a guess
-        (-1, OURS, False, Verdict.WAIT),  # the check could not be made
-        (10, OURS, False, Verdict.TAKE_COMMITTED),  # open from the record we claim: committed, by us
-        (3, OURS, False, Verdict.TAKE_COMMITTED),
-        (10, THEIRS, False, Verdict.WAIT_COMMITTED),  # committed by another mirror: never abort it
-        (10, OURS, True, Verdict.TAKE_COMMITTED),  # taken, still open: still ours to end
-        (None, OURS, True, Verdict.REWIND),  # taken, ended without our commit: aborted
-        (11, OURS, True, Verdict.WAIT),  # taken, ended, someone else's open after it: wait, then rewind
-        (-1, OURS, True, Verdict.WAIT),
+        (None, None, False, False, Verdict.START),  # nothing open
+        (None, OURS, False, False, Verdict.START),
+        (11, OURS, False, False, Verdict.WAIT),  # open after what we claim: not ours to end
+        (5, None, False, False, Verdict.WAIT),  # no claim: never a guess
+        (-1, OURS, False, False, Verdict.WAIT),  # the check could not be made
+        (10, OURS, False, False, Verdict.TAKE_COMMITTED),  # open from the record we claim: committed, by us
+        (3, OURS, False, False, Verdict.TAKE_COMMITTED),
+        (10, THEIRS, False, False, Verdict.WAIT_COMMITTED),  # committed by another mirror: never abort it
+        (10, OURS, True, False, Verdict.TAKE_COMMITTED),  # taken, still open: still ours to end
+        (None, OURS, True, False, Verdict.REWIND),  # taken, ended without our commit: aborted
+        (11, OURS, True, False, Verdict.WAIT),  # taken, ended, someone else's open after it: wait, then rewind
+        (-1, OURS, True, False, Verdict.WAIT),
+        (10, OURS, True, True, Verdict.REWIND),  # taken, one of ours wrote there and was aborted
+        (None, OURS, True, True, Verdict.REWIND),
+        (11, OURS, True, True, Verdict.WAIT),  # ended, another open after it: wait, then rewind
     ],
 )
-def test_what_an_open_transaction_means_for_a_partition(stable, claim, taken, expected):
-    assert verdict(stable, claim, "ours", taken) == expected
+def test_what_an_open_transaction_means_for_a_partition(stable, claim, taken, written, expected):
+    assert verdict(stable, claim, "ours", taken, written) == expected
 
 
 def test_a_taken_partition_is_ours_until_a_commit_writes_past_its_claim():
     watch = HangingWatch("ours", 60.0)
     key = ("t", 0)
-    assert watch.decide(key, 10, OURS, 120, now=0.0) == 120
+    assert watch.decide(key, (10, 12), OURS, 120, now=0.0) == 120
     watch.committed({key: 10})  # nothing written past the claim yet
     assert key in watch.taken
     watch.committed({key: 11})
@@ -61,10 +64,20 @@ def test_a_taken_partition_is_ours_until_a_commit_writes_past_its_claim():
 def test_a_taken_partition_whose_transaction_ended_aborted_starts_before_it():
     watch = HangingWatch("ours", 60.0)
     key = ("t", 0)
-    assert watch.decide(key, 10, OURS, 120, now=0.0) == 120
+    assert watch.decide(key, (10, 12), OURS, 120, now=0.0) == 120
+    assert watch.decide(key, (10, 12), OURS, 120, now=0.5) == 120  # asked again, nothing written there: still ours
     assert watch.decide(key, None, OURS, 120, now=1.0) == 100
     assert key not in watch.taken
     unknown = Claim(10, -1, "ours")
-    assert watch.decide(key, 10, unknown, 120, now=2.0) == 120
+    assert watch.decide(key, (10, 12), unknown, 120, now=2.0) == 120
     assert watch.decide(key, None, unknown, 120, now=3.0) is None  # where to start again is not known: it waits
     assert watch.decide(key, None, unknown, 120, now=4.0) is None  # for good, never a guess
+
+
+def test_a_taken_partition_written_and_aborted_starts_before_it_while_the_markers_are_still_on_their_way():
+    """Right after our abort, the open transaction can still look open (its markers are written after the abort
+    returns): the end having grown says one of ours wrote there, and its abort marker ends the open one aborted."""
+    watch = HangingWatch("ours", 60.0)
+    key = ("t", 0)
+    assert watch.decide(key, (10, 12), OURS, 120, now=0.0) == 120
+    assert watch.decide(key, (10, 30), OURS, 120, now=1.0) == 100

@@ -36,6 +36,9 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 log = logging.getLogger("mirrorwatch.mirror")
 
 Key = tuple[str, int]
+# a partition with a transaction open on it: (its last stable offset, its end offset); (-1, -1): not known
+OpenAt = tuple[int, int]
+UNKNOWN: OpenAt = (-1, -1)
 CLAIM_PREFIX = "mirrorwatch-claim:"
 # past the transaction timeout, the coordinator's check for expired transactions (every 10 s by default) and its
 # markers: a transaction still open this long has outlived its timeout
@@ -75,12 +78,16 @@ class Verdict(Enum):
     REWIND = "rewind"  # we took a committed open one and it ended without our commit: start again before it
 
 
-def verdict(stable_offset: int | None, claim: Claim | None, ours: str, taken: bool) -> Verdict:
+def verdict(
+    stable_offset: int | None, claim: Claim | None, ours: str, taken: bool, written_since: bool = False
+) -> Verdict:
     """What to do with a partition whose position was read (pure). ``stable_offset``: the partition's last stable
     offset when a transaction is open there (-1: the check could not be made), None when none is open. ``taken``:
-    this process took the partition before on TAKE_COMMITTED and has not committed there since."""
+    this process took the partition before on TAKE_COMMITTED and has not committed there since; ``written_since``:
+    the partition's end has grown since it was taken (a transaction of ours wrote there and was then aborted: its
+    abort marker, perhaps not written yet, ends the open one as aborted too)."""
     held_by_claim = claim is not None and stable_offset is not None and 0 <= stable_offset <= claim.target_offset
-    if taken and not held_by_claim and stable_offset is None:
+    if taken and (stable_offset is None or (held_by_claim and written_since)):
         return Verdict.REWIND
     if stable_offset is None:
         return Verdict.START
@@ -99,12 +106,19 @@ class HangingWatch:
         self.hanging_after_s = hanging_after_s  # the transaction timeout + HANGING_MARGIN_S
         self._open_since: dict[Key, float] = {}
         self._said: set[Key] = set()
-        self.taken: dict[Key, Claim] = {}  # read by the positions thread and the data loop: replaced, never mutated
+        # taken partitions: their claim and their end offset when taken. Read by the positions thread and the data
+        # loop: replaced, never mutated
+        self.taken: dict[Key, tuple[Claim, int]] = {}
 
-    def decide(self, key: Key, stable_offset: int | None, claim: Claim | None, position: int, now: float) -> int | None:
-        """Where the partition starts, or None while it waits (saying so once, at ERROR, once it hangs)."""
-        taken = self.taken.get(key)
-        outcome = verdict(stable_offset, taken or claim, self.transactional_id, taken is not None)
+    def decide(self, key: Key, open_at: OpenAt | None, claim: Claim | None, position: int, now: float) -> int | None:
+        """Where the partition starts, or None while it waits (saying so once, at ERROR, once it hangs).
+        ``open_at``: the partition's (last stable offset, end) while a transaction is open there, else None."""
+        stable_offset = None if open_at is None else open_at[0]
+        end = -1 if open_at is None else open_at[1]
+        taken_claim, taken_end = self.taken.get(key, (None, -1))
+        taken = taken_claim is not None
+        written_since = taken and end > taken_end >= 0
+        outcome = verdict(stable_offset, taken_claim or claim, self.transactional_id, taken, written_since)
         if outcome in (Verdict.WAIT, Verdict.WAIT_COMMITTED):
             assert stable_offset is not None
             self._waiting(key, stable_offset, claim if outcome == Verdict.WAIT_COMMITTED else None, now)
@@ -115,23 +129,21 @@ class HangingWatch:
         self._said.discard(key)
         if outcome == Verdict.START:
             return position
-        if outcome == Verdict.TAKE_COMMITTED:
-            kept = taken or claim
-            assert kept is not None  # TAKE_COMMITTED comes of a claim
-            if taken is None:
-                self.taken = {**self.taken, key: kept}
-                _say_taken(key, stable_offset)
+        if outcome == Verdict.TAKE_COMMITTED and not taken:
+            assert claim is not None  # TAKE_COMMITTED comes of a claim
+            self.taken = {**self.taken, key: (claim, end)}
+            _say_taken(key, stable_offset)
         return position
 
     def committed(self, last_written: dict[Key, int]) -> None:
         """From the data loop, after a commit: a taken partition whose newest record written is past its claim had
         that record committed, and with it the open transaction before it."""
-        done = [key for key, claim in self.taken.items() if last_written.get(key, -1) > claim.target_offset]
+        done = [key for key, (claim, _) in self.taken.items() if last_written.get(key, -1) > claim.target_offset]
         if done:
-            self.taken = {key: claim for key, claim in self.taken.items() if key not in done}
+            self.taken = {key: taken for key, taken in self.taken.items() if key not in done}
 
     def _rewound(self, key: Key) -> int | None:
-        claim = self.taken[key]
+        claim, _ = self.taken[key]
         topic, partition = key
         if claim.rewind_to < 0:  # kept taken: it waits for good, said once
             if key in self._said:
@@ -205,7 +217,7 @@ def _say_taken(key: Key, stable_offset: int | None) -> None:
     )
 
 
-def open_transactions(admin: AdminClient, keys: list[Key]) -> dict[Key, int]:
+def open_transactions(admin: AdminClient, keys: list[Key]) -> dict[Key, OpenAt]:
     """Target partitions with a transaction open on them (last stable offset below the end), each with its last
     stable offset: the positions thread does not start them (positions.py says why). Raises when an offset cannot be
     read."""
@@ -220,4 +232,4 @@ def open_transactions(admin: AdminClient, keys: list[Key]) -> dict[Key, int]:
         return {(tp.topic, tp.partition): f.result(OFFSETS_TIMEOUT_S + 1).offset for tp, f in futures.items()}
 
     stable, ends = offsets(IsolationLevel.READ_COMMITTED), offsets(IsolationLevel.READ_UNCOMMITTED)
-    return {key: stable[key] for key in keys if stable[key] < ends[key]}
+    return {key: (stable[key], ends[key]) for key in keys if stable[key] < ends[key]}

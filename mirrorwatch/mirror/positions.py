@@ -36,7 +36,7 @@ from ..core.clients import make_consumer
 from ..core.naming import positions_group
 from .consumer_guard import STATS_INTERVAL_MS
 from .engine_state import EngineState
-from .hanging import HangingWatch, parse_claim
+from .hanging import UNKNOWN, HangingWatch, OpenAt, parse_claim
 from .partition_state import PartitionState
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -77,7 +77,7 @@ class PositionReads:
         self,
         new_consumer: Callable[[], Consumer],
         retrying: Callable[..., None],
-        open_transactions: Callable[[list[Key]], dict[Key, int]] | None = None,
+        open_transactions: Callable[[list[Key]], dict[Key, OpenAt]] | None = None,
         hanging: HangingWatch | None = None,
     ) -> None:
         self.new_consumer = new_consumer  # a read_committed consumer of the positions group that never subscribes
@@ -217,7 +217,7 @@ class PositionReads:
             still_open = self.open_transactions(list(positions)) if self.open_transactions else {}
         except Exception as exc:
             self.retrying("exactly-once: checking the target for open transactions (will retry): %s", exc)
-            still_open = dict.fromkeys(positions, -1)
+            still_open = dict.fromkeys(positions, UNKNOWN)
         now = time.monotonic()
         for key, (offset, metadata) in positions.items():
             start = self.hanging.decide(key, still_open.get(key), parse_claim(metadata), offset, now)
