@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from harness.helpers import create_topic
 from mirrorwatch.core.clients import make_consumer
@@ -43,6 +43,28 @@ def test_which_answers_start_a_partition(answers, wanted, found, held):
     assert sort_answers(answers, wanted) == (found, held)
 
 
+COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._TIMED_OUT,
+}
+
+
+def commit_offsets(committer: Consumer, offsets: list[TopicPartition]) -> None:
+    """Set up the positions: a group coordinator still loading on a fresh broker answers NOT_COORDINATOR (or
+    COORDINATOR_LOAD_IN_PROGRESS) at first, retriably."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            committer.commit(offsets=offsets, asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def poll_until(reads: PositionReads, want: int, timeout: float = 20) -> list:
     found: list = []
     deadline = time.monotonic() + timeout
@@ -58,7 +80,7 @@ def test_an_open_transaction_holds_only_its_own_partitions(target, topic_name):
     create_topic(target.bootstrap, topic_name, 4)
     group = f"{topic_name}.eos"
     committer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
-    committer.commit(offsets=[TopicPartition(topic_name, p, 5) for p in range(4)], asynchronous=False)
+    commit_offsets(committer, [TopicPartition(topic_name, p, 5) for p in range(4)])
     producer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"{topic_name}-holder"})
     producer.init_transactions(30)
     producer.begin_transaction()
@@ -90,7 +112,7 @@ def test_positions_are_read_again_after_the_target_restarts(target, topic_name):
     create_topic(target.bootstrap, topic_name, 2)
     group = f"{topic_name}.eos"
     committer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
-    committer.commit(offsets=[TopicPartition(topic_name, p, 7) for p in range(2)], asynchronous=False)
+    commit_offsets(committer, [TopicPartition(topic_name, p, 7) for p in range(2)])
     committer.close()
     cluster = ClusterConfig.model_validate({"bootstrap.servers": target.bootstrap})
     reads = PositionReads(lambda: make_consumer(cluster, "test-position-reads", group), lambda *args: None)
@@ -120,7 +142,7 @@ def test_a_transaction_open_on_a_target_partition_holds_it_until_it_ends(target,
     create_topic(target.bootstrap, topic_name, 4)
     group = f"{topic_name}.eos"
     committer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
-    committer.commit(offsets=[TopicPartition(topic_name, p, 5) for p in range(4)], asynchronous=False)
+    commit_offsets(committer, [TopicPartition(topic_name, p, 5) for p in range(4)])
     committer.close()
     plain = Producer({"bootstrap.servers": target.bootstrap})
     plain.produce(topic_name, b"committed", partition=1)  # the last stable offset is then 1, not 0
@@ -182,10 +204,7 @@ def test_an_open_transaction_our_position_claims_is_taken_and_one_another_mirror
     group = f"{topic_name}.eos"
     committer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
     claims = {0: Claim(0, 3, "the-mirror"), 1: Claim(0, 3, "another-mirror")}
-    committer.commit(
-        offsets=[TopicPartition(topic_name, p, 4, metadata=claim_metadata(claims[p])) for p in (0, 1)],
-        asynchronous=False,
-    )
+    commit_offsets(committer, [TopicPartition(topic_name, p, 4, metadata=claim_metadata(claims[p])) for p in (0, 1)])
     committer.close()
     admin = AdminClient({"bootstrap.servers": target.bootstrap})
     cluster = ClusterConfig.model_validate({"bootstrap.servers": target.bootstrap})
