@@ -4,14 +4,20 @@
 from __future__ import annotations
 
 import logging
+import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from ..core.access import error_of
 from .engine_state import EngineState, Key
 from .partition_state import PartitionState
 from .resume import READ_TIMEOUT_S, newest_syncs, resume_position, target_ends
 
 log = logging.getLogger("mirrorwatch.mirror")
+
+# the group's commits are asked for up to this long in all, in tries of COMMITTED_TRY_S (see _committed)
+COMMITTED_TIMEOUT_S = 30.0
+COMMITTED_TRY_S = 1.0
 
 
 class SourceGroupRebalances(EngineState):
@@ -25,7 +31,7 @@ class SourceGroupRebalances(EngineState):
             # read_next and acked_next are learned below, or from the first fetched record
             self.partitions[key] = PartitionState(key, self)
         try:
-            committed = consumer.committed(partitions, timeout=30)
+            committed = self._committed(consumer, partitions)
             later = self._resume_from_syncs(consumer, committed)
             for tp in committed:
                 state = self.partitions[(tp.topic, tp.partition)]
@@ -47,6 +53,20 @@ class SourceGroupRebalances(EngineState):
             log.warning("could not look up start positions (%s); taking them from the first records", exc)
         self.owned = frozenset(self.partitions)
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
+
+    def _committed(self, consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The group's commits for these partitions. A rebalance callback runs inside the data loop's poll(), so a
+        coordinator still loading (a source broker just restarted) would hold the loop, and a stop with it, for the
+        whole wait: asked in short tries instead, given up at once when the engine is stopping."""
+        deadline = time.monotonic() + COMMITTED_TIMEOUT_S
+        while True:
+            try:
+                return consumer.committed(partitions, timeout=COMMITTED_TRY_S)
+            except KafkaException as exc:
+                err = error_of(exc)
+                timed_out = err is not None and err.code() == KafkaError._TIMED_OUT
+                if not timed_out or self._stop.is_set() or time.monotonic() >= deadline:
+                    raise
 
     def _resume_from_syncs(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Key, int]:
         """The partitions whose newest offset sync on the target is later than their commit, and where each then
