@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from concurrent.futures import wait
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 
@@ -103,14 +104,20 @@ class ClusterReader:
             futures = self.admin.list_offsets(request, request_timeout=self.timeout_s, **options)
         except KafkaException as exc:
             raise self._fail("cannot list offsets", exc) from None
+        # one deadline for the whole request: waited partition by partition, answers that never came cost a
+        # timeout each, and a cycle over many partitions stood still for minutes
+        _, late = wait(list(futures.values()), timeout=self.timeout_s + 1)
         out: dict[TP, int] = {}
         failures = 0
         for tp, future in futures.items():
             try:
-                out[(tp.topic, tp.partition)] = future.result(self.timeout_s + 1).offset
-            except Exception:  # one missing partition (topic not there yet) must not sink the rest
+                if future in late:
+                    raise TimeoutError("no answer within the request timeout")
+                out[(tp.topic, tp.partition)] = future.result(0).offset
+            except Exception as exc:  # one missing partition (topic not there yet) must not sink the rest
                 out[(tp.topic, tp.partition)] = -1
                 failures += 1
+                self._stale = self._stale or _timed_out(exc)
         if failures == len(wanted) and not self._reachable():
             raise ClusterUnreachable(f"cluster '{self.alias}': no end offset could be read")
         return out
@@ -154,3 +161,13 @@ class ClusterReader:
             return True
         except KafkaException:
             return False
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A request librdkafka let time out, or never answered: after a broker's restart a long-lived admin client
+    can go on doing so while a new one is answered at once (see ClusterReader._fail), so the next cycle starts
+    with a new one. A partition that is not there (a topic not created yet) is no reason to."""
+    if isinstance(exc, TimeoutError):
+        return True
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(err, KafkaError) and err.code() in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
