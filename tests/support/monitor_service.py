@@ -3,13 +3,14 @@ free port for its API."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+
+from harness.prometheus_server import free_port as harness_free_port
 
 T = TypeVar("T")
 
@@ -39,7 +40,4 @@ def metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return harness_free_port()  # outside the ephemeral range (harness/prometheus_server.py says why)
