@@ -5,6 +5,7 @@ offsets and whether it has members. Every call is bounded by a timeout; failures
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from concurrent.futures import wait
 
@@ -23,6 +24,8 @@ from ..core.redact import redact_text
 log = logging.getLogger("mirrorwatch.monitor.kafka")
 
 TP = tuple[str, int]
+# a new admin client is not renewed for a timeout before this long (ClusterReader._settled)
+CLIENT_SETTLE_S = 30.0
 
 
 class ClusterUnreachable(Exception):
@@ -39,7 +42,13 @@ class ClusterReader:
         # the newest list_topics answer (partition leaders for the hanging-transaction advice)
         self._metadata: ClusterMetadata | None = None
 
+    def _settled(self) -> bool:
+        """The client has had time to connect: a timeout from one younger than this is its start-up, and renewing
+        it then would start another, every cycle, on a slow or loaded cluster (a soak's monitor stayed UNKNOWN)."""
+        return time.monotonic() - self._admin_since >= CLIENT_SETTLE_S
+
     def _new_admin(self) -> AdminClient:
+        self._admin_since = time.monotonic()
         # short reconnect backoff: an unreachable cluster should be noticed back soon after it returns
         return make_admin(self._cluster, f"mirrorwatch-monitor-{self.alias}", **{"reconnect.backoff.max.ms": 2000})
 
@@ -117,7 +126,7 @@ class ClusterReader:
             except Exception as exc:  # one missing partition (topic not there yet) must not sink the rest
                 out[(tp.topic, tp.partition)] = -1
                 failures += 1
-                self._stale = self._stale or _timed_out(exc)
+                self._stale = self._stale or (_timed_out(exc) and self._settled())
         if failures == len(wanted) and not self._reachable():
             raise ClusterUnreachable(f"cluster '{self.alias}': no end offset could be read")
         return out
