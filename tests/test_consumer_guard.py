@@ -9,14 +9,21 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from harness.helpers import create_topic, produce_numbered, read_all
 from harness.mirror_harness import fast_mirror_settings, wait_until
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.localkafka.launcher import free_port
-from mirrorwatch.mirror.consumer_guard import STUCK_AFTER_S, group_state, outside_group_since, should_replace
+from mirrorwatch.mirror.consumer_guard import (
+    STUCK_AFTER_S,
+    ConsumerGuard,
+    assignment_fetch_failed,
+    group_state,
+    outside_group_since,
+    should_replace,
+)
 from mirrorwatch.mirror.engine import MirrorEngine
 from mirrorwatch.mirror.heartbeat import HeartbeatProducer, ensure_heartbeats_topic
 from mirrorwatch.mirror.outage import SECOND_OPINION_AFTER_S, ClusterWatch
@@ -69,6 +76,47 @@ def test_outside_group_since(previous, source_up, state, expected):
 )
 def test_should_replace(since, now, replace):
     assert should_replace(since, now) is replace
+
+
+# librdkafka's own words (src/rdkafka_assignment.c), request-level and per partition, and consume errors that are not
+# about its assignment
+REQUEST_LEVEL = (
+    'Failed to fetch committed offsets for 0 partition(s) in group "mirrorwatch-soak": Broker: Not coordinator'
+)
+PER_PARTITION = 'Failed to fetch committed offset for group "g" topic orders [2]: Broker: Not coordinator'
+
+
+@pytest.mark.parametrize(
+    "err, failed",
+    [
+        (KafkaError(KafkaError.NOT_COORDINATOR, REQUEST_LEVEL), True),
+        (KafkaError(KafkaError.NOT_COORDINATOR, PER_PARTITION), True),
+        (
+            KafkaError(
+                KafkaError._TRANSPORT,
+                'Failed to fetch committed offsets for partitions in group "g": Local: Broker transport failure',
+            ),
+            True,
+        ),
+        (KafkaError(KafkaError.NOT_COORDINATOR, "Broker: Not coordinator"), False),
+        (KafkaError(KafkaError._TRANSPORT, "Connection refused"), False),
+        (KafkaError(KafkaError.OFFSET_OUT_OF_RANGE, "Fetch position offset 12 is out of range"), False),
+    ],
+)
+def test_an_assignment_librdkafka_stopped_serving(err, failed):
+    assert assignment_fetch_failed(err) is failed
+
+
+@pytest.mark.parametrize("exactly_once, replaced", [(False, True), (True, False)])
+def test_only_the_source_consumer_is_replaced_for_an_assignment_it_stopped_serving(exactly_once, replaced):
+    """Under exactly-once the watched consumer is the positions group's, which never fetches: its assignment's
+    look-up failing stops nothing."""
+    guard = ConsumerGuard.__new__(ConsumerGuard)
+    guard._init_consumer_guard()
+    guard.exactly_once = exactly_once
+    err = KafkaError(KafkaError.NOT_COORDINATOR, REQUEST_LEVEL)
+    guard._note_consumer_error(err)
+    assert (guard.group_failed is err) is replaced
 
 
 def test_a_replaced_consumer_loses_nothing_and_leaves_the_group(source, target, topic_name, mirror_config):

@@ -45,6 +45,7 @@ def test_which_client_errors_are_fatal(err, fatal):
 def test_a_fatal_error_marks_the_consumer_until_it_is_replaced():
     guard = ConsumerGuard.__new__(ConsumerGuard)
     guard._init_consumer_guard()
+    guard.exactly_once = False
     guard._note_consumer_error(KafkaError(KafkaError._TRANSPORT, "Connection refused"))
     assert guard.group_failed is None
     fenced = KafkaError(KafkaError._FATAL, "fenced")

@@ -19,7 +19,8 @@ librdkafka (2.16) can fence its own consumer for good: its group coordinator's b
 locally, the consumer rejoins with a new member id under the same ``group.instance.id``, and an answer to a request
 still carrying the old member id (FENCED_INSTANCE_ID, "Static consumer fenced by other consumer with same
 group.instance.id") is fatal to it. The consumer never rejoins, its statistics may keep saying ``up``, and the mirror
-stood still with nothing assigned (the exactly-once fault suite: its coordinator SIGKILLed on a three-node target)."""
+stood still with nothing assigned (the exactly-once fault suite: its coordinator SIGKILLed on a three-node target).
+A source consumer whose assignment librdkafka stopped serving is replaced too (``assignment_fetch_failed``)."""
 
 from __future__ import annotations
 
@@ -68,19 +69,33 @@ def is_fatal(err: KafkaError) -> bool:
     return err.fatal() or err.code() == KafkaError._FATAL
 
 
+# librdkafka's words when the committed-offset look-up of its own assignment failed ("... offsets for N
+# partition(s) in group", "... offset for group G topic T [P]")
+_ASSIGNMENT_FETCH_FAILED = "Failed to fetch committed offset"
+
+
+def assignment_fetch_failed(err: KafkaError) -> bool:
+    """An assignment whose committed offsets librdkafka could not look up. Its partitions are never fetched and the
+    look-up is never tried again (librdkafka 2.16, confluentinc/librdkafka#5586: a request-level NOT_COORDINATOR
+    from a coordinator still moving leaves them "queried" for good), so the consumer reads nothing more from them.
+    The error carries no code of its own: its text is all that tells it from other consume errors."""
+    return err.str().startswith(_ASSIGNMENT_FETCH_FAILED)
+
+
 class ConsumerGuard(EngineState):
     def _init_consumer_guard(self) -> None:
         self.group_state: str | None = None
         self.outside_group_since: float | None = None
         self.consumer_replacements = 0
         self._replaced_consumers: list[Consumer] = []  # kept, never closed: see _replace_consumer
-        self.group_failed: KafkaError | None = None  # the watched consumer's fatal error, until it is replaced
+        self.group_failed: KafkaError | None = None  # what the watched consumer cannot go on from, until it is replaced
 
     def _note_consumer_error(self, err: KafkaError) -> None:
         """An error event read from the watched consumer (the source consumer under at-least-once, the positions
         group's under exactly-once): librdkafka hands a consumer's fatal error out this way, not to ``error_cb``.
-        A fatal one has the data path replace that consumer."""
-        if is_fatal(err):
+        A fatal one has the data path replace that consumer; so has, for the source consumer, an assignment that
+        librdkafka stopped serving (``assignment_fetch_failed``)."""
+        if is_fatal(err) or (not self.exactly_once and assignment_fetch_failed(err)):
             self.group_failed = self.group_failed or err
 
     def _on_stats(self, stats_json: str) -> None:

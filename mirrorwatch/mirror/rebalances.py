@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from ..core.access import error_of
 from .engine_state import EngineState, Key
@@ -42,17 +42,17 @@ class SourceGroupRebalances(EngineState):
                     state.read_next = state.acked_next = low
                 if (tp.topic, tp.partition) in later:
                     state.read_next = state.acked_next = later[(tp.topic, tp.partition)]
-            if later:  # the consumer starts there, not at the commit (the others: at the commit, as by default)
-                consumer.incremental_assign(
-                    [
-                        TopicPartition(tp.topic, tp.partition, later.get((tp.topic, tp.partition), tp.offset))
-                        for tp in committed
-                    ]
-                )
+            # Every start position is given: left to librdkafka, it would look the commits up again, and a failed
+            # look-up leaves partitions it never fetches (consumer_guard.assignment_fetch_failed).
+            consumer.incremental_assign([self._start_at(tp.topic, tp.partition) for tp in committed])
         except Exception as exc:  # a cluster restarting: the first fetched record tells where we start
             log.warning("could not look up start positions (%s); taking them from the first records", exc)
         self.owned = frozenset(self.partitions)
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
+
+    def _start_at(self, topic: str, partition: int) -> TopicPartition:
+        state = self.partitions[(topic, partition)]
+        return TopicPartition(topic, partition, state.read_next if state.read_next is not None else OFFSET_BEGINNING)
 
     def _committed(self, consumer: Consumer, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """The group's commits for these partitions. A rebalance callback runs inside the data loop's poll(), so a
