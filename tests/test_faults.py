@@ -10,7 +10,8 @@ the source had acknowledged (polled, never slept):
   restarted; the target's active controller SIGKILLed and restarted; the leader of a target partition frozen
   (SIGSTOP) past its broker session, then thawed.
 The bars (docs/reliability.md says what each costs a user): 0 lost and per-key order kept for everyone; exactly-once
-0 duplicates for a read_committed reader; at-least-once and MM2 duplicates per fault within IN_FLIGHT_BOUND.
+0 duplicates for a read_committed reader; at-least-once and MM2 duplicates per fault within IN_FLIGHT_BOUND; the
+monitor's true lag never below the truth (tests/support/lag_floor.py) for either engine's flow.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from harness.mirror_harness import wait_until
 from mirrorwatch.core.naming import positions_group
 
 from .support.fault_rig import COMMIT_INTERVAL_S, CONTESTANTS, PARTITIONS, RATE, Measured, Rig
+from .support.lag_floor import TargetCopies, below_the_floor
 from .support.oracle import Verdict, judge
 from .support.paging_watch import CANARY_CRITICAL
 
@@ -152,6 +154,18 @@ def verdicts(rig, plan) -> dict[str, Verdict]:
     for name, verdict in out.items():
         print(f"verdict {name}: {verdict}")
     return out
+
+
+@pytest.mark.parametrize("contestant", ["alo", "eos"])
+def test_the_monitors_true_lag_is_never_below_the_truth(verdicts, rig, contestant):
+    """Every sample the monitor gave during the plan, against the truth's floor (tests/support/lag_floor.py: the
+    source's end before the sample, less the distinct records below the target's last stable offset after it)."""
+    reader = rig.readers[contestant]
+    copies = [TargetCopies(reader.offsets[p], reader.received[p], reader.read_to(p)) for p in range(PARTITIONS)]
+    reported = rig.monitor.reported(contestant)
+    checked, below = below_the_floor(reported, rig.truth.sources[contestant], rig.truth.stables[contestant], copies)
+    assert checked >= len(reported) // 2 > 0, f"{checked} of {len(reported)} samples had a floor"
+    assert not below, f"{len(below)} of {checked} samples below the truth: {below[:10]}"
 
 
 @pytest.mark.parametrize("contestant", ["alo", "eos", "mm2"])

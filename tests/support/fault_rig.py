@@ -24,6 +24,7 @@ from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
 from mirrorwatch.localkafka.multinode import MultiNodeCluster
 from mirrorwatch.localkafka.process import free_port
 
+from .lag_floor import TruthPoller
 from .monitor_watch import MonitorWatch
 from .oracle import NumberedWriter, TargetReader, judge
 from .paging_watch import PagingWatch
@@ -72,6 +73,7 @@ class Rig:
         self.mirrors: dict[str, MirrorProcess] = {}
         self.mm2: LocalMirrorMaker2 | None = None
         self.monitor: MonitorWatch | None = None
+        self.truth: TruthPoller | None = None  # what the monitor's true lag is checked against (lag_floor.py)
         # the exporters a real Prometheus scrapes (paging_watch.py): both engines, the canary, the monitor
         self.ports = {name: free_port() for name in ("alo", "eos", "canary", "monitor")}
         self.canary: Service | None = None
@@ -110,6 +112,9 @@ class Rig:
             self.base, self._clusters(), self._monitored_flows(), metrics_port=self.ports["monitor"]
         ).begin()
         self.monitor.wait_answering()
+        topics = {name: (self.topics[name], self.target_topic(name)) for name in ("alo", "eos")}
+        self.truth = TruthPoller(self.east.bootstrap, self.west.bootstrap, topics, PARTITIONS)
+        self.truth.start()
         self.canary = Service("canary", [str(BIN / "canary"), "run", "--config", str(self._canary_config())], self.base)
         self.paging = PagingWatch(self.base, self._scraped()).begin()
         self._wait_canary_ok()
@@ -186,6 +191,8 @@ class Rig:
             self.canary.stop()
         if self.monitor is not None:
             self.monitor.finish()
+        if self.truth is not None:
+            self.truth.finish()
         for writer in self.writers.values():
             if writer.is_alive():
                 writer.finish()

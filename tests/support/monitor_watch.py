@@ -16,6 +16,8 @@ from harness.mirror_harness import BIN
 from harness.prometheus_server import free_port
 from harness.services import Service
 
+from .lag_floor import Reported
+
 
 @dataclass(frozen=True)
 class Seen:
@@ -23,6 +25,8 @@ class Seen:
     flow: str
     status: str  # the evaluator's flow status, or "no answer"
     reasons: tuple[str, ...]
+    ts_ms: int = 0  # the sample's time (the monitor's)
+    true_lags: tuple[tuple[int, int], ...] = ()  # (partition, true lag) where the monitor gave one
 
 
 class MonitorWatch(threading.Thread):
@@ -68,7 +72,23 @@ class MonitorWatch(threading.Thread):
         except (requests.RequestException, ValueError):
             return Seen(self.fault, flow, "no answer", ())
         view = body.get("flow") or {}
-        return Seen(self.fault, flow, str(view.get("status", "no answer")), tuple(view.get("reasons") or ()))
+        lags = tuple(
+            (int(row["partition"]), int(row["true_lag"]))
+            for row in view.get("partitions") or ()
+            if row.get("true_lag") is not None
+        )
+        status, reasons = str(view.get("status", "no answer")), tuple(view.get("reasons") or ())
+        return Seen(self.fault, flow, status, reasons, int(view.get("ts_ms") or 0), lags)
+
+    def reported(self, flow: str) -> list[Reported]:
+        """Each sample's true lag per partition, once each (the API answers the same sample until the next)."""
+        out = {
+            (s.ts_ms, partition): Reported(s.ts_ms, partition, lag)
+            for s in self.seen
+            if s.flow == flow and s.ts_ms
+            for partition, lag in s.true_lags
+        }
+        return sorted(out.values(), key=lambda r: (r.ts_ms, r.partition))
 
     def during(self, fault: str) -> list[Seen]:
         return [s for s in self.seen if s.fault == fault]

@@ -171,6 +171,7 @@ class TargetReader:
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         self.topic, self.partitions = topic, partitions
         self.received: dict[int, list[tuple[str, int]]] = {p: [] for p in range(partitions)}
+        self.offsets: dict[int, list[int]] = {p: [] for p in range(partitions)}  # each received record's offset
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -191,11 +192,11 @@ class TargetReader:
         deadline = time.monotonic() + timeout_s
         stable = self._stable_ends(deadline)
         while True:
-            behind = [p for p in range(self.partitions) if max(self._next[p], self._eof_at[p]) < stable[p]]
+            behind = [p for p in range(self.partitions) if self.read_to(p) < stable[p]]
             if not behind:
                 return self.all()
             if time.monotonic() > deadline:
-                where = ", ".join(f"[{p}] at {max(self._next[p], self._eof_at[p])} of {stable[p]}" for p in behind)
+                where = ", ".join(f"[{p}] at {self.read_to(p)} of {stable[p]}" for p in behind)
                 raise AssertionError(f"{self.topic}: not read to the stable end within {timeout_s:.0f} s: {where}")
             for msg in self._consumer.consume(10_000, 1.0):
                 err, p = msg.error(), msg.partition() or 0
@@ -207,6 +208,7 @@ class TargetReader:
                         continue  # a broker away: the consumer reconnects
                     raise KafkaException(err)
                 self.received[p].append(parse(msg.value() or b""))
+                self.offsets[p].append(msg.offset() or 0)
                 self._next[p] = (msg.offset() or 0) + 1
 
     def _stable_ends(self, deadline: float) -> list[int]:
@@ -228,6 +230,10 @@ class TargetReader:
                 said = str(exc)
                 time.sleep(0.5)
         raise AssertionError(f"{self.topic}: could not read the last stable offsets: {said}")
+
+    def read_to(self, partition: int) -> int:
+        """Everything below this offset of ``partition`` has been read (records, markers, aborted records)."""
+        return max(self._next[partition], self._eof_at[partition])
 
     def all(self) -> list[tuple[str, int]]:
         return [record for p in range(self.partitions) for record in self.received[p]]
