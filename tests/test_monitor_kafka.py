@@ -5,7 +5,10 @@ the source, copies records to the target and writes OffsetSync records, so every
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import threading
 import time
 
 import pytest
@@ -13,8 +16,10 @@ import pytest
 from harness.helpers import create_topic, produce_numbered
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.cli import main
+from mirrorwatch.monitor.kafka_io import ClusterReader
 from mirrorwatch.monitor.sampler import Sampler
 
+from .support.outages import local_only
 from .support.standin_mirror import GROUP, PARTS, StandInMirror, commit
 
 
@@ -276,3 +281,24 @@ def test_coverage_it_cannot_read_is_unknown_with_why_not_the_last_answer(source,
         unread = watch.refresh(away, keys, {}, int(time.time() * 1000))
     assert unread is not None and unread["ratio"] is None and unread["groups"] == 0, unread
     assert unread["error"].startswith("cannot read the groups on 'east': "), unread
+
+
+def test_a_metadata_request_left_unanswered_is_asked_again_of_a_new_client(source, mirror_config, topic_name):
+    """A node starting a clean shutdown never answers a request it already has (its request handlers stop first),
+    while the other nodes would: one timeout made a three-node target in a rolling restart "unreachable" for a
+    sample, and the inhibit-only MirrorwatchFlowClusterUnreachable fired. Here the broker is frozen past the first
+    request's timeout and thawed within the second's: the sample reads the topics."""
+    local_only(source)
+    config = config_from_dict(mirror_config)
+    create_topic(source.bootstrap, topic_name, 1)
+    reader = ClusterReader("east", config.clusters["east"], timeout_s=3.0)
+    assert topic_name in reader.topics()
+    pid = source.local.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    thaw = threading.Timer(3.5, os.kill, (pid, signal.SIGCONT))  # after the first 3 s, early in the second 3 s
+    thaw.start()
+    try:
+        assert topic_name in reader.topics()
+    finally:
+        thaw.cancel()
+        os.kill(pid, signal.SIGCONT)

@@ -26,6 +26,8 @@ log = logging.getLogger("mirrorwatch.monitor.kafka")
 TP = tuple[str, int]
 # a new admin client is not renewed for a timeout before this long (ClusterReader._settled)
 CLIENT_SETTLE_S = 30.0
+# the second metadata request's bound (ClusterReader._list_topics): a healthy node answers a new client in ms
+ASK_AGAIN_S = 3.0
 
 
 class ClusterUnreachable(Exception):
@@ -66,12 +68,27 @@ class ClusterReader:
         if self._stale:
             self.admin, self._stale = self._new_admin(), False
         try:
-            md = self.admin.list_topics(timeout=self.timeout_s)
+            md = self._list_topics()
         except KafkaException as exc:
             raise self._fail("cannot list topics", exc) from None
         self._topics = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
         self._metadata = md
         return self._topics
+
+    def _list_topics(self) -> ClusterMetadata:
+        """The cluster's metadata. A request that timed out or lost its connection is asked again, once, of a new
+        client: one sent to a node just starting a clean shutdown is never answered (its request handlers stop
+        first) or fails with the connection, while the other nodes would answer, and a new client cannot connect to
+        that node any more. One such failure made a three-node cluster in a rolling restart "unreachable" for a
+        sample. A cluster that is really away fails both (a refused connection at once)."""
+        try:
+            return self.admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not (_timed_out(exc) or (isinstance(err, KafkaError) and err.code() == KafkaError._TRANSPORT)):
+                raise
+        self.admin = self._new_admin()
+        return self.admin.list_topics(timeout=min(self.timeout_s, ASK_AGAIN_S))
 
     def leaders(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """Leader broker ids, from the metadata this cycle's topics() read (no new request); a partition without
