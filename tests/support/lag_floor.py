@@ -133,7 +133,7 @@ class TruthPoller(threading.Thread):
         try:
             futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=5)
             ends = {(tp.topic, tp.partition): future.result(6).offset for tp, future in futures.items()}
-        except KafkaException:
+        except (KafkaException, TimeoutError):  # an error, or no answer at all while a broker is away
             del self._admins[side]  # a long-lived client can keep stale leaders for minutes after a restart
             return None
         answered_ms = int(time.time() * 1000)

@@ -72,7 +72,10 @@ def check_steady_traffic(sampler, flow: str, source: str, target: str, lag_topic
     checked, errors, rpo_errors, earlier = 0, [], [], {}
     try:
         wait_until(lambda: all(t.caught_up.is_set() for t in sampler.mm2[flow].all[:2]), 60, 0.5, "trackers caught up")
-        time.sleep(3)
+        # MM2 copying every partition (a busy machine can keep its task from starting for a while) and the monitor
+        # seeing it: until then MM2 has neither committed nor synced anything, and true lag is honestly unknown (-1)
+        wait_until(lambda: _true_lag_known(sampler, flow, lag_topic), 180, 0.5, "MM2 mirroring every partition")
+        time.sleep(1)
         for _ in range(12):
             before = end_offsets(target, target_topic)
             committed_before = positions()
@@ -120,6 +123,11 @@ def check_steady_traffic(sampler, flow: str, source: str, target: str, lag_topic
     ]
     assert view.heartbeat_age_s is not None and view.heartbeat_age_s < 5
     return max(errors), max(rpo_errors, default=0.0)
+
+
+def _true_lag_known(sampler, flow: str, topic: str) -> bool:
+    view = next(v for v in sampler.sample().flow_views() if v.flow == flow)
+    return all(int(lag) >= 0 for t, lag in zip(view.topics, view.true_lag) if t == topic)
 
 
 def write_config_and_lag(command: str, source_file, out, source: str | None = None) -> dict:
