@@ -43,13 +43,16 @@ def main() -> None:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--incremental", action="store_true", help="also time a state-building and an hourly run")
     parser.add_argument("--fleet", type=int, default=None, help="only the fleet figures, for this many partitions")
+    parser.add_argument(
+        "--fleet-java-options", default=None, help="--fleet: also time each hourly run with these driver JVM options"
+    )
     args = parser.parse_args()
     if args.fleet is not None and not args.master.startswith("local"):
         parser.error("--fleet counts the CPU of the local process tree: with a cluster the executors are elsewhere")
     monitor = [os.path.join(os.path.dirname(sys.executable), "monitor")]  # the console script beside this Python
     with BenchRun("analytics", vars(args)) as bench_run:
         if args.fleet is not None:
-            fleet(monitor, args.workdir, args.fleet, bench_run.figures)
+            fleet(monitor, args.workdir, args.fleet, bench_run.figures, args.fleet_java_options)
         else:
             measure(args, monitor, bench_run.figures)
 

@@ -15,6 +15,9 @@ every 5 s, in CPU seconds of its whole process tree (the Python driver and the J
    sample read, and the projection to 100,000 partitions: fixed + (hourly − fixed) × 100,000 / N, i.e. the
    part above the fixed one taken as linear in the samples read.
 
+``--fleet-java-options "..."`` also runs each hourly run a second time, from the same state, with those driver JVM
+options (e.g. ``-XX:+UseSerialGC -XX:TieredStopAtLevel=1``), and prints its figures beside the default's.
+
 CPU is counted on the machine that runs the tree, so the master must be local (``local[*]``): on a cluster the
 executors would run outside the tree and their CPU would not be counted.
 """
@@ -81,7 +84,7 @@ def generate(monitor: list[str], history: str, partitions: int) -> float:
     return time.monotonic() - started
 
 
-def analyze(monitor: list[str], history: str, out: str, as_of_ms: int) -> Run:
+def analyze(monitor: list[str], history: str, out: str, as_of_ms: int, java_options: str | None = None) -> Run:
     stages: list[tuple[str, float, float]] = []
 
     def stage_line(at_s: float, line: str) -> None:
@@ -92,7 +95,13 @@ def analyze(monitor: list[str], history: str, out: str, as_of_ms: int) -> Run:
             print(f"    {line}", flush=True)  # a warning or an error: show it
 
     argv = ["analyze", "--history", history, "--out", out, "--state", out + ".state", "--to", iso(as_of_ms)]
-    tree = measure(monitor + argv + ["--master", "local[*]"], timeline_s=0.5, on_stderr=stage_line)
+    env = dict(os.environ)
+    if java_options:  # replaces the job's own driver options (its log4j file): keep that one
+        from mirrorwatch.monitor.analytics.session import _log4j_config_path
+
+        options = f"-Dlog4j2.configurationFile=file:{_log4j_config_path()} {java_options}"
+        env["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{options}" pyspark-shell'
+    tree = measure(monitor + argv + ["--master", "local[*]"], timeline_s=0.5, on_stderr=stage_line, env=env)
     if tree.returncode != 0:
         raise RuntimeError(f"monitor analyze exited {tree.returncode}")
     with open(os.path.join(out, "summary.json")) as f:
@@ -100,15 +109,25 @@ def analyze(monitor: list[str], history: str, out: str, as_of_ms: int) -> Run:
     return Run(tree, stages, rows_read)
 
 
-def cold_then_hourly(monitor: list[str], workdir: str, partitions: int) -> dict[str, Any]:
+def cold_then_hourly(monitor: list[str], workdir: str, partitions: int, java_options: str | None) -> dict[str, Any]:
+    """Generate, build the state, run the hourly run; with ``java_options``, then the same hourly run again (from
+    the same state) with those driver JVM options."""
     history = os.path.join(workdir, f"fleet-history-{partitions}")
     out = os.path.join(workdir, f"fleet-analytics-{partitions}")
-    shutil.rmtree(out + ".state", ignore_errors=True)
+    state, kept = out + ".state", out + ".state-after-cold"
+    for folder in (state, kept):
+        shutil.rmtree(folder, ignore_errors=True)
     generate_s = generate(monitor, history, partitions)
     end_ms = int(START.timestamp() * 1000) + SPAN_MS
     cold = analyze(monitor, history, out, end_ms - HOUR_MS)
-    hourly = analyze(monitor, history, out, end_ms)
-    return {"partitions": partitions, "generate_s": generate_s, "cold": cold, "hourly": hourly}
+    shutil.copytree(state, kept)
+    runs = {"partitions": partitions, "generate_s": generate_s, "cold": cold}
+    runs["hourly"] = analyze(monitor, history, out, end_ms)
+    if java_options:
+        shutil.rmtree(state)
+        shutil.copytree(kept, state)
+        runs["hourly_variant"] = analyze(monitor, history, out, end_ms, java_options)
+    return runs
 
 
 def run_figures(run: Run) -> dict[str, Any]:
@@ -132,7 +151,9 @@ def show_run(label: str, run: Run) -> None:
     print(f"      CPU s by stage: {by_stage}", flush=True)
 
 
-def fleet(monitor: list[str], workdir: str, partitions: int, figures: dict[str, Any]) -> None:
+def fleet(
+    monitor: list[str], workdir: str, partitions: int, figures: dict[str, Any], java_options: str | None = None
+) -> None:
     os.makedirs(workdir, exist_ok=True)
     per_hour = partitions * 3600 // INTERVAL_S
     print(
@@ -140,13 +161,31 @@ def fleet(monitor: list[str], workdir: str, partitions: int, figures: dict[str, 
         f"{SPAN_MS / HOUR_MS:.2f} h of history in hourly files; local[*], CPU of the whole process tree",
         flush=True,
     )
-    big = cold_then_hourly(monitor, workdir, partitions)
+    small = cold_then_hourly(monitor, workdir, FIXED_PARTITIONS, java_options)
+    show_run(f"fixed part: hourly run at {FIXED_PARTITIONS} partitions    ", small["hourly"])
+    big = cold_then_hourly(monitor, workdir, partitions, java_options)
     print(f"  generated in {big['generate_s']:.1f} s", flush=True)
     show_run("cold run (builds the state, as of end - 1 h)", big["cold"])
     show_run("hourly run (as of end)                      ", big["hourly"])
-    small = cold_then_hourly(monitor, workdir, FIXED_PARTITIONS)
-    show_run(f"fixed part: hourly run at {FIXED_PARTITIONS} partitions    ", small["hourly"])
     figures.update(fleet_figures(partitions, big, small))
+    if java_options:
+        show_run(f"fixed part, driver JVM {java_options}", small["hourly_variant"])
+        show_run(f"hourly run, driver JVM {java_options}", big["hourly_variant"])
+        hourly_s, fixed_s = big["hourly_variant"].tree.cpu_s, small["hourly_variant"].tree.cpu_s
+        projected = fixed_s + (hourly_s - fixed_s) * PROJECTED_PARTITIONS / partitions
+        figures["variant"] = {
+            "java_options": java_options,
+            "fixed_hourly": run_figures(small["hourly_variant"]),
+            "hourly": run_figures(big["hourly_variant"]),
+            "share_of_core_pct": hourly_s / 3600 * 100,
+            "projected_cpu_s": projected,
+            "projected_share_of_core_pct": projected / 3600 * 100,
+        }
+        print(
+            f"  with {java_options}: {hourly_s / 36:.2f} % of a core per hour; projected to "
+            f"{PROJECTED_PARTITIONS:,} partitions {projected / 36:.1f} %",
+            flush=True,
+        )
     print(
         f"  hourly run: {figures['hourly_cpu_s']:.1f} CPU s / 3600 s = {figures['share_of_core_pct']:.2f} % of a core "
         f"per hour (goal <= {GOAL_SHARE_OF_CORE * 100:g} %); {figures['samples_read_per_cpu_s']:,.0f} samples read "

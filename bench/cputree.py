@@ -166,11 +166,16 @@ def run_tree(argv: list[str], timeline_s: float, subreaper: bool = True) -> Tree
 
 
 def measure(
-    argv: list[str], timeline_s: float = 1.0, subreaper: bool = True, on_stderr: LineSink | None = None
+    argv: list[str],
+    timeline_s: float = 1.0,
+    subreaper: bool = True,
+    on_stderr: LineSink | None = None,
+    env: dict[str, str] | None = None,
 ) -> TreeCpu:
     """Run ``argv`` through this script in a process of its own and return its tree's CPU (any exit code).
     ``on_stderr``: given each line the command writes to stderr, with its arrival in seconds since the start (the
-    timeline's clock, within this script's start-up); without it stderr is inherited."""
+    timeline's clock, within this script's start-up); without it stderr is inherited. ``env``: the command's
+    environment (default: this process's)."""
     with tempfile.TemporaryDirectory(prefix="mw-cputree-") as work:
         result = os.path.join(work, "result.json")
         wrapper = [sys.executable, os.path.abspath(__file__), "--result", result, "--timeline-s", str(timeline_s)]
@@ -179,6 +184,7 @@ def measure(
             [*wrapper, *([] if subreaper else ["--no-subreaper"]), "--", *argv],
             stderr=None if on_stderr is None else subprocess.PIPE,
             text=True,
+            env=env,
         )
         if proc.stderr is not None and on_stderr is not None:
             for line in proc.stderr:
