@@ -46,13 +46,16 @@ def main() -> None:
     parser.add_argument(
         "--fleet-java-options", default=None, help="--fleet: also time each hourly run with these driver JVM options"
     )
+    parser.add_argument(
+        "--fleet-full-state", action="store_true", help="--fleet: also time the hourly run with a 7-day state"
+    )
     args = parser.parse_args()
     if args.fleet is not None and not args.master.startswith("local"):
         parser.error("--fleet counts the CPU of the local process tree: with a cluster the executors are elsewhere")
     monitor = [os.path.join(os.path.dirname(sys.executable), "monitor")]  # the console script beside this Python
     with BenchRun("analytics", vars(args)) as bench_run:
         if args.fleet is not None:
-            fleet(monitor, args.workdir, args.fleet, bench_run.figures, args.fleet_java_options)
+            fleet(monitor, args.workdir, args.fleet, bench_run.figures, args.fleet_java_options, args.fleet_full_state)
         else:
             measure(args, monitor, bench_run.figures)
 

@@ -18,6 +18,9 @@ every 5 s, in CPU seconds of its whole process tree (the Python driver and the J
 ``--fleet-java-options "..."`` also runs each hourly run a second time, from the same state, with those driver JVM
 options (e.g. ``-XX:+UseSerialGC -XX:TieredStopAtLevel=1``), and prints its figures beside the default's.
 
+``--fleet-full-state`` also runs the hourly run from a state that holds the whole 7-day look-back of closed hours
+(``add_past_hours``), as a monitor's state does after a week: the run merges all of them into the tables.
+
 CPU is counted on the machine that runs the tree, so the master must be local (``local[*]``): on a cluster the
 executors would run outside the tree and their CPU would not be counted.
 """
@@ -45,6 +48,9 @@ START = datetime(2026, 1, 5, tzinfo=UTC)
 # state run's boundary is floor_hour(END − 2 h 05 min) = START + 1 h, and the hourly run reads from there: 2 h 05 min
 # of history, the least a scheduled run reads (it reads 2 h 05 min to 3 h 05 min, by where in the hour it runs).
 SPAN_MS = 3 * HOUR_MS + 5 * 60_000
+LOOKBACK_DAYS = 7  # monitor.analytics.lookback_days' default: the scheduled runs pass --from now − 7 days
+# --fleet-full-state: the state's closed hours made up to the look-back (the history's own 3 h + 1 h open)
+PAST_HOURS = LOOKBACK_DAYS * 24 - 4
 GOAL_SHARE_OF_CORE = 0.02
 PROJECTED_PARTITIONS = 100_000
 STAGE_LINE = re.compile(r"^✓ (?P<name>.+) \((?P<seconds>[0-9.]+)s\)$")
@@ -95,6 +101,7 @@ def analyze(monitor: list[str], history: str, out: str, as_of_ms: int, java_opti
             print(f"    {line}", flush=True)  # a warning or an error: show it
 
     argv = ["analyze", "--history", history, "--out", out, "--state", out + ".state", "--to", iso(as_of_ms)]
+    argv += ["--from", iso(as_of_ms - LOOKBACK_DAYS * 24 * HOUR_MS)]  # as the monitor's scheduled runs do
     env = dict(os.environ)
     if java_options:  # replaces the job's own driver options (its log4j file): keep that one
         from mirrorwatch.monitor.analytics.session import _log4j_config_path
@@ -109,9 +116,12 @@ def analyze(monitor: list[str], history: str, out: str, as_of_ms: int, java_opti
     return Run(tree, stages, rows_read)
 
 
-def cold_then_hourly(monitor: list[str], workdir: str, partitions: int, java_options: str | None) -> dict[str, Any]:
+def cold_then_hourly(
+    monitor: list[str], workdir: str, partitions: int, java_options: str | None, past_hours: int = 0
+) -> dict[str, Any]:
     """Generate, build the state, run the hourly run; with ``java_options``, then the same hourly run again (from
-    the same state) with those driver JVM options."""
+    the same state) with those driver JVM options; with ``past_hours``, again from that state plus that many
+    older closed hours (``add_past_hours``)."""
     history = os.path.join(workdir, f"fleet-history-{partitions}")
     out = os.path.join(workdir, f"fleet-analytics-{partitions}")
     state, kept = out + ".state", out + ".state-after-cold"
@@ -127,7 +137,55 @@ def cold_then_hourly(monitor: list[str], workdir: str, partitions: int, java_opt
         shutil.rmtree(state)
         shutil.copytree(kept, state)
         runs["hourly_variant"] = analyze(monitor, history, out, end_ms, java_options)
+    if past_hours:
+        shutil.rmtree(state)
+        shutil.copytree(kept, state)
+        runs["state_bytes"] = add_past_hours(state, past_hours)
+        runs["hourly_full_state"] = analyze(monitor, history, out, end_ms)
     return runs
+
+
+def add_past_hours(state: str, hours: int) -> int:
+    """Give the state ``hours`` more closed hours before the history's start — copies of its first closed hour's
+    partials, shifted back an hour at a time — as a state that has run for the whole look-back holds. The hourly
+    run merges every hour of its look-back into the tables; a history of a few hours would not show that cost.
+    Returns the bytes of hour partials in the state."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    with open(os.path.join(state, "state.json")) as f:
+        raw = json.load(f)
+    first = os.path.join(state, raw["parts"][0]["name"])
+    hour = pq.read_table(os.path.join(first, "hours"))
+    copies = []
+    for back in range(1, hours + 1):
+        shift = pa.scalar(back * HOUR_MS, pa.int64())
+        copy = hour
+        for column in ("hour_ms", "first_ms", "last_ms"):
+            copy = copy.set_column(copy.schema.get_field_index(column), column, pc.subtract(copy[column], shift))
+        newest = copy["mirror_newest"].combine_chunks()
+        moved = pa.StructArray.from_arrays(
+            [pc.subtract(newest.field("ts_ms"), shift), newest.field("mirror")], names=["ts_ms", "mirror"]
+        )
+        copies.append(copy.set_column(copy.schema.get_field_index("mirror_newest"), "mirror_newest", moved))
+    past = os.path.join(state, "run-past")
+    for table in ("hours", "gaps", "incidents"):
+        os.makedirs(os.path.join(past, table))
+    pq.write_table(pa.concat_tables(copies), os.path.join(past, "hours", "part-00000.parquet"))
+    for table in ("gaps", "incidents"):  # nothing of its own: empty tables of the right schema
+        empty = pq.read_table(os.path.join(first, table)).slice(0, 0)
+        pq.write_table(empty, os.path.join(past, table, "part-00000.parquet"))
+    raw["parts"].insert(0, {"name": "run-past", "boundary_ms": int(START.timestamp() * 1000)})
+    with open(os.path.join(state, "state.json"), "w") as f:
+        json.dump(raw, f)
+    os.remove(os.path.join(state, ".state.json.crc"))  # Hadoop's checksum of the old text (none: not checked)
+    return sum(
+        os.path.getsize(os.path.join(root, name))
+        for root, _, names in os.walk(state)
+        for name in names
+        if os.sep + "hours" in root and name.endswith(".parquet")
+    )
 
 
 def run_figures(run: Run) -> dict[str, Any]:
@@ -152,7 +210,12 @@ def show_run(label: str, run: Run) -> None:
 
 
 def fleet(
-    monitor: list[str], workdir: str, partitions: int, figures: dict[str, Any], java_options: str | None = None
+    monitor: list[str],
+    workdir: str,
+    partitions: int,
+    figures: dict[str, Any],
+    java_options: str | None = None,
+    full_state: bool = False,
 ) -> None:
     os.makedirs(workdir, exist_ok=True)
     per_hour = partitions * 3600 // INTERVAL_S
@@ -163,7 +226,7 @@ def fleet(
     )
     small = cold_then_hourly(monitor, workdir, FIXED_PARTITIONS, java_options)
     show_run(f"fixed part: hourly run at {FIXED_PARTITIONS} partitions    ", small["hourly"])
-    big = cold_then_hourly(monitor, workdir, partitions, java_options)
+    big = cold_then_hourly(monitor, workdir, partitions, java_options, PAST_HOURS if full_state else 0)
     print(f"  generated in {big['generate_s']:.1f} s", flush=True)
     show_run("cold run (builds the state, as of end - 1 h)", big["cold"])
     show_run("hourly run (as of end)                      ", big["hourly"])
@@ -186,6 +249,23 @@ def fleet(
             f"{PROJECTED_PARTITIONS:,} partitions {projected / 36:.1f} %",
             flush=True,
         )
+    if full_state:
+        full: Run = big["hourly_full_state"]
+        extra_s = full.tree.cpu_s - big["hourly"].tree.cpu_s
+        partition_hours = PAST_HOURS * partitions
+        show_run(f"hourly run, {PAST_HOURS} more closed hours in the state", full)
+        print(
+            f"      {partition_hours:,} more partition-hours ({big['state_bytes'] / 1e6:,.0f} MB of hour partials in "
+            f"all): {extra_s:+.1f} CPU s, {extra_s / partition_hours * 1e3:.2f} CPU ms per partition-hour",
+            flush=True,
+        )
+        figures["full_state"] = {
+            "past_hours": PAST_HOURS,
+            "hour_partials_bytes": big["state_bytes"],
+            "hourly": run_figures(full),
+            "extra_cpu_s": extra_s,
+            "extra_cpu_ms_per_partition_hour": extra_s / partition_hours * 1e3,
+        }
     print(
         f"  hourly run: {figures['hourly_cpu_s']:.1f} CPU s / 3600 s = {figures['share_of_core_pct']:.2f} % of a core "
         f"per hour (goal <= {GOAL_SHARE_OF_CORE * 100:g} %); {figures['samples_read_per_cpu_s']:,.0f} samples read "
