@@ -8,6 +8,9 @@ its own process too, and the line ends with job รท plain SQL (issue 38's goal: โ
 ``--incremental`` also times, per size, a ``--state`` run as of one hour before the history's end (it builds
 the state: a cold run) and then the scheduled hourly run as of the end, which reads only the last hour or two;
 it prints the hourly run's time as a share of the cold one's.
+``--fleet N`` instead measures issue 38's fleet figures (``bench/analytics_fleet.py``): the CPU seconds of the
+scheduled hourly run for N partitions sampled every 5 s, of the state-building run before it, and the projection
+to 100,000 partitions.
 Ends with one JSON line (bench/README.md).
 """
 
@@ -21,7 +24,9 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from typing import Any
 
+from .analytics_fleet import fleet
 from .jsonline import BenchRun
 
 
@@ -37,14 +42,27 @@ def main() -> None:
     parser.add_argument("--workdir", default="/tmp/mirrorwatch-bench")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--incremental", action="store_true", help="also time a state-building and an hourly run")
+    parser.add_argument("--fleet", type=int, default=None, help="only the fleet figures, for this many partitions")
+    parser.add_argument(
+        "--fleet-java-options", default=None, help="--fleet: also time each hourly run with these driver JVM options"
+    )
+    parser.add_argument(
+        "--fleet-full-state", action="store_true", help="--fleet: also time the hourly run with a 7-day state"
+    )
     args = parser.parse_args()
+    if args.fleet is not None and not args.master.startswith("local"):
+        parser.error("--fleet counts the CPU of the local process tree: with a cluster the executors are elsewhere")
     monitor = [os.path.join(os.path.dirname(sys.executable), "monitor")]  # the console script beside this Python
     with BenchRun("analytics", vars(args)) as bench_run:
-        measure(args, monitor, bench_run.figures)
+        if args.fleet is not None:
+            fleet(monitor, args.workdir, args.fleet, bench_run.figures, args.fleet_java_options, args.fleet_full_state)
+        else:
+            measure(args, monitor, bench_run.figures)
 
 
-def measure(args, monitor: list[str], figures: dict) -> None:
-    results = figures["sizes"] = []
+def measure(args: argparse.Namespace, monitor: list[str], figures: dict[str, Any]) -> None:
+    results: list[dict[str, Any]] = []
+    figures["sizes"] = results
     for size in [int(s) for s in args.sizes.split(",")]:
         history = os.path.join(args.workdir, f"history-{size}")
         out = os.path.join(args.workdir, f"analytics-{size}")
@@ -53,7 +71,7 @@ def measure(args, monitor: list[str], figures: dict) -> None:
         analyze_s = run(monitor + ["analyze", "--history", history, "--out", out, "--master", args.master, "--quiet"])
         sql = [sys.executable, "-m", "bench.analytics_sql", "--history", history, "--out", out + "-sql"]
         plain_sql_s = run(sql + ["--master", args.master])
-        result = {
+        result: dict[str, Any] = {
             "samples": size,
             "generate_s": gen_s,
             "analyze_s": analyze_s,
@@ -79,14 +97,14 @@ def measure(args, monitor: list[str], figures: dict) -> None:
         )
 
 
-def incremental(args, monitor: list[str], history: str, out: str) -> dict:
+def incremental(args: argparse.Namespace, monitor: list[str], history: str, out: str) -> dict[str, Any]:
     """A state-building run as of the history's end minus an hour, then the hourly run as of its end."""
     with open(os.path.join(history, "ground_truth.json")) as f:
         spec = json.load(f)["spec"]
     end_ms = spec["start_ms"] + int(spec["steps"] * spec["interval_s"] * 1000)
     state = out + ".state"
     shutil.rmtree(state, ignore_errors=True)
-    times = {}
+    times: dict[str, Any] = {}
     for name, as_of_ms in (("state_build_s", end_ms - 3_600_000), ("hourly_run_s", end_ms)):
         as_of = datetime.fromtimestamp(as_of_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         argv = ["analyze", "--history", history, "--out", out, "--state", state, "--to", as_of, "--quiet"]

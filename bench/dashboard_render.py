@@ -5,7 +5,8 @@ Run: .venv/bin/python bench/dashboard_render.py [--partitions 1000] [--runs 3]
 A stub monitor API serves the answers recorded from the real monitor (tests/fixtures/dashboard/), grown to N
 partitions over 20 topics, plus the recorded recent figures and canary metrics; the page is started with
 `monitor dashboard` (Streamlit, headless) and opened in Debian's Chromium through Playwright, a new profile
-and a new page per run. Time to first render = from navigation start until the view's last element is on the
+and a new page per run. ``--analytics-dir`` points the History view at another analytics output (e.g. the fleet history's,
+``bench.analytics --fleet``), ``--views`` limits the views timed. Time to first render = from navigation start until the view's last element is on the
 page with its charts drawn (Vega canvas or SVG): the overview's first chart; the detail view's partition table
 and its three charts. Printed, not asserted: figures here vary with the machine's load. Ends with one JSON
 line (bench/README.md).
@@ -71,6 +72,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--analytics-dir",
+        default=str(FIXTURES / "analytics"),
+        help="the analytics output the History view reads (e.g. bench.analytics --fleet's) [default: the fixtures']",
+    )
+    parser.add_argument("--views", default="Overview,Flow detail,History", help="comma-separated views to time")
     args = parser.parse_args()
     stub = StubServer()
     work = Path(tempfile.mkdtemp(prefix="mw-bench-page-"))
@@ -82,7 +89,7 @@ def main() -> None:
             "monitor_url": stub.url,
             "canary_url": f"{stub.url}/metrics",
             "refresh_s": 60,
-            "analytics_dir": str(FIXTURES / "analytics"),
+            "analytics_dir": args.analytics_dir,
         },
     }
     (work / "mirrorwatch.yaml").write_text(yaml.safe_dump(config))
@@ -128,8 +135,10 @@ def measure(args, stub, url: str, figures: dict) -> None:
             for view, charts, marker in (
                 ("Overview", 1, "Status changes"),
                 ("Flow detail", 3, "Mean round trip"),
-                ("History", 4, "Daily p99 trend"),
+                ("History", history_charts(args.analytics_dir), "Daily p99 trend"),
             ):
+                if view not in args.views.split(","):
+                    continue
                 times = []
                 for _ in range(args.runs + 1):  # the first run warms Streamlit's caches and the browser: dropped
                     profile = tempfile.mkdtemp(prefix="mw-chromium-")
@@ -154,6 +163,13 @@ def measure(args, stub, url: str, figures: dict) -> None:
                     f"{partitions:>5} partitions  {view:<12} first render {statistics.median(times[1:]):.2f} s "
                     f"(median of {args.runs}: {shown})"
                 )
+
+
+def history_charts(analytics_dir: str) -> int:
+    """Charts the History view draws: compliance, two trends, and the incident's if there is one."""
+    import pyarrow.parquet as pq
+
+    return 4 if pq.read_metadata(next(Path(analytics_dir, "incidents").glob("*.parquet"))).num_rows else 3
 
 
 def _up(url: str) -> bool:

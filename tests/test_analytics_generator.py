@@ -136,3 +136,25 @@ def test_written_files_have_exactly_the_history_schema_and_cut_sampling_gaps(tmp
 def test_days_and_samples_are_exclusive(tmp_path, capsys):
     assert run_cli(["generate-history", "--out", str(tmp_path), "--days", "1", "--samples", "5"]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_roll_writes_one_file_per_period_within_its_day(tmp_path):
+    """``--roll 3600``: one file per hour of history, as a monitor rolling hourly writes them (the fleet bench)."""
+    argv = ["generate-history", "--out", str(tmp_path), "--start", "2026-01-05T22:00:00Z", "--days", "0.125"]
+    assert run_cli([*argv, "--interval", "60", "--partitions", "1", "--roll", "3600", "--quiet"]) == 0
+    files = sorted(str(f.relative_to(tmp_path / "lag")) for f in (tmp_path / "lag").glob("date=*/*.parquet"))
+    assert files == [
+        "date=2026-01-05/part-220000.parquet",
+        "date=2026-01-05/part-230000.parquet",
+        "date=2026-01-06/part-000000.parquet",
+    ]
+    for f in files:
+        ts = pq.read_table(tmp_path / "lag" / f).column("ts").cast("int64").to_numpy() // 1000
+        assert len(set(ts // 3600)) == 1  # each file holds one hour
+    truth = json.loads((tmp_path / "ground_truth.json").read_text())
+    assert sum(pq.read_metadata(tmp_path / "lag" / f).num_rows for f in files) == truth["rows"]
+
+
+def test_roll_must_divide_a_day(tmp_path, capsys):
+    assert run_cli(["generate-history", "--out", str(tmp_path), "--roll", "7000"]) == 2
+    assert "--roll 7000" in capsys.readouterr().err

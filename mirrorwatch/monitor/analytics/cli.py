@@ -152,6 +152,13 @@ def analyze(
 @click.option("--partitions", type=click.IntRange(min=1), default=4, show_default=True, help="Partitions per topic.")
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option(
+    "--roll",
+    "roll_s",
+    type=click.IntRange(min=1, max=86400),
+    default=None,
+    help="One file per this many seconds of history (like monitor.history_roll_s) [default: one per day].",
+)
+@click.option(
     "--slo-lag",
     type=click.IntRange(min=0),
     default=DEFAULT_SLO_LAG,
@@ -176,6 +183,7 @@ def generate_history(
     topics: str,
     partitions: int,
     seed: int,
+    roll_s: int | None,
     slo_lag: int,
     slo_time: float,
     gap_factor: float,
@@ -186,6 +194,8 @@ def generate_history(
 
     if days is not None and samples is not None:
         raise UserError("give --days or --samples, not both", 2)
+    if roll_s is not None and 86400 % roll_s:
+        raise UserError(f"--roll {roll_s}: must divide a day (86400 s), so that no file spans two date= folders", 2)
     topic_list = [t.strip() for t in topics.split(",") if t.strip()]
     if not topic_list:
         raise UserError("--topics: at least one topic", 2)
@@ -205,7 +215,7 @@ def generate_history(
         slo_time_s=slo_time,
         gap_factor=gap_factor,
     )
-    result = write_history(spec, out_dir)
+    result = write_history(spec, out_dir, roll_s)
     if not quiet:
         click.echo(
             f"wrote {result.rows} samples in {result.files} files under {out_dir}/lag; "

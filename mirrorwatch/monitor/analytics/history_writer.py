@@ -100,25 +100,27 @@ def ground_truth(spec: GeneratorSpec, series: list[PartitionSeries], events: lis
     }
 
 
-def write_history(spec: GeneratorSpec, out_dir: str) -> WriteResult:
-    """One Parquet file per UTC day (all partitions), like a monitor that rolls its file daily."""
+def write_history(spec: GeneratorSpec, out_dir: str, roll_s: int | None = None) -> WriteResult:
+    """One Parquet file per UTC day (all partitions), like a monitor that rolls its file daily; with ``roll_s``, one
+    file per ``roll_s`` seconds of history (aligned to the day; ``monitor.history_roll_s``), so that a run reading
+    only recent hours can skip the older files' row groups by their ``ts`` statistics."""
     series, events = generate(spec)
-    day_of = [s.ts_ms // DAY_MS for s in series]
-    days: list[int] = [int(d) for d in np.unique(np.concatenate(day_of))] if series else []
-    files = 0
-    for day in days:
+    file_ms = DAY_MS if roll_s is None else roll_s * 1000
+    file_of = [s.ts_ms // file_ms for s in series]
+    slots: list[int] = [int(d) for d in np.unique(np.concatenate(file_of))] if series else []
+    for slot in slots:
         tables = []
-        for s, d in zip(series, day_of):
-            lo, hi = np.searchsorted(d, day, "left"), np.searchsorted(d, day, "right")
+        for s, d in zip(series, file_of):
+            lo, hi = np.searchsorted(d, slot, "left"), np.searchsorted(d, slot, "right")
             if hi > lo:
                 tables.append(series_table(spec, s, int(lo), int(hi)))
-        date = datetime.fromtimestamp(int(day) * 86400, UTC).strftime("%Y-%m-%d")
-        folder = os.path.join(out_dir, "lag", f"date={date}")
+        first = datetime.fromtimestamp(slot * file_ms / 1000, UTC)
+        folder = os.path.join(out_dir, "lag", f"date={first:%Y-%m-%d}")
         os.makedirs(folder, exist_ok=True)
-        pq.write_table(pa.concat_tables(tables), os.path.join(folder, "part-00000.parquet"), compression="zstd")
-        files += 1
+        name = "part-00000.parquet" if roll_s is None else f"part-{first:%H%M%S}.parquet"
+        pq.write_table(pa.concat_tables(tables), os.path.join(folder, name), compression="zstd")
     truth = ground_truth(spec, series, events)
     truth_path = os.path.join(out_dir, "ground_truth.json")
     with open(truth_path, "w") as f:
         json.dump(truth, f, indent=1)
-    return WriteResult(truth["rows"], files, len(truth["incidents"]), truth_path)
+    return WriteResult(truth["rows"], len(slots), len(truth["incidents"]), truth_path)

@@ -127,7 +127,9 @@ def summarise(
     enriched = enrich(rows, settings.slo_lag, settings.slo_time_s, settings.gap_factor, boundary)
     enriched = enriched.persist(StorageLevel.MEMORY_AND_DISK)
     run_partials = pt.hour_partials(enriched, settings.slo_lag).persist(StorageLevel.MEMORY_AND_DISK)
-    groups = inc.incident_groups(enriched, boundary)
+    # Kept: the incidents table and the state's incidents and carry all read it, and each would otherwise
+    # run the incidents' window pass over every sample read again (one row per incident: small).
+    groups = inc.incident_groups(enriched, boundary).persist(StorageLevel.MEMORY_AND_DISK)
     run_incidents = inc.incidents(groups, boundary)
 
     kept = [p for p in state.parts if p not in st.expired(state, first_ms)] if state else []
@@ -155,7 +157,13 @@ def summarise(
         "boundary": datetime.fromtimestamp(boundary / 1000, UTC) if boundary is not None else None,
     }
     done = Summarised(
-        merged, _union(gaps), _union(incidents), files, info, read_from_ms, cached=[enriched, run_partials, merged]
+        merged,
+        _union(gaps),
+        _union(incidents),
+        files,
+        info,
+        read_from_ms,
+        cached=[enriched, run_partials, merged, groups],
     )
     if incremental and state_uri and as_of_ms is not None and boundary is not None:
         done.commit = lambda: _commit(
