@@ -49,13 +49,26 @@ def main() -> None:
     parser.add_argument(
         "--fleet-full-state", action="store_true", help="--fleet: also time the hourly run with a 7-day state"
     )
+    parser.add_argument(
+        "--fleet-roll", type=int, default=3600, help="--fleet: history files of this many seconds (history_roll_s)"
+    )
     args = parser.parse_args()
+    if args.fleet is not None and 86400 % args.fleet_roll:
+        parser.error("--fleet-roll must divide a day (86400 s)")
     if args.fleet is not None and not args.master.startswith("local"):
         parser.error("--fleet counts the CPU of the local process tree: with a cluster the executors are elsewhere")
     monitor = [os.path.join(os.path.dirname(sys.executable), "monitor")]  # the console script beside this Python
     with BenchRun("analytics", vars(args)) as bench_run:
         if args.fleet is not None:
-            fleet(monitor, args.workdir, args.fleet, bench_run.figures, args.fleet_java_options, args.fleet_full_state)
+            fleet(
+                monitor,
+                args.workdir,
+                args.fleet,
+                bench_run.figures,
+                args.fleet_java_options,
+                args.fleet_full_state,
+                args.fleet_roll,
+            )
         else:
             measure(args, monitor, bench_run.figures)
 

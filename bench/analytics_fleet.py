@@ -3,8 +3,8 @@ every 5 s, in CPU seconds of its whole process tree (the Python driver and the J
 
     .venv/bin/python -m bench.analytics --fleet 10000 [--workdir DIR]
 
-1. A generated history of N partitions (20 topics) at 5 s, in one file per hour (as the monitor rolls them), of
-   ``SPAN_MS``: long enough that the state-building run as of end − 1 h closes an hour, and the hourly run as of
+1. A generated history of N partitions (20 topics) at 5 s, in files of --fleet-roll seconds (as the monitor rolls them), of
+   ``span_ms(late)``: long enough that the state-building run as of end − 1 h closes an hour, and the hourly run as of
    the end then reads what a scheduled run reads (the history since the previous run's boundary, see
    docs/analytics.md "Incremental runs").
 2. The state-building (cold) run as of end − 1 h, then the hourly run as of the end: each a `monitor analyze
@@ -17,6 +17,9 @@ every 5 s, in CPU seconds of its whole process tree (the Python driver and the J
 
 ``--fleet-java-options "..."`` also runs each hourly run a second time, from the same state, with those driver JVM
 options (e.g. ``-XX:+UseSerialGC -XX:TieredStopAtLevel=1``), and prints its figures beside the default's.
+
+``--fleet-roll S`` writes the history in files of S seconds (``monitor.history_roll_s``; default 3600) and passes
+``--late`` as the monitor's scheduled runs then do (``analytics_runs.sample_lateness_s``): S + 300 s.
 
 ``--fleet-full-state`` also runs the hourly run from a state that holds the whole 7-day look-back of closed hours
 (``add_past_hours``), as a monitor's state does after a week: the run merges all of them into the tables.
@@ -37,6 +40,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from mirrorwatch.monitor.analytics_runs import sample_lateness_s
+
 from .cputree import TreeCpu, measure
 
 INTERVAL_S = 5
@@ -44,10 +49,17 @@ TOPICS = 20
 FIXED_PARTITIONS = 4  # the fixed part's history: 2 topics × 2 partitions
 HOUR_MS = 3_600_000
 START = datetime(2026, 1, 5, tzinfo=UTC)
-# The hourly run is as of END; the state-building run as of END − 1 h. With the default lateness (3,900 s) the
-# state run's boundary is floor_hour(END − 2 h 05 min) = START + 1 h, and the hourly run reads from there: 2 h 05 min
-# of history, the least a scheduled run reads (it reads 2 h 05 min to 3 h 05 min, by where in the hour it runs).
-SPAN_MS = 3 * HOUR_MS + 5 * 60_000
+DEFAULT_ROLL_S = 3600  # monitor.history_roll_s' default
+
+
+def span_ms(late_s: float) -> int:
+    """The history's length. The hourly run is as of END = START + span; the state-building run as of END − 1 h,
+    whose boundary is floor_hour(END − 1 h − late) = START + 1 h, and the hourly run reads from there: 1 h + late
+    of history, the least a scheduled run reads (it reads late + 1 h to late + 2 h, by where in the hour it runs;
+    2 h 05 min with the default roll)."""
+    return 2 * HOUR_MS + int(late_s * 1000)
+
+
 LOOKBACK_DAYS = 7  # monitor.analytics.lookback_days' default: the scheduled runs pass --from now − 7 days
 # --fleet-full-state: the state's closed hours made up to the look-back (the history's own 3 h + 1 h open)
 PAST_HOURS = LOOKBACK_DAYS * 24 - 4
@@ -77,20 +89,22 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def generate(monitor: list[str], history: str, partitions: int) -> float:
+def generate(monitor: list[str], history: str, partitions: int, roll_s: int) -> float:
     topics = TOPICS if partitions >= TOPICS else 2
     per_topic = -(-partitions // topics)
     names = ",".join(f"t{i:02d}" for i in range(topics))
     shutil.rmtree(history, ignore_errors=True)
     argv = ["generate-history", "--out", history, "--start", iso(int(START.timestamp() * 1000))]
-    argv += ["--days", f"{SPAN_MS / 86_400_000!r}", "--interval", str(INTERVAL_S), "--topics", names]
-    argv += ["--partitions", str(per_topic), "--roll", "3600", "--quiet"]
+    argv += ["--days", f"{span_ms(sample_lateness_s(roll_s)) / 86_400_000!r}", "--interval", str(INTERVAL_S)]
+    argv += ["--topics", names, "--partitions", str(per_topic), "--roll", str(roll_s), "--quiet"]
     started = time.monotonic()
     subprocess.run(monitor + argv, check=True)
     return time.monotonic() - started
 
 
-def analyze(monitor: list[str], history: str, out: str, as_of_ms: int, java_options: str | None = None) -> Run:
+def analyze(
+    monitor: list[str], history: str, out: str, as_of_ms: int, late_s: float, java_options: str | None = None
+) -> Run:
     stages: list[tuple[str, float, float]] = []
 
     def stage_line(at_s: float, line: str) -> None:
@@ -101,7 +115,8 @@ def analyze(monitor: list[str], history: str, out: str, as_of_ms: int, java_opti
             print(f"    {line}", flush=True)  # a warning or an error: show it
 
     argv = ["analyze", "--history", history, "--out", out, "--state", out + ".state", "--to", iso(as_of_ms)]
-    argv += ["--from", iso(as_of_ms - LOOKBACK_DAYS * 24 * HOUR_MS)]  # as the monitor's scheduled runs do
+    # as the monitor's scheduled runs do (analytics_runs.job_argv)
+    argv += ["--from", iso(as_of_ms - LOOKBACK_DAYS * 24 * HOUR_MS), "--late", f"{late_s:g}"]
     env = dict(os.environ)
     if java_options:  # replaces the job's own driver options (its log4j file): keep that one
         from mirrorwatch.monitor.analytics.session import _log4j_config_path
@@ -117,7 +132,12 @@ def analyze(monitor: list[str], history: str, out: str, as_of_ms: int, java_opti
 
 
 def cold_then_hourly(
-    monitor: list[str], workdir: str, partitions: int, java_options: str | None, past_hours: int = 0
+    monitor: list[str],
+    workdir: str,
+    partitions: int,
+    java_options: str | None,
+    past_hours: int = 0,
+    roll_s: int = DEFAULT_ROLL_S,
 ) -> dict[str, Any]:
     """Generate, build the state, run the hourly run; with ``java_options``, then the same hourly run again (from
     the same state) with those driver JVM options; with ``past_hours``, again from that state plus that many
@@ -127,21 +147,22 @@ def cold_then_hourly(
     state, kept = out + ".state", out + ".state-after-cold"
     for folder in (state, kept):
         shutil.rmtree(folder, ignore_errors=True)
-    generate_s = generate(monitor, history, partitions)
-    end_ms = int(START.timestamp() * 1000) + SPAN_MS
-    cold = analyze(monitor, history, out, end_ms - HOUR_MS)
+    generate_s = generate(monitor, history, partitions, roll_s)
+    late_s = sample_lateness_s(roll_s)
+    end_ms = int(START.timestamp() * 1000) + span_ms(late_s)
+    cold = analyze(monitor, history, out, end_ms - HOUR_MS, late_s)
     shutil.copytree(state, kept)
     runs = {"partitions": partitions, "generate_s": generate_s, "cold": cold}
-    runs["hourly"] = analyze(monitor, history, out, end_ms)
+    runs["hourly"] = analyze(monitor, history, out, end_ms, late_s)
     if java_options:
         shutil.rmtree(state)
         shutil.copytree(kept, state)
-        runs["hourly_variant"] = analyze(monitor, history, out, end_ms, java_options)
+        runs["hourly_variant"] = analyze(monitor, history, out, end_ms, late_s, java_options)
     if past_hours:
         shutil.rmtree(state)
         shutil.copytree(kept, state)
         runs["state_bytes"] = add_past_hours(state, past_hours)
-        runs["hourly_full_state"] = analyze(monitor, history, out, end_ms)
+        runs["hourly_full_state"] = analyze(monitor, history, out, end_ms, late_s)
     return runs
 
 
@@ -216,21 +237,23 @@ def fleet(
     figures: dict[str, Any],
     java_options: str | None = None,
     full_state: bool = False,
+    roll_s: int = DEFAULT_ROLL_S,
 ) -> None:
     os.makedirs(workdir, exist_ok=True)
     per_hour = partitions * 3600 // INTERVAL_S
     print(
         f"fleet: {partitions:,} partitions at {INTERVAL_S} s ({per_hour:,} samples an hour), "
-        f"{SPAN_MS / HOUR_MS:.2f} h of history in hourly files; local[*], CPU of the whole process tree",
+        f"{span_ms(sample_lateness_s(roll_s)) / HOUR_MS:.2f} h of history in files of {roll_s} s (--late "
+        f"{sample_lateness_s(roll_s):g}); local[*], CPU of the whole process tree",
         flush=True,
     )
-    small = cold_then_hourly(monitor, workdir, FIXED_PARTITIONS, java_options)
+    small = cold_then_hourly(monitor, workdir, FIXED_PARTITIONS, java_options, roll_s=roll_s)
     show_run(f"fixed part: hourly run at {FIXED_PARTITIONS} partitions    ", small["hourly"])
-    big = cold_then_hourly(monitor, workdir, partitions, java_options, PAST_HOURS if full_state else 0)
+    big = cold_then_hourly(monitor, workdir, partitions, java_options, PAST_HOURS if full_state else 0, roll_s)
     print(f"  generated in {big['generate_s']:.1f} s", flush=True)
     show_run("cold run (builds the state, as of end - 1 h)", big["cold"])
     show_run("hourly run (as of end)                      ", big["hourly"])
-    figures.update(fleet_figures(partitions, big, small))
+    figures.update(fleet_figures(partitions, big, small), history_roll_s=roll_s, late_s=sample_lateness_s(roll_s))
     if java_options:
         show_run(f"fixed part, driver JVM {java_options}", small["hourly_variant"])
         show_run(f"hourly run, driver JVM {java_options}", big["hourly_variant"])

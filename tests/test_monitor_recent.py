@@ -166,8 +166,18 @@ def test_scheduled_runs_are_incremental_as_of_now():
     now = datetime(2026, 1, 5, 12, tzinfo=UTC)
     argv = job_argv(AnalyticsSchedule(every_s=60), "/h", "/o.run-1", now, state="/o.state")
     assert argv[argv.index("--state") + 1] == "/o.state" and argv[argv.index("--to") + 1] == "2026-01-05T12:00:00Z"
+    assert "--late" not in argv  # the job's default: files that close within the hour
     runner = AnalyticsRunner(AnalyticsSchedule(every_s=60), "/h", "/srv/analytics")
     assert runner.state == "/srv/analytics.state"  # beside the output folder, which each run replaces whole
+
+
+@pytest.mark.parametrize(("history_roll_s", "late"), [(3600.0, "3900"), (300.0, "600"), (60.0, "360"), (0.5, "300.5")])
+def test_scheduled_runs_allow_samples_as_late_as_the_monitors_files_close(history_roll_s, late):
+    from datetime import datetime
+
+    runner = AnalyticsRunner(AnalyticsSchedule(every_s=60), "/h", "/srv/analytics", history_roll_s=history_roll_s)
+    argv = runner.command(AnalyticsSchedule(every_s=60), "/h", "/o.run-1", datetime(2026, 1, 5, 12, tzinfo=UTC))
+    assert argv[argv.index("--late") + 1] == late
 
 
 @pytest.fixture

@@ -65,13 +65,32 @@ class RunStatus:
         return body
 
 
+# A sample is visible once the monitor closes its history file, within monitor.history_roll_s of the sample's
+# time; the margin covers a cycle that stalled (a broker restarting) and the write itself.
+LATE_MARGIN_S = 300.0
+
+
+def sample_lateness_s(history_roll_s: float) -> float:
+    """How late a sample of this monitor's history can become visible: the scheduled runs' ``--late``."""
+    return history_roll_s + LATE_MARGIN_S
+
+
 def job_argv(
-    settings: AnalyticsSchedule, history_dir: str, out: str, now: datetime, state: str | None = None
+    settings: AnalyticsSchedule,
+    history_dir: str,
+    out: str,
+    now: datetime,
+    state: str | None = None,
+    late_s: float | None = None,
 ) -> list[str]:
     """``state``: summarise incrementally (``--state``), as of ``now``: each run reads only the history the
-    previous runs have not summarised (docs/analytics.md, "Incremental runs")."""
+    previous runs have not summarised (docs/analytics.md, "Incremental runs"). ``late_s``: ``--late``, from the
+    monitor's own ``history_roll_s`` (a run re-reads the hours a late sample could still reach, so the sooner the
+    files close, the less each run reads)."""
     start = now - timedelta(days=settings.lookback_days)
     incremental = ["--state", state, "--to", now.strftime("%Y-%m-%dT%H:%M:%SZ")] if state else []
+    if state and late_s is not None:
+        incremental += ["--late", f"{late_s:g}"]
     return [
         sys.executable,
         "-m",
@@ -143,6 +162,7 @@ class AnalyticsRunner:
         out: str | None,
         clock: Callable[[], float] = time.time,
         retention: HistoryRetention | None = None,
+        history_roll_s: float | None = None,
     ):
         self.settings, self.history_dir, self.retention = settings, history_dir, retention
         self.out = out or DEFAULT_OUT
@@ -155,7 +175,8 @@ class AnalyticsRunner:
         # the summarised hours outlive each run's output folder (which is replaced whole): beside it, not in it
         self.state = f"{self.out.rstrip('/')}.state"
         # (settings, history_dir, out, now) → argv; tests put a stand-in here
-        self.command = functools.partial(job_argv, state=self.state)
+        late_s = sample_lateness_s(history_roll_s) if history_roll_s is not None else None
+        self.command = functools.partial(job_argv, state=self.state, late_s=late_s)
 
     def status(self) -> RunStatus:
         return self._status

@@ -50,7 +50,9 @@ class MonitorService:
         if s.analytics.every_s is not None:
             out = s.analytics.out or config.dashboard.analytics_dir
             retention = HistoryRetention(s.history_raw_days, s.history_rollup_days)
-            self.analytics = AnalyticsRunner(s.analytics, s.history_dir, out, retention=retention)
+            self.analytics = AnalyticsRunner(
+                s.analytics, s.history_dir, out, retention=retention, history_roll_s=s.history_roll_s
+            )
         self._snapshot: Snapshot = EMPTY
         self._cycle_lock = threading.Lock()
         self.scheduler = BackgroundScheduler(timezone="UTC")

@@ -38,7 +38,9 @@ if TYPE_CHECKING:  # pyspark is imported when a run starts, not when the CLI loa
 Reader = Callable[[str], "DataFrame"]
 Row = dict[str, Any]  # a table's row read back for summary.json
 Number = int | float
-DEFAULT_LATE_S = 3900.0  # a history file closes within an hour (monitor.history_roll_s ≤ 3600), plus a margin
+# a history file closes within an hour (monitor.history_roll_s ≤ 3600), plus the margin of
+# monitor.analytics_runs.sample_lateness_s, which gives the scheduled runs their --late from the monitor's own roll
+DEFAULT_LATE_S = 3900.0
 
 
 @dataclass(frozen=True)
