@@ -11,11 +11,8 @@ Job names are the ones the alert rules know (docs/alerts.md). Scrape and evaluat
 
 from __future__ import annotations
 
-import os
-import random
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -28,45 +25,13 @@ import requests
 import yaml
 
 from mirrorwatch.grafana_build import promql
+from mirrorwatch.localkafka.process import free_port as free_port  # the one picker, re-exported for the rigs
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
 
 class PromQLError(AssertionError):
     """Prometheus refused a query (e.g. a parse error); the message is Prometheus's own."""
-
-
-def free_port() -> int:
-    """A port for a server started later. Not bind(0)'s: that picks from the kernel's ephemeral range, which
-    outgoing connections are given ports from too, and a rig binds its ports minutes after choosing them (a canary
-    found its metrics port taken that way). So: below that range, in a slice of its own per pytest-xdist worker,
-    free when chosen."""
-    low = _ephemeral_low()
-    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-    width = max(100, (low - PORTS_FROM) // WORKER_SLICES)
-    start = PORTS_FROM + (worker % WORKER_SLICES) * width
-    for _ in range(200):
-        port = random.randrange(start, min(start + width, low))
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket() as s:  # the slice is full: any free port
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-PORTS_FROM = 10_000
-WORKER_SLICES = 8
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768
 
 
 def wait_on_server(server, name: str, predicate: Callable[[], object], timeout_s: float, what: str):

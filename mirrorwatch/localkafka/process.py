@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
+import threading
 from pathlib import Path
 from typing import Self
 
@@ -24,11 +26,41 @@ def extra_jvm_options() -> list[str]:
     return os.environ.get("MIRRORWATCH_JVM_OPTS", "").split()
 
 
+PORTS_FROM = 10_000
+PORT_SLICES = 8
+_given: set[int] = set()
+_given_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port for a server started later (a broker, a Connect worker, an exporter).
+
+    Not bind(0)'s: that picks from the kernel's ephemeral range, which outgoing connections are given ports from
+    too, and a server binds its port seconds or minutes after it was chosen (a canary once found its metrics port
+    taken that way). So: below that range, in a slice of its own per pytest-xdist worker (``PYTEST_XDIST_WORKER``;
+    the first slice otherwise), never the same port twice in one process (a cluster's ports are all chosen before
+    any node starts), and free when chosen."""
+    low = _ephemeral_low()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    width = max(100, (low - PORTS_FROM) // PORT_SLICES)
+    start = PORTS_FROM + (int(worker) if worker.isdigit() else 0) % PORT_SLICES * width
+    with _given_lock:
+        for _ in range(200):
+            port = random.randrange(start, min(start + width, low))
+            if port not in _given and not port_in_use(port):
+                _given.add(port)
+                return port
+    with socket.socket() as s:  # the slice is full: any free port
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]  # (host, port)
-        return port
+        any_port: int = s.getsockname()[1]  # (host, port)
+        return any_port
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def port_in_use(port: int) -> bool:

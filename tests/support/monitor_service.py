@@ -40,4 +40,4 @@ def metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def free_port() -> int:
-    return harness_free_port()  # outside the ephemeral range (harness/prometheus_server.py says why)
+    return harness_free_port()  # outside the ephemeral range (mirrorwatch/localkafka/process.py says why)
