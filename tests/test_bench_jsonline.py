@@ -87,8 +87,10 @@ def test_every_bench_script_prints_its_json_line():
     # modules that scripts import (bench/README.md says which script each serves), not scripts themselves
     helpers = {
         "__init__.py",
+        "analytics_fleet.py",
         "analytics_sql.py",
         "common.py",
+        "cputree.py",
         "jsonline.py",
         "detection_faults.py",
         "detection_floor.py",
