@@ -101,6 +101,13 @@ def chosen_variants(args: argparse.Namespace, sweep: list[float]) -> list[Varian
             Variant(f"ours_eos_min{round(s * 1000)}ms", "ours", True, args.transaction_interval, s)
             for s in getattr(args, "min_interval_sweep", [])
         ]
+    if not args.skip_eos:
+        # ours_eos_hold<ms>ms: mirror.transaction_hold_s at each value (the wait after a caught-up commit before
+        # the next transaction's first record)
+        chosen += [
+            Variant(f"ours_eos_hold{round(s * 1000)}ms", "ours", True, args.transaction_interval, None, s)
+            for s in getattr(args, "hold_sweep", [])
+        ]
     if not args.skip_eos and args.fixed_timer:
         # a transaction every --transaction-interval whatever the load: the engine before issue 34
         interval = args.transaction_interval
@@ -321,6 +328,11 @@ def main() -> None:
         help="our exactly-once also at these mirror.transaction_min_interval_s (s, comma-separated; 0 allowed)",
     )
     parser.add_argument(
+        "--hold-sweep",
+        default="",
+        help="our exactly-once also at these mirror.transaction_hold_s (s, comma-separated; 0 allowed, at most 0.1)",
+    )
+    parser.add_argument(
         "--fixed-timer",
         action="store_true",
         help="also ours_eos_timer: a transaction every --transaction-interval whatever the load (min interval = "
@@ -342,13 +354,17 @@ def main() -> None:
         args.min_interval_sweep = [float(v) for v in args.min_interval_sweep.split(",") if v.strip()]
         if any(not 0 <= v <= args.transaction_interval for v in args.min_interval_sweep):
             raise ValueError
+        args.hold_sweep = [float(v) for v in args.hold_sweep.split(",") if v.strip()]
+        if any(not 0 <= v <= 0.1 for v in args.hold_sweep):
+            raise ValueError
         if not rates or args.transaction_interval <= 0 or args.records < 2 * PARTITIONS:
             raise ValueError
     except ValueError:
         parser.exit(
             2,
             f"bench.mm2: --rates must be positive whole records/s, --interval-sweep and --transaction-interval "
-            f"positive seconds, --min-interval-sweep seconds from 0 to --transaction-interval, comma-separated, "
+            f"positive seconds, --min-interval-sweep seconds from 0 to --transaction-interval, --hold-sweep seconds "
+            f"from 0 to 0.1, comma-separated, "
             f"--records at least {2 * PARTITIONS} (got {args.rates!r}, {args.interval_sweep!r}, "
             f"{args.min_interval_sweep!r}, {args.transaction_interval!r}, {args.records!r})\n",
         )

@@ -78,17 +78,18 @@ class Variant:
     transaction_interval_s: float | None = None
     # ours' mirror.transaction_min_interval_s (None: its default); equal to the interval, a fixed timer
     transaction_min_interval_s: float | None = None
+    transaction_hold_s: float | None = None  # ours' mirror.transaction_hold_s (None: its default)
 
     def start(self, east: str, west: str, topic: str, workdir: Path) -> subprocess.Popen:
         if self.engine == "mm2":
             return start_mm2(east, west, topic, workdir, self.exactly_once)
         if not self.exactly_once:
             return start_ours(east, west, topic, workdir)
-        shortest = (
-            {}
-            if self.transaction_min_interval_s is None
-            else {"transaction_min_interval_s": self.transaction_min_interval_s}
-        )
+        shortest: dict[str, float] = {}
+        if self.transaction_min_interval_s is not None:
+            shortest["transaction_min_interval_s"] = self.transaction_min_interval_s
+        if self.transaction_hold_s is not None:
+            shortest["transaction_hold_s"] = self.transaction_hold_s
         return start_ours(
             east,
             west,

@@ -87,6 +87,10 @@ BAD_FILES = [
         "as a number (got 'soon')",
     ),
     (
+        GOOD + "mirror: {transaction_hold_s: 0.5}\n",
+        "config error in {path}: mirror.transaction_hold_s: Input should be less than or equal to 0.1 (got 0.5)",
+    ),
+    (
         GOOD + "mirror: {transaction_interval_s: 0.1, transaction_min_interval_s: 0.5}\n",
         "config error in {path}: mirror: transaction_min_interval_s (0.5) must not be above transaction_interval_s "
         "(0.1)",

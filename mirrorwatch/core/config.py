@@ -146,6 +146,14 @@ class MirrorSettings(Section):
         "this long (at most transaction_interval_s) has passed since the last commit ended; the added latency at "
         "moderate rates is about one commit plus this",
     )
+    transaction_hold_s: float = Field(
+        0.003,
+        ge=0,
+        le=0.1,
+        description="exactly_once: after a commit the mirror has caught up with, wait this long before the next "
+        "transaction's first record: the target accepts it only once the last one's commit markers are written, "
+        "and the client retries a refusal after 20 ms; 0 = no wait (docs/exactly-once.md)",
+    )
     transaction_timeout_s: float = Field(
         10.0,
         ge=1,

@@ -270,12 +270,12 @@ class MirrorEngine(
             state.sync_mark = sync_mark
         self._serve(0)
 
-    def _commit_positions(self, sync: bool = True) -> None:
+    def _commit_positions(self, sync: bool = True, hold_s: float = 0.0) -> None:
         """Publish what the target has: the group's commit and offset syncs, or under exactly-once the syncs and
-        the open transaction with the positions it reaches (transactions.py)."""
+        the open transaction with the positions it reaches (transactions.py; ``hold_s`` there)."""
         if self.exactly_once:
             self.publisher.emit_syncs()
-            self._commit_transaction()
+            self._commit_transaction(hold_s)
             return
         self.publisher.commit(sync=sync)
         self.publisher.emit_syncs()
@@ -353,7 +353,7 @@ class MirrorEngine(
                     if not messages and self.in_flight == 0:
                         # still idle: a commit marker written after the idle flush moved the position since
                         self._advance_idle()
-                    self._commit_positions(sync=False)
+                    self._commit_positions(sync=False, hold_s=self._transaction_hold(now - committed_at, rounds))
                     committed_at = time.monotonic()
                     next_sync = now + sync_interval
                 elif now >= next_sync:

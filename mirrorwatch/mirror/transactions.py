@@ -40,6 +40,7 @@ from ..core.clients import make_consumer, make_producer
 from ..core.naming import positions_group, transactional_id
 from .acknowledgement import MirrorFailure
 from .bounded_calls import CallHung, call_bounded
+from .commit_rounds import CommitRounds
 from .hanging import HANGING_MARGIN_S, Claim, HangingWatch, claim_metadata, open_transactions
 from .partition_state import PartitionState
 from .positions import PositionReads, PositionsGroup
@@ -166,8 +167,20 @@ class ExactlyOnce(PositionsGroup):
             self._abort_pending = self._abort_pending or err.str()
         return outcome != "record"
 
-    def _commit_transaction(self) -> bool:
-        """Commit what was produced with the positions it reached. False: nothing committed (aborted or failed)."""
+    def _transaction_hold(self, since_commit_s: float, rounds: CommitRounds) -> float:
+        """The hold after a commit the mirror had caught up with (``_commit_transaction``); none after a backlog's
+        longest round, where the next records are many and waiting would cost throughput."""
+        if not self.exactly_once or since_commit_s >= rounds.longest_s:
+            return 0.0
+        return self.settings.transaction_hold_s
+
+    def _commit_transaction(self, hold_s: float = 0.0) -> bool:
+        """Commit what was produced with the positions it reached. False: nothing committed (aborted or failed).
+
+        ``hold_s``: wait that long after the commit before the next transaction adds a partition. The coordinator
+        refuses to add one (CONCURRENT_TRANSACTIONS) until the committed transaction's markers are all written,
+        and librdkafka, which has no transactions v2 (KIP-890), asks again only after a fixed 20 ms: a record sent
+        at once would wait those 20 ms whenever the markers take longer than the request."""
         self._flush(30)  # every report served: positions and offset syncs settled
         if self._fence_pending is not None:
             self._fenced(self._fence_pending)
@@ -217,6 +230,8 @@ class ExactlyOnce(PositionsGroup):
             state.txn_position, state.txn_claim = tp.offset, tp.metadata
         assert self.position_reads is not None  # made with the engine under exactly-once
         self.position_reads.hanging.committed({(tp.topic, tp.partition): state.last_downstream for state, tp in moved})
+        if hold_s > 0:
+            time.sleep(hold_s)
         self.producer.begin_transaction()
         self._syncs_in_txn = self.publisher.release_held()
         # the source group: the previous commit's positions, readable on the target now (see _init_exactly_once)
