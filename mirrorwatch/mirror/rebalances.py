@@ -44,11 +44,14 @@ class SourceGroupRebalances(EngineState):
                     state.read_next = state.acked_next = later[(tp.topic, tp.partition)]
             # Every start position is given: left to librdkafka, it would look the commits up again, and a failed
             # look-up leaves partitions it never fetches (consumer_guard.assignment_fetch_failed).
-            consumer.incremental_assign([self._start_at(tp.topic, tp.partition) for tp in committed])
+            starts = [self._start_at(tp.topic, tp.partition) for tp in committed]
+            consumer.incremental_assign(starts)
         except Exception as exc:  # a cluster restarting: the first fetched record tells where we start
             log.warning("could not look up start positions (%s); taking them from the first records", exc)
+            starts = partitions
         self.owned = frozenset(self.partitions)
-        log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
+        # where each starts: what a replay after a rebalance is read from
+        log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts))
 
     def _start_at(self, topic: str, partition: int) -> TopicPartition:
         state = self.partitions[(topic, partition)]
@@ -107,6 +110,7 @@ class SourceGroupRebalances(EngineState):
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        log.info("revoked %s: handing them over", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
         try:
             # hand the partitions over cleanly: everything sent must be acknowledged and committed first
             self._flush(30)
@@ -120,6 +124,11 @@ class SourceGroupRebalances(EngineState):
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        log.warning(
+            "lost %s (the group moved on without us: nothing committed for them; %d records in flight)",
+            ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions),
+            len(self.producer),
+        )
         for tp in partitions:  # another worker owns them now: committing would be wrong
             self.partitions.pop((tp.topic, tp.partition), None)
         self.owned = frozenset(self.partitions)
