@@ -44,12 +44,6 @@ DEFAULT_CONF = {
 }
 
 
-# A run is one short-lived JVM on a small machine, started every hour by the monitor: C2's compilations and G1's
-# concurrent threads cost it more CPU than their faster code and shorter pauses give back (a third of an hourly
-# run's CPU: BENCHMARKS.md, the fleet figures). Not imposed under spark-submit, whose driver options stand.
-DRIVER_JVM_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-
-
 def _log4j_config_path() -> str:
     digest = hashlib.sha256(_LOG4J2.encode()).hexdigest()[:12]  # a changed config gets a new file
     path = os.path.join(tempfile.gettempdir(), f"mirrorwatch-spark-log4j2-{digest}.properties")
@@ -90,7 +84,7 @@ def spark_session(
             **(conf or {}),
         }
     else:
-        java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config_path()} {DRIVER_JVM_OPTS}"
+        java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config_path()}"
         settings = {**DEFAULT_CONF, "spark.driver.extraJavaOptions": java_opts, **(conf or {})}
         master = master or "local[*]"
     if master:
