@@ -47,3 +47,23 @@ def test_the_backlog_is_asked_only_when_the_rest_says_commit():
     EXACTLY_ONCE.due(0.2, True, 40, BATCH, backlog)  # the longest: due whatever the backlog
     assert asked == []
     assert EXACTLY_ONCE.due(0.05, True, 40, BATCH, backlog) and asked == [1]
+
+
+HOLDS = [
+    # (case, exactly_once, seconds since the last commit, expected hold)
+    ("a caught-up round holds", True, 0.03, 0.003),
+    ("a backlog's longest round does not", True, 0.1, 0.0),
+    ("past the longest, neither", True, 0.5, 0.0),
+    ("at-least-once never holds", False, 0.03, 0.0),
+]
+
+
+@pytest.mark.parametrize("case,exactly_once,since_s,expected", HOLDS, ids=[h[0] for h in HOLDS])
+def test_transaction_hold(case, exactly_once, since_s, expected):
+    from types import SimpleNamespace
+
+    from mirrorwatch.core.config import MirrorSettings
+    from mirrorwatch.mirror.transactions import ExactlyOnce
+
+    engine = SimpleNamespace(exactly_once=exactly_once, settings=MirrorSettings())
+    assert ExactlyOnce._transaction_hold(engine, since_s, EXACTLY_ONCE) == expected  # type: ignore[arg-type]
