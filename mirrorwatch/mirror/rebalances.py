@@ -18,7 +18,6 @@ log = logging.getLogger("mirrorwatch.mirror")
 # the group's commits are asked for up to this long in all, in tries of COMMITTED_TRY_S (see _committed)
 COMMITTED_TIMEOUT_S = 30.0
 COMMITTED_TRY_S = 1.0
-LOST_FLUSH_S = 10.0  # how long a lost partition's records in flight are waited for before its final sync
 
 
 class SourceGroupRebalances(EngineState):
@@ -130,15 +129,6 @@ class SourceGroupRebalances(EngineState):
             ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions),
             len(self.producer),
         )
-        # Their records in flight still reach the target: wait for the reports and say so in offset syncs. A sync
-        # only states what the target holds, true whoever owns the partition now, and whoever resumes it (often
-        # this process, once the coordinator is back) starts after them instead of sending them again.
-        keys = [(tp.topic, tp.partition) for tp in partitions]
-        try:
-            self._flush(LOST_FLUSH_S)
-            self.publisher.emit_syncs(keys, force=True)
-        except Exception as exc:  # never raise from a rebalance callback: the resume then reads older syncs
-            log.warning("syncing lost partitions: %s", exc)
         for tp in partitions:  # another worker owns them now: committing would be wrong
             self.partitions.pop((tp.topic, tp.partition), None)
         self.owned = frozenset(self.partitions)

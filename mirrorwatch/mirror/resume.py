@@ -7,8 +7,7 @@ records and every sync interval). The commit alone is not enough: while the sour
 (the broker frozen, cut off) commits fail but records flow and syncs are written on the target; a mirror killed
 then would send everything since its last successful commit again. From the sync, it sends again at most what was
 acknowledged since the newest sync, plus what was in flight. MirrorMaker 2 keeps its positions on the target for
-the same reason. Partitions the group took away without a revoke (lost: the coordinator was away past the
-session) get their final sync too, once their records in flight are acknowledged (``rebalances._on_lost``).
+the same reason.
 
 A sync is trusted only where it still describes this partition: ``acked_next`` not past the source's end (a
 topic deleted and created again starts its offsets anew) and its downstream copy still on the target (the target
