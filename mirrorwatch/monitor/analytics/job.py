@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from ...core.cli import UserError
+from ..analytics_runs import sample_lateness_s
 from .definitions import (
     DEFAULT_GAP_FACTOR,
     DEFAULT_SLO_LAG,
@@ -38,9 +39,8 @@ if TYPE_CHECKING:  # pyspark is imported when a run starts, not when the CLI loa
 Reader = Callable[[str], "DataFrame"]
 Row = dict[str, Any]  # a table's row read back for summary.json
 Number = int | float
-# a history file closes within an hour (monitor.history_roll_s ≤ 3600), plus the margin of
-# monitor.analytics_runs.sample_lateness_s, which gives the scheduled runs their --late from the monitor's own roll
-DEFAULT_LATE_S = 3900.0
+# a history file closes within an hour (monitor.history_roll_s ≤ 3600), plus the margin the scheduled runs use too
+DEFAULT_LATE_S = sample_lateness_s(3600.0)
 
 
 @dataclass(frozen=True)
