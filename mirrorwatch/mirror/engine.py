@@ -93,6 +93,7 @@ class MirrorEngine(
         self.add_origin = self.flow.policy == "identity" if provenance is None else provenance
 
         self.partitions: dict[tuple[str, int], PartitionState] = {}
+        self.set_aside: dict[tuple[str, int], tuple[int, int]] = {}  # rebalances.SourceGroupRebalances._set_aside
         # commits and offset syncs; a refused commit or sync is an ACL missing (deny)
         self.publisher = PositionPublisher(self.partitions, self.syncs_topic, self._retrying, self.group, self.deny)
         self.owned: frozenset[tuple[str, int]] = frozenset()  # the keys of partitions, for other threads to read
@@ -255,8 +256,12 @@ class MirrorEngine(
                         unmarked += 1
                     break
                 except BufferError:
-                    state.sent_records, state.sent_bytes, state.unmarked = sent_records - 1, sent_bytes - size, unmarked
+                    # this record counts as in flight while reports are served (it is sent right after): its offset
+                    # is already read_next, so with nothing else in flight a report would acknowledge it unsent
+                    state.sent_records, state.sent_bytes = sent_records - 1, sent_bytes - size
+                    state.unmarked = unmarked + 1
                     self._serve(0.05)
+                    state.unmarked = unmarked
                 except KafkaException as exc:
                     sent_records, sent_bytes = sent_records - 1, sent_bytes - size
                     if self._produce_rejected(exc, topic, partition, offset, target_topic):
