@@ -216,7 +216,7 @@ def test_a_clean_rolling_restart_pages_nobody(plan, rig, fault):
     print(f"alerts pending at some point during {fault}: {pending or 'none'}")
     assert len(looks) >= 10, "Prometheus answered all along"
     firing = sorted({a for look in looks for a in look.alerts if a.endswith(" firing")})
-    assert not firing, f"firing during {fault}: {firing}"
+    assert not firing, f"firing during {fault}: {firing}\n{_warnings(rig)}"
     assert rig.still_alerting[fault] == (), f"still active once {fault} was over: {rig.still_alerting[fault]}"
     critical = [look for look in looks if look.canary_status == CANARY_CRITICAL]
     assert not critical, f"the canary said CRITICAL {len(critical)} times during {fault}:\n{rig.canary_log()}"
@@ -245,4 +245,16 @@ def test_a_hard_fault_pages_at_most_once_and_only_for_a_mirror_that_stood_still(
     assert len(pages) <= 1, pages
     if pages:
         (measured,) = [m for m in plan if m.fault == fault]
-        assert max(measured.catch_up_s.values(), default=0.0) >= STOOD_STILL_S, (pages, measured.catch_up_s)
+        stood_still = max(measured.catch_up_s.values(), default=0.0)
+        assert stood_still >= STOOD_STILL_S, f"{pages}, {measured.catch_up_s}\n{_warnings(rig)}"
+
+
+def _warnings(rig) -> str:
+    """What the services logged above INFO (and the monitor's asking again), for a failure's message."""
+    out = []
+    for name in ("monitor", "canary", "alo", "eos"):
+        path = rig.base / f"{name}.log"
+        lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+        keep = [line for line in lines if " WARNING " in line or " ERROR " in line or "asking a new client" in line]
+        out.append(f"--- {name}.log ({len(keep)} lines above INFO)\n" + "\n".join(keep[-40:]))
+    return "\n".join(out)

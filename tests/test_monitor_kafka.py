@@ -16,7 +16,7 @@ import pytest
 from harness.helpers import create_topic, produce_numbered
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.monitor.cli import main
-from mirrorwatch.monitor.kafka_io import ClusterReader
+from mirrorwatch.monitor.kafka_io import ClusterReader, reported_reachable
 from mirrorwatch.monitor.sampler import Sampler
 
 from .support.outages import local_only
@@ -302,3 +302,18 @@ def test_a_metadata_request_left_unanswered_is_asked_again_of_a_new_client(sourc
     finally:
         thaw.cancel()
         os.kill(pid, signal.SIGCONT)
+
+
+# (case, failed samples in a row, the cluster was reached before) → what the sample says
+REACHABLE = [
+    ("answered", 0, True, True),
+    ("answered the first time", 0, False, True),
+    ("one failed sample after answers: given one more cycle", 1, True, True),
+    ("two in a row: unreachable", 2, True, False),
+    ("never reached (one-shot command, starting monitor): at once", 1, False, False),
+]
+
+
+@pytest.mark.parametrize("case,failures,reached,expected", REACHABLE, ids=[c[0] for c in REACHABLE])
+def test_reported_reachable(case, failures, reached, expected):
+    assert reported_reachable(failures, reached) is expected

@@ -210,7 +210,7 @@ _FAMILIES = {
     "mirrorwatch_group_status": codes_help(GroupStatus),
     "mirrorwatch_window_complete_ratio": "Share of partitions with a full evaluator window",
     "mirrorwatch_sample_age_seconds": "Seconds since the last successful sample",
-    "mirrorwatch_cluster_up": "1 when the last sample reached the cluster",
+    "mirrorwatch_cluster_up": "0 once two samples in a row could not reach the cluster (or a first sample), else 1",
     "mirrorwatch_flow_info": "1 per flow; mirror says what mirrors it: mirrorwatch (our engine) or mm2 (MirrorMaker 2)",
     "mirrorwatch_heartbeat_age_seconds": "Age of the newest heartbeat that crossed the mirror (MirrorMaker 2 flows)",
     "mirrorwatch_translation_coverage_ratio": "Share of the source groups on mirrored topics with a usable checkpoint",

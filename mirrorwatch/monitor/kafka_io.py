@@ -34,6 +34,16 @@ class ClusterUnreachable(Exception):
     pass
 
 
+def reported_reachable(failures_in_a_row: int, reached_before: bool) -> bool:
+    """What a sample says of a cluster (``mirrorwatch_cluster_up``, the API's ``clusters``): unreachable once its
+    metadata could not be read (asked twice, ``ClusterReader._list_topics``) in two samples in a row, or in the
+    first sample of a cluster never reached (a one-shot command, a monitor starting). One failed sample of a
+    cluster that answered the one before is not an outage: a rolling restart's node stopping or starting held
+    both requests of one sample now and then, and the inhibit-only ``MirrorwatchFlowClusterUnreachable`` fired.
+    The flow's views are UNKNOWN for that sample all the same (fail closed); only the cluster's verdict waits."""
+    return failures_in_a_row == 0 or (failures_in_a_row == 1 and reached_before)
+
+
 class ClusterReader:
     def __init__(self, alias: str, cluster: ClusterConfig, timeout_s: float = 5.0):
         self.alias, self.timeout_s, self._cluster = alias, timeout_s, cluster
@@ -43,6 +53,13 @@ class ClusterReader:
         self._topics: dict[str, int] = {}
         # the newest list_topics answer (partition leaders for the hanging-transaction advice)
         self._metadata: ClusterMetadata | None = None
+        self.failures_in_a_row = 0  # samples in a row whose topics() failed
+        self.reached = False  # some sample read the cluster's metadata
+
+    @property
+    def reachable(self) -> bool:
+        """What the newest sample says of the cluster (:func:`reported_reachable`)."""
+        return reported_reachable(self.failures_in_a_row, self.reached)
 
     def _settled(self) -> bool:
         """The client has had time to connect: a timeout from one younger than this is its start-up, and renewing
@@ -70,7 +87,9 @@ class ClusterReader:
         try:
             md = self._list_topics()
         except KafkaException as exc:
+            self.failures_in_a_row += 1
             raise self._fail("cannot list topics", exc) from None
+        self.reached, self.failures_in_a_row = True, 0
         self._topics = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
         self._metadata = md
         return self._topics
@@ -87,6 +106,7 @@ class ClusterReader:
             err = exc.args[0] if exc.args else None
             if not (_timed_out(exc) or (isinstance(err, KafkaError) and err.code() == KafkaError._TRANSPORT)):
                 raise
+            log.info("cluster '%s': listing topics: %s; asking a new client", self.alias, redact_text(str(exc)))
         self.admin = self._new_admin()
         return self.admin.list_topics(timeout=min(self.timeout_s, ASK_AGAIN_S))
 

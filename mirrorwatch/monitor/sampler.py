@@ -172,7 +172,7 @@ class Sampler(SamplerEstimates):
                     )
                 )
             self.seq += 1
-            up = {alias: not isinstance(t, ClusterUnreachable) for alias, t in topics.items()}
+            up = {alias: self.readers[alias].reachable for alias in topics}
             return Snapshot(ts, views, up, self.seq)
 
     def _guarded(
