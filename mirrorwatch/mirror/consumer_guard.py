@@ -31,6 +31,7 @@ import time
 from confluent_kafka import Consumer, KafkaError
 
 from .engine_state import EngineState
+from .rebalances import SET_ASIDE_FLUSH_S
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -137,8 +138,7 @@ class ConsumerGuard(EngineState):
             self._replace_members()  # transactions.py: its group is the one on the target
         else:
             self._retire(self.consumer)
-            self.partitions.clear()  # lost, as in _on_lost: in-flight reports update the detached states
-            self.owned = frozenset()
+            self._set_aside(list(self.partitions), flush_s=SET_ASIDE_FLUSH_S)  # lost, as in _on_lost
             self.consumer = self._make_consumer()
             self.publisher.bind(self.producer, self.consumer)
         with self._subscription_lock:  # the new consumer subscribes from the data path (subscription.py)

@@ -131,6 +131,36 @@ class PositionPublisher:
                 self._publish(sync.key(), sync.to_value())
             state.synced_acked, state.synced_read = state.acked_next, state.read_next
 
+    def announce_resumes(self, positions: dict[Key, int]) -> set[Key]:
+        """At-least-once, before a new assignment sends anything: per partition, a sync with its resume position
+        and no mapping (upstream and downstream -1). Records sent again from there land on the target after the
+        newest mapped sync's downstream offset, where the monitor's estimate (``core.lag.target_side_acked_next``)
+        would count them as new source records; a sync without a mapping makes it fall back to the positions
+        until the first record's sync maps them again. The keys whose sync the target has not acknowledged yet
+        (the set shrinks as the reports are served)."""
+        assert self.producer is not None
+        pending = set(positions)
+        now = int(time.time() * 1000)
+
+        def acknowledged(key: Key) -> Callable[[KafkaError | None, Any], None]:
+            def report(err: KafkaError | None, msg: Any) -> None:
+                if err is None:
+                    pending.discard(key)
+                else:
+                    self._delivered(err, msg)
+
+            return report
+
+        for key, position in positions.items():
+            sync = OffsetSync(key[0], key[1], -1, -1, position, position, now)
+            try:
+                self.producer.produce(
+                    self.syncs_topic, key=sync.key(), value=sync.to_value(), on_delivery=acknowledged(key)
+                )
+            except (KafkaException, BufferError) as exc:  # not sent: the caller waits for it in vain, and says so
+                log.debug("resume sync of %s[%d] not sent: %s", key[0], key[1], exc)
+        return pending
+
     def send_deferred(self) -> None:
         """Send the syncs built inside delivery reports (the poll() this may do can add more: sent too)."""
         while self.deferred:

@@ -11,13 +11,15 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from ..core.access import error_of
 from .engine_state import EngineState, Key
 from .partition_state import PartitionState
-from .resume import READ_TIMEOUT_S, newest_syncs, resume_position, target_ends
+from .resume import READ_TIMEOUT_S, known_progress, newest_syncs, resume_position, target_ends
 
 log = logging.getLogger("mirrorwatch.mirror")
 
 # the group's commits are asked for up to this long in all, in tries of COMMITTED_TRY_S (see _committed)
 COMMITTED_TIMEOUT_S = 30.0
 COMMITTED_TRY_S = 1.0
+SET_ASIDE_FLUSH_S = 10.0
+ANNOUNCE_TIMEOUT_S = 10.0  # how long a new assignment waits for the target to take its resume positions  # how long records in flight are waited for when partitions leave without a hand-over
 
 
 class SourceGroupRebalances(EngineState):
@@ -45,6 +47,7 @@ class SourceGroupRebalances(EngineState):
             # Every start position is given: left to librdkafka, it would look the commits up again, and a failed
             # look-up leaves partitions it never fetches (consumer_guard.assignment_fetch_failed).
             starts = [self._start_at(tp.topic, tp.partition) for tp in committed]
+            self._announce_resumes({(tp.topic, tp.partition): tp.offset for tp in starts if tp.offset >= 0})
             consumer.incremental_assign(starts)
         except Exception as exc:  # a cluster restarting: the first fetched record tells where we start
             log.warning("could not look up start positions (%s); taking them from the first records", exc)
@@ -52,6 +55,20 @@ class SourceGroupRebalances(EngineState):
         self.owned = frozenset(self.partitions)
         # where each starts: what a replay after a rebalance is read from
         log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]@{tp.offset}" for tp in starts))
+
+    def _announce_resumes(self, positions: dict[Key, int]) -> None:
+        """Say on the target where each partition resumes before sending any of it, and wait (up to
+        ANNOUNCE_TIMEOUT_S) until the target has it (``PositionPublisher.announce_resumes`` says why)."""
+        pending = self.publisher.announce_resumes(positions)
+        deadline = time.monotonic() + ANNOUNCE_TIMEOUT_S
+        while pending and time.monotonic() < deadline and not self._stop.is_set():
+            self._serve(0.05)  # data reports served here are settled with them
+        if pending:
+            log.warning(
+                "the target has not acknowledged where %s resume; sending them anyway (until their first records' "
+                "offset syncs, the monitor's true lag may count records sent again as new)",
+                ", ".join(f"{t}[{p}]" for t, p in sorted(pending)),
+            )
 
     def _start_at(self, topic: str, partition: int) -> TopicPartition:
         state = self.partitions[(topic, partition)]
@@ -72,55 +89,79 @@ class SourceGroupRebalances(EngineState):
                     raise
 
     def _resume_from_syncs(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Key, int]:
-        """The partitions whose newest offset sync on the target is later than their commit, and where each then
-        resumes (resume.py says why). Anything unread leaves a partition at its commit: more sent again, never less."""
+        """The partitions whose target-side progress is later than their commit, and where each then resumes
+        (resume.py says why). The progress is the newer of the partition's newest offset sync and what this process
+        itself saw acknowledged before the partition last left it (``set_aside``). Each partition is decided on its
+        own: anything unread leaves that one at its commit (more sent again, never less)."""
+        keys = [(tp.topic, tp.partition) for tp in committed]
         try:
-            syncs = newest_syncs(self.target_cluster, self.syncs_topic, [(tp.topic, tp.partition) for tp in committed])
-            ahead = {
-                (tp.topic, tp.partition): tp.offset
-                for tp in committed
-                if (tp.topic, tp.partition) in syncs and syncs[(tp.topic, tp.partition)].acked_next > tp.offset
-            }
-            target_of = {
-                key: (self.target_names.get(key[0]) or self.policy.target_topic(key[0]), key[1]) for key in ahead
-            }
-            ends = target_ends(self.target_admin, list(target_of.values()))
-            later: dict[Key, int] = {}
-            for key, commit in ahead.items():
-                _, source_end = consumer.get_watermark_offsets(TopicPartition(*key), timeout=READ_TIMEOUT_S)
-                sync = syncs[key]
-                resume = resume_position(
-                    commit, sync.acked_next, sync.downstream_offset, source_end, ends[target_of[key]]
-                )
-                if resume.from_sync:
-                    later[key] = resume.position
-                    log.info(
-                        "resuming %s[%d] at %d, from the target's offset sync (the group's commit, %d, is behind: "
-                        "%d records not sent again)",
-                        key[0],
-                        key[1],
-                        resume.position,
-                        commit,
-                        resume.position - max(commit, 0),
-                    )
-            return later
+            syncs = newest_syncs(self.target_cluster, self.syncs_topic, keys)
         except Exception as exc:
             log.warning("could not read the offset syncs back (%s); resuming from the group's commits", exc)
+            syncs = {}
+        progress = {key: known_progress(syncs.get(key), self.set_aside.pop(key, None)) for key in keys}
+        ahead = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in committed
+            if (seen := progress[(tp.topic, tp.partition)]) is not None and seen[0] > tp.offset
+        }
+        target_of = {key: (self.target_names.get(key[0]) or self.policy.target_topic(key[0]), key[1]) for key in ahead}
+        try:
+            ends = target_ends(self.target_admin, list(target_of.values()))
+        except Exception as exc:
+            log.warning("could not read the target's end offsets (%s); resuming from the group's commits", exc)
             return {}
+        later: dict[Key, int] = {}
+        for key, commit in ahead.items():
+            source_end = self._source_end(consumer, key)
+            acked_next, downstream = progress[key] or (-1, -1)
+            resume = resume_position(commit, acked_next, downstream, source_end, ends[target_of[key]])
+            if resume.from_sync:
+                later[key] = resume.position
+                log.info(
+                    "resuming %s[%d] at %d, from the target's acknowledgements (the group's commit, %d, is behind: "
+                    "%d records not sent again)",
+                    key[0],
+                    key[1],
+                    resume.position,
+                    commit,
+                    resume.position - max(commit, 0),
+                )
+        return later
+
+    def _source_end(self, consumer: Consumer, key: Key) -> int:
+        """The source partition's end offset, -1 when unread (asked twice: a leader that just moved answers
+        NOT_LEADER_OR_FOLLOWER once)."""
+        for attempt in range(2):
+            try:
+                return int(consumer.get_watermark_offsets(TopicPartition(*key), timeout=READ_TIMEOUT_S)[1])
+            except KafkaException as exc:
+                if attempt:
+                    log.warning("%s[%d]: source end offset unread (%s); it resumes from its commit", *key, exc)
+                else:
+                    time.sleep(0.5)
+        return -1
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
+        keys = [(tp.topic, tp.partition) for tp in partitions]
         log.info("revoked %s: handing them over", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions))
+        # Hand the partitions over cleanly: everything sent acknowledged, then the offset syncs (on the target,
+        # which a source coordinator away does not hold up), then the commit. Each step on its own: never raise
+        # from a rebalance callback; the next owner resumes from the newer of the commit and the syncs.
         try:
-            # hand the partitions over cleanly: everything sent must be acknowledged and committed first
             self._flush(30)
-            self.publisher.commit([(tp.topic, tp.partition) for tp in partitions])
-            self.publisher.emit_syncs([(tp.topic, tp.partition) for tp in partitions], force=True)
-        except Exception as exc:  # never raise from a rebalance callback; the next owner resumes from the commit
-            log.warning("handing over revoked partitions: %s", exc)
-        for tp in partitions:
-            self.partitions.pop((tp.topic, tp.partition), None)
-        self.owned = frozenset(self.partitions)
+        except Exception as exc:
+            log.warning("handing over revoked partitions: flushing: %s", exc)
+        try:
+            self.publisher.emit_syncs(keys, force=True)
+        except Exception as exc:
+            log.warning("handing over revoked partitions: offset syncs: %s", exc)
+        try:
+            self.publisher.commit(keys)
+        except Exception as exc:
+            log.warning("handing over revoked partitions: commit: %s", exc)
+        self._set_aside(keys)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
@@ -129,7 +170,23 @@ class SourceGroupRebalances(EngineState):
             ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions),
             len(self.producer),
         )
-        for tp in partitions:  # another worker owns them now: committing would be wrong
-            self.partitions.pop((tp.topic, tp.partition), None)
+        # another worker owns them now: committing or syncing them would be wrong (a late sync could land after
+        # the new owner's and describe a target it has written to since)
+        self._set_aside([(tp.topic, tp.partition) for tp in partitions], flush_s=SET_ASIDE_FLUSH_S)
+
+    def _set_aside(self, keys: list[Key], flush_s: float = 0.0) -> None:
+        """Partitions leaving this process. They are detached first (their records' reports then update only the
+        detached states, and publish no sync), their records in flight waited for up to ``flush_s``, and how far the
+        target acknowledged each is kept in ``set_aside``: a fact whoever owns the partition next, so when it is
+        assigned here again (often: the coordinator came back) it resumes after them instead of sending them again
+        (``_resume_from_syncs``)."""
+        states = [state for key in keys if (state := self.partitions.pop(key, None)) is not None]
         self.owned = frozenset(self.partitions)
-        # their in-flight records still get reports; those update the detached states (see the module note)
+        if flush_s > 0 and states:
+            try:
+                self._flush(flush_s)
+            except Exception as exc:  # never raise from a rebalance callback: the resume then sends more again
+                log.warning("waiting for the records in flight of partitions set aside: %s", exc)
+        for state in states:
+            if state.acked_next is not None and state.last_downstream >= 0:
+                self.set_aside[state.key] = (state.acked_next, state.last_downstream)

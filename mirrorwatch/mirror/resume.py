@@ -7,7 +7,9 @@ records and every sync interval). The commit alone is not enough: while the sour
 (the broker frozen, cut off) commits fail but records flow and syncs are written on the target; a mirror killed
 then would send everything since its last successful commit again. From the sync, it sends again at most what was
 acknowledged since the newest sync, plus what was in flight. MirrorMaker 2 keeps its positions on the target for
-the same reason.
+the same reason. A partition that left this process without a hand-over (lost: the coordinator was away past the
+session; or the consumer replaced) is remembered with how far the target acknowledged it, once its records in flight
+are reported (``rebalances._set_aside``); assigned here again, it resumes after them too (``known_progress``).
 
 A sync is trusted only where it still describes this partition: ``acked_next`` not past the source's end (a
 topic deleted and created again starts its offsets anew) and its downstream copy still on the target (the target
@@ -20,7 +22,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from ..core.clients import make_consumer
@@ -57,6 +59,18 @@ def resume_position(
     return Resume(committed, False)
 
 
+Progress = tuple[int, int]  # (acked_next, the downstream offset of the newest acknowledged record)
+
+
+def known_progress(sync: OffsetSync | None, set_aside: Progress | None) -> Progress | None:
+    """The later of what the newest offset sync and this process's own record of a partition that left it say the
+    target acknowledged (pure); None when neither is known. Both are facts about the target, whoever wrote it."""
+    seen = [(sync.acked_next, sync.downstream_offset)] if sync is not None else []
+    if set_aside is not None:
+        seen.append(set_aside)
+    return max(seen) if seen else None
+
+
 def newest_syncs(cluster: ClusterConfig, topic: str, keys: list[Key]) -> dict[Key, OffsetSync]:
     """The newest offset sync of each of these source partitions, read backwards from the topic's end in windows of
     SYNCS_WINDOW records until each has one, SYNCS_TAIL records back at most, within READ_TIMEOUT_S. The newest
@@ -70,7 +84,11 @@ def newest_syncs(cluster: ClusterConfig, topic: str, keys: list[Key]) -> dict[Ke
         if meta is None or meta.error is not None:
             return {}
         for partition in meta.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=READ_TIMEOUT_S)
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=READ_TIMEOUT_S)
+            except KafkaException as exc:  # its leader moving: the partitions it holds syncs of use their commits
+                log.warning("offset syncs %s[%d] unread (%s)", topic, partition, exc)
+                continue
             end = high
             while end > max(low, high - SYNCS_TAIL) and wanted - set(newest) and time.monotonic() < deadline:
                 start = max(low, end - SYNCS_WINDOW)

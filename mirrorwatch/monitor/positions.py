@@ -16,13 +16,15 @@ and the forecast follow. What differs between engines is only what this module's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.config import FlowConfig
 from ..core.connect_rest import ConnectStates
+from ..core.records import OffsetSync
 
 if TYPE_CHECKING:  # the sampler imports this module
     from .sampler import Sampler, _GroupState
@@ -55,11 +57,8 @@ def engine_positions(
     committed_map = committed_map or {}
     syncs = sampler.trackers[(flow.source, flow.target)].latest()
     n = len(keys)
-    rows = [syncs.get(k) for k in keys]
 
-    def column(attr: str) -> np.ndarray:
-        return np.fromiter((getattr(s, attr) if s else -1 for s in rows), np.int64, n)
-
+    column = _sync_columns(syncs, keys)
     sync_ts = column("ts_ms")
     # the engine is alive if the group has members or it published a newer sync for the partition
     alive = np.full(n, bool(members), bool)
@@ -77,4 +76,28 @@ def engine_positions(
         alive=alive,
         commit_interval_s=sampler.config.mirror.commit_interval_s,
         last_sync_upstream={k: s.upstream_offset for k, s in syncs.items()},
+    )
+
+
+def _sync_columns(syncs: dict[tuple[str, int], OffsetSync], keys: list[tuple[str, int]]) -> Callable[[str], np.ndarray]:
+    rows = [syncs.get(k) for k in keys]
+    return lambda attr: np.fromiter((getattr(s, attr) if s else -1 for s in rows), np.int64, len(keys))
+
+
+def with_newest_syncs(
+    pos: MirrorPositions, syncs: dict[tuple[str, int], OffsetSync], keys: list[tuple[str, int]]
+) -> MirrorPositions:
+    """Our engine: ``pos`` with the offset syncs the monitor holds now, read after the target's end offsets. A
+    partition assigned anew gets a sync without a mapping before anything is sent again
+    (``mirror.publisher.PositionPublisher.announce_resumes``); a copy sent again on the target therefore means
+    that sync was written before the end offset was read, and taking the syncs after that read lets the estimate
+    see it rather than count the copy as a new source record. A sync newer than the end offset read maps past
+    it, and the estimate then does not extrapolate (``core.lag.target_side_acked_next``)."""
+    column = _sync_columns(syncs, keys)
+    return replace(
+        pos,
+        sync_upstream=column("upstream_offset"),
+        sync_downstream=column("downstream_offset"),
+        sync_acked_next=column("acked_next"),
+        sync_read_position=column("read_position"),
     )

@@ -40,7 +40,7 @@ from .kafka_io import ClusterReader, ClusterUnreachable
 from .markers import TrailingMarkerReader
 from .mm2 import mm2_positions, mm2_trackers
 from .model import GroupView, Snapshot
-from .positions import engine_positions
+from .positions import engine_positions, with_newest_syncs
 from .timelag import OffsetTimeTable, RecordTimestampReader, arrival_age_bound
 from .transactions import OpenTransactionClock
 
@@ -274,6 +274,13 @@ class Sampler(SamplerEstimates):
             if (transactional and stable is not None)
             else None
         )
+        # the estimate's syncs are taken after the target's end (with_newest_syncs says why); target_behind keeps
+        # the ones read before it, or a sync written since would look like a target that lost what it mapped
+        latest = (
+            pos
+            if adapter is not engine_positions
+            else with_newest_syncs(pos, self.trackers[(flow.source, flow.target)].latest(), keys)
+        )
         ts = now_ms()
         ends = src.end_offsets(keys)  # after the target's: the estimate describes an earlier moment, never too low
         starts = src.start_offsets(keys)
@@ -290,15 +297,15 @@ class Sampler(SamplerEstimates):
         acked_est = target_side_acked_next(
             source_end,
             pos.committed,
-            pos.sync_upstream,
-            pos.sync_downstream,
-            pos.sync_acked_next,
+            latest.sync_upstream,
+            latest.sync_downstream,
+            latest.sync_acked_next,
             readable_end,
             one_to_one=policy.kind == "prefix",
             transactional=transactional,
         )
         unknown = np.full(n, -1, np.int64)
-        read = pos.sync_read_position if pos.sync_read_position is not None else unknown
+        read = latest.sync_read_position if latest.sync_read_position is not None else unknown
         lags = mirror_lags(source_end, pos.committed, acked_est, read)
         read_position, read_lag = (
             (lags.read_position, lags.read_lag) if pos.sync_read_position is not None else (unknown, unknown)
