@@ -11,7 +11,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from ..core.access import error_of
 from .engine_state import EngineState, Key
 from .partition_state import PartitionState
-from .resume import READ_TIMEOUT_S, known_progress, newest_syncs, resume_position, target_ends
+from .resume import end_offsets, known_progress, newest_syncs, resume_position
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -107,15 +107,15 @@ class SourceGroupRebalances(EngineState):
         }
         target_of = {key: (self.target_names.get(key[0]) or self.policy.target_topic(key[0]), key[1]) for key in ahead}
         try:
-            ends = target_ends(self.target_admin, list(target_of.values()))
+            ends = end_offsets(self.target_admin, list(target_of.values()))
         except Exception as exc:
             log.warning("could not read the target's end offsets (%s); resuming from the group's commits", exc)
             return {}
         later: dict[Key, int] = {}
+        source_ends = self._source_ends(list(ahead))
         for key, commit in ahead.items():
-            source_end = self._source_end(consumer, key)
             acked_next, downstream = progress[key] or (-1, -1)
-            resume = resume_position(commit, acked_next, downstream, source_end, ends[target_of[key]])
+            resume = resume_position(commit, acked_next, downstream, source_ends[key], ends[target_of[key]])
             if resume.from_sync:
                 later[key] = resume.position
                 log.info(
@@ -129,18 +129,18 @@ class SourceGroupRebalances(EngineState):
                 )
         return later
 
-    def _source_end(self, consumer: Consumer, key: Key) -> int:
-        """The source partition's end offset, -1 when unread (asked twice: a leader that just moved answers
-        NOT_LEADER_OR_FOLLOWER once)."""
-        for attempt in range(2):
-            try:
-                return int(consumer.get_watermark_offsets(TopicPartition(*key), timeout=READ_TIMEOUT_S)[1])
-            except KafkaException as exc:
-                if attempt:
-                    log.warning("%s[%d]: source end offset unread (%s); it resumes from its commit", *key, exc)
-                else:
-                    time.sleep(0.5)
-        return -1
+    def _source_ends(self, keys: list[Key]) -> dict[Key, int]:
+        """The source partitions' end offsets, in one request, asked once more for any left unread (a leader that
+        just moved answers NOT_LEADER_OR_FOLLOWER for a moment); -1 where still unread: that partition resumes
+        from its commit."""
+        ends = end_offsets(self.source_admin, keys)
+        unread = [key for key, end in ends.items() if end < 0]
+        if unread and not self._stop.is_set():
+            time.sleep(0.5)
+            ends.update(end_offsets(self.source_admin, unread))
+        for key in (key for key, end in ends.items() if end < 0):
+            log.warning("%s[%d]: source end offset unread; it resumes from its commit", *key)
+        return ends
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.rebalances += 1
@@ -183,10 +183,13 @@ class SourceGroupRebalances(EngineState):
         states = [state for key in keys if (state := self.partitions.pop(key, None)) is not None]
         self.owned = frozenset(self.partitions)
         if flush_s > 0 and states:
+            started = time.monotonic()
             try:
-                self._flush(flush_s)
+                left = self._flush(flush_s)
             except Exception as exc:  # never raise from a rebalance callback: the resume then sends more again
                 log.warning("waiting for the records in flight of partitions set aside: %s", exc)
+            else:
+                log.info("waited %.1f s for the records in flight (%d left)", time.monotonic() - started, left)
         for state in states:
             if state.acked_next is not None and state.last_downstream >= 0:
                 self.set_aside[state.key] = (state.acked_next, state.last_downstream)

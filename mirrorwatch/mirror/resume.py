@@ -123,19 +123,23 @@ def _window(
     return found
 
 
-def target_ends(admin: AdminClient, partitions: list[Key]) -> dict[Key, int]:
-    """End offsets of these target partitions (-1 where unread)."""
+def end_offsets(admin: AdminClient, partitions: list[Key]) -> dict[Key, int]:
+    """End offsets of these partitions of the admin client's cluster, in one request (-1 where unread)."""
     if not partitions:
         return {}
-    futures = admin.list_offsets(
-        {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},  # type: ignore[no-untyped-call]
-        request_timeout=READ_TIMEOUT_S,
-    )
+    try:
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},  # type: ignore[no-untyped-call]
+            request_timeout=READ_TIMEOUT_S,
+        )
+    except KafkaException as exc:  # refused at once (the client's own state): every one unread
+        log.debug("end offsets: %s", exc)
+        return {key: -1 for key in partitions}
     out: dict[Key, int] = {}
     for tp, future in futures.items():
         try:
             out[(tp.topic, tp.partition)] = int(future.result(READ_TIMEOUT_S + 1).offset)
         except Exception as exc:  # unread: that partition's sync is not trusted
-            log.debug("target end of %s[%d]: %s", tp.topic, tp.partition, exc)
+            log.debug("end offset of %s[%d]: %s", tp.topic, tp.partition, exc)
             out[(tp.topic, tp.partition)] = -1
     return out
