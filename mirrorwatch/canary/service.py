@@ -294,7 +294,15 @@ class FlowCanary:
                 )
             self.probe_status = probe.status
         if (newly_lost := self.tracker.lost - self._published.get("lost", 0)) > 0:
-            log.warning("%s: %d canary event(s) lost: a later one of its partition came first", self.name, newly_lost)
+            losses, self.tracker.losses = self.tracker.losses, []
+            log.warning(
+                "%s: %d canary event(s) lost: a later one of its partition came first (%s)",
+                *(
+                    self.name,
+                    newly_lost,
+                    ", ".join(f"[{p}] seq {lost} skipped, seq {came} came" for p, lost, came in losses),
+                ),
+            )
         metrics, labels = self.labels
         for seconds in self.tracker.take_latencies():
             metrics.round_trip.labels(*labels).observe(seconds)

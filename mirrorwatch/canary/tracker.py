@@ -70,6 +70,8 @@ class Tracker:
         self.basis: str | None = None
         self._anomaly = False  # a duplicate or reorder seen since the last resolution
         self._lost_since_resolution = False  # a loss found after its own probe had resolved
+        # (partition, seq counted lost, seq that arrived first) until the service logs them
+        self.losses: list[tuple[int, int, int]] = []
 
     # ------------------------------------------------------------ producing side
     def sent(self, seq: int, partitions: list[int], produced_at_ms: float) -> Probe:
@@ -120,10 +122,13 @@ class Tracker:
             probe.awaited.discard(partition)
             probe.lost.add(partition)
             self.lost += 1
+            self.losses.append((partition, probe.seq, seq))
             if not probe.awaited:
                 self._resolve(probe)
         for key in [k for k in self._overdue if k[1] == partition and k[0] < seq]:
-            self._lost_since_resolution |= self.mark_lost(*key)
+            if self.mark_lost(*key):
+                self._lost_since_resolution = True
+                self.losses.append((partition, key[0], seq))
 
     def has_arrived(self, event: CanaryEvent) -> bool:
         """Whether a canary event (any run) was seen on the target (within ``retain_s``)."""
