@@ -18,8 +18,8 @@ log = logging.getLogger("mirrorwatch.mirror")
 # the group's commits are asked for up to this long in all, in tries of COMMITTED_TRY_S (see _committed)
 COMMITTED_TIMEOUT_S = 30.0
 COMMITTED_TRY_S = 1.0
-SET_ASIDE_FLUSH_S = 10.0
-ANNOUNCE_TIMEOUT_S = 10.0  # how long a new assignment waits for the target to take its resume positions  # how long records in flight are waited for when partitions leave without a hand-over
+SET_ASIDE_FLUSH_S = 10.0  # how long records in flight are waited for when partitions leave without a hand-over
+ANNOUNCE_TIMEOUT_S = 10.0  # how long a new assignment waits for the target to take its resume positions
 
 
 class SourceGroupRebalances(EngineState):
@@ -34,7 +34,7 @@ class SourceGroupRebalances(EngineState):
             self.partitions[key] = PartitionState(key, self)
         try:
             committed = self._committed(consumer, partitions)
-            later = self._resume_from_syncs(consumer, committed)
+            later = self._resume_from_syncs(committed)
             for tp in committed:
                 state = self.partitions[(tp.topic, tp.partition)]
                 if tp.offset >= 0:
@@ -88,7 +88,7 @@ class SourceGroupRebalances(EngineState):
                 if not timed_out or self._stop.is_set() or time.monotonic() >= deadline:
                     raise
 
-    def _resume_from_syncs(self, consumer: Consumer, committed: list[TopicPartition]) -> dict[Key, int]:
+    def _resume_from_syncs(self, committed: list[TopicPartition]) -> dict[Key, int]:
         """The partitions whose target-side progress is later than their commit, and where each then resumes
         (resume.py says why). The progress is the newer of the partition's newest offset sync and what this process
         itself saw acknowledged before the partition last left it (``set_aside``). Each partition is decided on its
