@@ -1,7 +1,8 @@
 """Where each kind of mirror publishes its positions: one adapter per mirror kind, one lag path for all.
 
 The monitor turns a flow's :class:`MirrorPositions` into every partition and flow figure in one function
-(``Sampler._sample_flow``): the target's and the source's end offsets are read after the positions, the same
+(``Sampler._sample_flow``): the target's and the source's end offsets are read after the positions (our engine's
+syncs for the estimate once more between the two: :func:`with_newest_syncs`), the same
 estimator (``core.lag.target_side_acked_next``) gives ``acked_next``, and lags, records lost, the evaluator, RPO
 and the forecast follow. What differs between engines is only what this module's adapters say:
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:  # the sampler imports this module
 @dataclass(frozen=True)
 class MirrorPositions:
     """What one mirror publishes about a flow's partitions (arrays in the flow's (topic, partition) order, -1 =
-    unknown), read before the end offsets so that lag is never under-reported."""
+    unknown), read before the source's end offsets so that lag is never under-reported."""
 
     engine: str  # "mirrorwatch" or "mm2"
     group: str  # the mirror's consumer group, or MM2's source connector
