@@ -42,14 +42,29 @@ def our_sync(msg: Message) -> tuple[TP, OffsetSync]:
     return (sync.topic, sync.partition), sync
 
 
+def mapped(sync: OffsetSync) -> bool:
+    """A sync that maps a source offset to a target one (not only a position report: the engine announces where a
+    partition resumes, and reports positions before its first acknowledgement, with upstream -1)."""
+    return sync.upstream_offset >= 0
+
+
 class TopicFollower(Generic[K, V]):
     """The newest record per key of a compacted topic. ``decode(msg)`` gives (key, value), None to skip a record,
     or raises RecordFormatError (:func:`our_sync` for mirrorwatch's OffsetSyncs keyed by source partition; every
     other topic the monitor follows comes with its own decoder)."""
 
-    def __init__(self, cluster: ClusterConfig, topic: str, client_id: str, decode: Decoder[K, V]) -> None:
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        topic: str,
+        client_id: str,
+        decode: Decoder[K, V],
+        keep: Callable[[V], bool] | None = None,
+    ) -> None:
         self.topic = topic
         self._decode = decode
+        self._keep = keep  # also keeps the newest record per key that this accepts (kept())
+        self._kept: dict[K, V] = {}
         self._cluster, self._client_id = cluster, client_id
         self._latest: dict[K, V] = {}
         self._lock = threading.Lock()
@@ -68,6 +83,11 @@ class TopicFollower(Generic[K, V]):
     def latest(self) -> dict[K, V]:
         with self._lock:
             return dict(self._latest)
+
+    def kept(self) -> dict[K, V]:
+        """The newest record per key that ``keep`` accepted (an older one when the newest was not accepted)."""
+        with self._lock:
+            return dict(self._kept)
 
     def close(self) -> None:
         self._stop.set()
@@ -145,3 +165,5 @@ class TopicFollower(Generic[K, V]):
             return
         with self._lock:
             self._latest[decoded[0]] = decoded[1]  # log order: the later record is the newer
+            if self._keep is not None and self._keep(decoded[1]):
+                self._kept[decoded[0]] = decoded[1]

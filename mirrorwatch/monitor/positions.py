@@ -56,7 +56,8 @@ def engine_positions(
     """Our engine: its group's committed offsets and its offset syncs (``monitor.followers``)."""
     members, committed_map = sampler.readers[flow.source].group(group)
     committed_map = committed_map or {}
-    syncs = sampler.trackers[(flow.source, flow.target)].latest()
+    tracker = sampler.trackers[(flow.source, flow.target)]
+    syncs = tracker.latest()
     n = len(keys)
 
     column = _sync_columns(syncs, keys)
@@ -76,7 +77,8 @@ def engine_positions(
         sync_read_position=column("read_position"),
         alive=alive,
         commit_interval_s=sampler.config.mirror.commit_interval_s,
-        last_sync_upstream={k: s.upstream_offset for k, s in syncs.items()},
+        # the newest sync that maps an offset: a position report after it says nothing of what translates
+        last_sync_upstream={k: s.upstream_offset for k, s in tracker.kept().items()},
     )
 
 
