@@ -244,6 +244,10 @@ class Rig:
                 "tasks.max": "1",
                 "sync.topic.configs.enabled": "false",
                 "west.offset.flush.interval.ms": str(int(COMMIT_INTERVAL_S * 1000)),
+                # One worker per herder: a worker that lost its coordinator rejoins as a new member, and Connect's
+                # incremental cooperative protocol held the old member's tasks for this delay (5 minutes by
+                # default) before giving them back: MM2 copied nothing for the rest of a fresh-clone run's plan.
+                "scheduled.rebalance.max.delay.ms": "10000",
             },
             listeners=f"http://127.0.0.1:{free_port()}",
         )
