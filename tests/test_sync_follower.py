@@ -1,5 +1,5 @@
 """The monitor's offset-sync follower keeps the newest sync per partition and, apart, the newest one that maps an
-offset (``monitor.followers.mapped``): translation coverage compares a group's commit with the latter, and a
+offset (``OffsetSync.mapped``): translation coverage compares a group's commit with the latter, and a
 position report (the engine's announcement of where a partition resumes, or its positions before its first
 acknowledgement: upstream -1) must not read as "the last sync is at -1". Pure: records are fed to the follower
 as they would be read, no broker."""
@@ -10,7 +10,7 @@ import pytest
 
 from mirrorwatch.core.config_loading import config_from_dict
 from mirrorwatch.core.records import OffsetSync
-from mirrorwatch.monitor.followers import TopicFollower, mapped, our_sync
+from mirrorwatch.monitor.followers import TopicFollower, our_sync
 
 
 class _Record:
@@ -37,7 +37,7 @@ CASES = [
 @pytest.mark.parametrize("case,upstreams,expected", CASES, ids=[c[0] for c in CASES])
 def test_newest_and_newest_mapped(case, upstreams, expected):
     cluster = config_from_dict({"clusters": {"c": {"bootstrap.servers": "127.0.0.1:1"}}}).clusters["c"]
-    follower = TopicFollower(cluster, "syncs", "test", our_sync, keep=mapped)
+    follower = TopicFollower(cluster, "syncs", "test", our_sync, keep=lambda sync: sync.mapped)
     for i, upstream in enumerate(upstreams):
         follower._apply(_Record(_sync(upstream, 100 + i)))
     kept = follower.kept().get(("t", 0))

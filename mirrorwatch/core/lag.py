@@ -85,8 +85,9 @@ def target_side_acked_next(
     copies, written in source order and one-to-one after ``d`` (``one_to_one``: the prefix policy, with the
     engine, before it sends anything of a partition assigned anew, publishing a sync without a mapping (``u`` and
     ``d`` -1, so this falls back to the positions) and then one for its first record: re-sent duplicates never
-    sit after the newest ``d``, as long as the syncs are read after ``T``), the ``T − d − 1`` records after ``d`` are the next source records after ``u``; source offsets
-    are distinct and increasing, so the last of them is at offset ≥ ``u + (T − d − 1)`` and::
+    sit after the newest ``d``, as long as the syncs are read after ``T``), the ``T − d − 1`` records after ``d``
+    are the next source records after ``u``; source offsets are distinct and increasing, so the last of them is at
+    offset ≥ ``u + (T − d − 1)`` and::
 
         acked_next_est = max(committed, sync_acked_next, min(u + (T − d), source_end))  ≤  true acked_next
 

@@ -70,6 +70,12 @@ class OffsetSync(_JsonRecord):
     read_position: int
     ts_ms: int
 
+    @property
+    def mapped(self) -> bool:
+        """Whether it maps a source offset to a target one; upstream -1 is a position report only (the engine's
+        positions before its first acknowledgement, and where it resumes a partition before sending any of it)."""
+        return self.upstream_offset >= 0
+
     def key(self) -> bytes:
         return f"{self.topic}:{self.partition}".encode()
 

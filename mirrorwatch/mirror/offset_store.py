@@ -36,7 +36,7 @@ class OffsetSyncStore:
     def add(self, sync: OffsetSync) -> None:
         key = (sync.topic, sync.partition)
         self.latest[key] = sync
-        if sync.upstream_offset < 0:  # a position report without a mapping yet
+        if not sync.mapped:  # a position report only
             return
         ups, downs = self._upstream[key], self._downstream[key]
         if ups and sync.upstream_offset <= ups[-1]:

@@ -117,7 +117,7 @@ def _window(
             sync = OffsetSync.from_value(value)
         except RecordFormatError:
             continue
-        if sync.upstream_offset >= 0:
+        if sync.mapped:
             found[(sync.topic, sync.partition)] = sync
     consumer.unassign()
     return found

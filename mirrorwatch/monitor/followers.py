@@ -42,12 +42,6 @@ def our_sync(msg: Message) -> tuple[TP, OffsetSync]:
     return (sync.topic, sync.partition), sync
 
 
-def mapped(sync: OffsetSync) -> bool:
-    """A sync that maps a source offset to a target one (not only a position report: the engine announces where a
-    partition resumes, and reports positions before its first acknowledgement, with upstream -1)."""
-    return sync.upstream_offset >= 0
-
-
 class TopicFollower(Generic[K, V]):
     """The newest record per key of a compacted topic. ``decode(msg)`` gives (key, value), None to skip a record,
     or raises RecordFormatError (:func:`our_sync` for mirrorwatch's OffsetSyncs keyed by source partition; every

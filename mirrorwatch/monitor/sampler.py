@@ -35,7 +35,7 @@ from .connect_state import connect_watches
 from .coverage import CoverageWatch
 from .estimates import SamplerEstimates
 from .evaluator import GroupSummary, WindowSet, summarize
-from .followers import TopicFollower, mapped, our_sync
+from .followers import TopicFollower, our_sync
 from .kafka_io import ClusterReader, ClusterUnreachable
 from .markers import TrailingMarkerReader
 from .mm2 import mm2_positions, mm2_trackers
@@ -94,7 +94,7 @@ class Sampler(SamplerEstimates):
                     offset_syncs_topic(flow.source),
                     f"mirrorwatch-monitor-syncs-{flow.source}",
                     our_sync,
-                    keep=mapped,
+                    keep=lambda sync: sync.mapped,
                 )
         self.ts_readers: dict[str, RecordTimestampReader] = {}
         self.marker_readers: dict[str, TrailingMarkerReader] = {}
