@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,21 +77,57 @@ class LatencyReader(threading.Thread):
         self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
         self.stop_event = threading.Event()
         self.samples: list[tuple[float, float]] = []  # (receive ms, latency ms)
+        # per partition, in offset order: when each record was received, and its CreateTime (epoch ms)
+        self.received: dict[int, list[float]] = {p: [] for p in range(partitions)}
+        self.created: dict[int, list[float]] = {p: [] for p in range(partitions)}
 
     def run(self) -> None:
         while not self.stop_event.is_set():
-            for msg in self.consumer.consume(1000, 0.1):
+            # A short wait: consume() returns when it has 1,000 records or the wait is over, so a record that
+            # arrived at the start of a long wait would be timed at its end. One receive time per batch, taken
+            # as consume() returns: every record in it was readable by then, and the loop's own work (slow when
+            # this process's other threads hold the interpreter) must not count as replication latency.
+            batch = self.consumer.consume(1000, 0.005)
+            now = time.time() * 1000
+            for msg in batch:
                 if not msg.error():
-                    now = time.time() * 1000
-                    self.samples.append((now, now - msg.timestamp()[1]))
+                    created = msg.timestamp()[1]
+                    self.samples.append((now, now - created))
+                    self.received[msg.partition()].append(now)
+                    self.created[msg.partition()].append(created)
         self.consumer.close()
 
     def latencies_ms(self, start_ms: float, end_ms: float) -> np.ndarray:
         return np.asarray([lat for at, lat in self.samples if start_ms <= at <= end_ms])
 
-    def stop(self) -> None:
+    def rpo_truth_ms(self, partition: int, at_ms: float) -> float:
+        """The RPO of ``partition`` at ``at_ms`` by this reader: the age then of the oldest record created by then
+        and received after it (0 if none). Exact for the records it read; call it after reading until idle, or a
+        record still missing at the end looks delivered (NaN then: not known)."""
+        received, created = self.received[partition], self.created[partition]
+        first_missing = bisect_right(received, at_ms)
+        if first_missing == len(received):
+            return 0.0 if self.stop_event.is_set() and self.idle_at_stop else float("nan")
+        return max(0.0, at_ms - created[first_missing])
+
+    def rpo_truth_over_ms(self, partition: int, start_ms: float, end_ms: float) -> tuple[float, float]:
+        """The least and greatest RPO of ``partition`` at any moment of [start_ms, end_ms] (a monitor cycle, which
+        reads its clusters at moments within it). The truth grows while nothing arrives and falls when a record
+        does, so its extremes are at the ends or just before and at an arrival."""
+        received = self.received[partition]
+        arrivals = received[bisect_right(received, start_ms) : bisect_right(received, end_ms)]
+        moments = [start_ms, end_ms, *arrivals, *(a - 0.001 for a in arrivals)]
+        truths = [self.rpo_truth_ms(partition, t) for t in moments]
+        return min(truths), max(truths)
+
+    def stop(self, idle: bool = False) -> None:
+        """``idle``: the mirror had copied everything when the reader was stopped (true lag 0 after the producer
+        stopped), so every record missing at a moment was read after it."""
+        self.idle_at_stop = idle
         self.stop_event.set()
         self.join(10)
+
+    idle_at_stop = False
 
 
 @dataclass
@@ -100,8 +137,16 @@ class Measurement:
     true_lag: list[int] = field(default_factory=list)
     rpo_ms: list[float] = field(default_factory=list)
     cycle_ms: list[float] = field(default_factory=list)
+    partition: list[int] = field(default_factory=list)  # per partition sample: which partition
+    cycle_at_ms: list[tuple[float, float]] = field(default_factory=list)  # per partition sample: its cycle (epoch ms)
     start_ms: float = 0.0
     end_ms: float = 0.0
+
+    def rpo_truth_ms(self, reader: LatencyReader) -> np.ndarray:
+        """Per partition sample: the independent reader's RPO of that partition over the sample's cycle, as the
+        middle of its least and greatest value then (NaN where not known)."""
+        bounds = [reader.rpo_truth_over_ms(p, *at) for p, at in zip(self.partition, self.cycle_at_ms)]
+        return np.asarray([(lo + hi) / 2 for lo, hi in bounds])
 
     def over(self) -> np.ndarray:
         """How far above the truth (its bracket's midpoint) true lag was, per partition sample."""
@@ -141,9 +186,10 @@ def measure(
     for _ in range(cycles):
         t_before = _ends(dst, target_topic, partitions) if counter is None else counter.stable_ends()
         s_before = _ends(src, topic, partitions)
-        t0 = time.perf_counter()
+        t0, wall0 = time.perf_counter(), time.time() * 1000
         view = sampler.sample().views[0]
         m.cycle_ms.append((time.perf_counter() - t0) * 1000)
+        cycle_at = (wall0, time.time() * 1000)
         t_after = _ends(dst, target_topic, partitions) if counter is None else counter.stable_ends()
         s_after = _ends(src, topic, partitions)
         if counter is not None:  # records on the target, not offsets: markers and aborted records left out
@@ -153,6 +199,8 @@ def measure(
             m.upper.append(max(0, s_after[p] - (t_before[p] - local[p])))
             m.true_lag.append(int(view.true_lag[i]))
             m.rpo_ms.append(float(view.time_lag_s[i]) * 1000)
+            m.partition.append(int(p))
+            m.cycle_at_ms.append(cycle_at)
         time.sleep(every_s)
     m.end_ms = time.time() * 1000
     return m

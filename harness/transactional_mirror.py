@@ -163,6 +163,7 @@ class CommittedCounter(threading.Thread):
         self.offsets: list[list[int]] = [[] for _ in range(partitions)]  # data records' target offsets, in order
         self.values: list[list[bytes]] = [[] for _ in range(partitions)]
         self.read_to = [0] * partitions  # everything below was read (past a trailing marker via the EOF event)
+        self.redelivered = [0] * partitions  # records handed out again at an offset already counted: not recounted
         self.stop_event = threading.Event()
         self._lock = threading.Lock()
 
@@ -173,6 +174,11 @@ class CommittedCounter(threading.Thread):
                 with self._lock:
                     if msg.error():  # partition EOF: its offset is the fetch position, past any marker
                         self.read_to[p] = max(self.read_to[p], msg.offset())
+                        continue
+                    if self.offsets[p] and msg.offset() <= self.offsets[p][-1]:
+                        # offsets only grow within a partition: a record at or below the last one counted is one
+                        # already counted, handed out again; counting it twice would inflate the truth's count
+                        self.redelivered[p] += 1
                         continue
                     self.offsets[p].append(msg.offset())
                     self.values[p].append(msg.value())

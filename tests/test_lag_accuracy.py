@@ -21,8 +21,9 @@ PARTS = 3
 # (produce to the offset-syncs topic, fetch by the monitor's tracker) old: measured up to ~1.2 s of records at
 # p99 on this shared 2-core machine at load 30-45 (docs/monitor.md).
 INTERVAL_S = {"prefix": 1.0, "identity": 5.0}
-# RPO p50 against the independently measured replication latency p50: the issue's 250 ms for prefix; identity
-# adds the same sync age to the oldest record's age (measured 230-260 ms more than prefix at that load).
+# The median, over the partition samples, of the monitor's RPO minus the independent reader's RPO over the same
+# cycle (``rpo_off_truth_ms``): the issue's 250 ms for prefix; identity adds the same sync age to the oldest record's
+# age (measured 230-260 ms more than prefix at that load).
 RPO_TOLERANCE_MS = {"prefix": 250, "identity": 500}
 
 
@@ -42,6 +43,15 @@ def flow_config(source, target, topic, policy: str) -> dict:
         "mirror": fast_mirror_settings(heartbeats=False, metrics_port=None),
         "monitor": {"interval_s": INTERVAL_S[policy], "window": 3, "history": False},
     }
+
+
+def rpo_off_truth_ms(m, reader: LatencyReader) -> np.ndarray:
+    """The monitor's RPO minus the independent reader's RPO over the same cycle (ms), per partition sample where
+    both are known. Compared moment by moment, not as two medians over the run: while the mirror falls behind, the
+    records received in the measured window are the early ones, and their latencies say little of the RPO then."""
+    rpo, truth = np.asarray(m.rpo_ms), m.rpo_truth_ms(reader)
+    known = ~np.isnan(rpo) & ~np.isnan(truth)
+    return rpo[known] - truth[known]
 
 
 @pytest.mark.parametrize("policy,rate", [("prefix", 200), ("prefix", 5000), ("identity", 200), ("identity", 5000)])
@@ -83,7 +93,6 @@ def test_true_lag_and_rpo_under_steady_traffic(source, target, topic_name, tmp_p
                 every_s=0.2,
             )
             producer.stop()
-            latency.stop()
             # idle again: exactly 0
             wait_until(
                 lambda: all(r["true_lag"] == 0 and r["rpo_seconds"] == 0.0 for r in sampler.sample().views[0].rows()),
@@ -92,6 +101,7 @@ def test_true_lag_and_rpo_under_steady_traffic(source, target, topic_name, tmp_p
                 "idle at 0",
                 alive=mirror,
             )
+            latency.stop(idle=True)  # it has read every record: its RPO at each cycle is known
     finally:
         producer.stop_event.set()
         sampler.close()
@@ -113,7 +123,10 @@ def test_true_lag_and_rpo_under_steady_traffic(source, target, topic_name, tmp_p
     )
     assert np.percentile(over, 99) <= per_interval
     assert len(rpo) >= len(m.rpo_ms) * 0.9 and len(lat) > 100
-    assert abs(np.percentile(rpo, 50) - np.percentile(lat, 50)) <= RPO_TOLERANCE_MS[policy]
+    off = rpo_off_truth_ms(m, latency)
+    print(f"rpo − the reader's rpo at the same cycles: p50 {np.percentile(off, 50):.0f} ms, {len(off)} samples")
+    assert len(off) >= len(m.rpo_ms) * 0.9
+    assert abs(np.percentile(off, 50)) <= RPO_TOLERANCE_MS[policy]
 
 
 @pytest.mark.parametrize("writer,policy", [("harness", "prefix"), ("engine", "prefix"), ("engine", "identity")])
@@ -179,7 +192,6 @@ def test_true_lag_and_rpo_on_a_transactional_target(source, target, topic_name, 
                 sampler, source.bootstrap, target.bootstrap, topic_name, target_topic, PARTS, local, 12, 0.2, counter
             )
             producer.stop()
-            latency.stop()
             wait_until(
                 lambda: all(r["true_lag"] == 0 and r["rpo_seconds"] == 0.0 for r in sampler.sample().views[0].rows()),
                 30,
@@ -187,26 +199,33 @@ def test_true_lag_and_rpo_on_a_transactional_target(source, target, topic_name, 
                 "idle at 0",
                 alive=mirror,
             )
+            latency.stop(idle=True)
             ends = counter.stable_ends()
-            markers = [e - c - lo for e, c, lo in zip(ends, counter.count_below(ends), local)]
+            # the counter counts every record a read_committed reader finds, ``local`` ones included
+            markers = [e - c for e, c in zip(ends, counter.count_below(ends))]
     finally:
         producer.stop_event.set()
         sampler.close()
-    assert all(x > 0 for x in markers)  # the target really holds offsets without a record
-    assert harness is None or harness.aborted >= 3
     true_lag, lower = np.asarray(m.true_lag), np.asarray(m.lower)
     over = m.over()
     per_interval = rate / PARTS * INTERVAL_S["identity"]
     rpo = np.asarray([r for r in m.rpo_ms if not np.isnan(r)])
     lat = latency.latencies_ms(m.start_ms, m.end_ms)
     print(
-        f"\ntransactional ({writer}) {policy} {rate}/s (offsets without a record {markers}): over truth p50 "
-        f"{np.percentile(over, 50):.0f} p99 {np.percentile(over, 99):.0f} max {over.max():.0f} (bound "
-        f"{per_interval:.0f}); rpo p50 {np.percentile(rpo, 50):.0f} ms; latency p50 {np.percentile(lat, 50):.0f} ms"
+        f"\ntransactional ({writer}) {policy} {rate}/s (offsets without a record {markers}, ends {ends}, records "
+        f"handed out again to the counter {counter.redelivered}): over truth p50 {np.percentile(over, 50):.0f} p99 "
+        f"{np.percentile(over, 99):.0f} max {over.max():.0f} (bound {per_interval:.0f}); rpo p50 "
+        f"{np.percentile(rpo, 50):.0f} ms; latency p50 {np.percentile(lat, 50):.0f} ms; monitor cycle p50 "
+        f"{np.percentile(m.cycle_ms, 50):.0f} ms"
     )
+    assert all(x > 0 for x in markers), markers  # the target really holds offsets without a record
+    assert harness is None or harness.aborted >= 3
     assert (true_lag >= lower).all(), (
         f"under-reported: {list(zip(true_lag[true_lag < lower], lower[true_lag < lower]))}"
     )
     assert np.percentile(over, 99) <= per_interval
     assert len(rpo) >= len(m.rpo_ms) * 0.9 and len(lat) > 100
-    assert abs(np.percentile(rpo, 50) - np.percentile(lat, 50)) <= RPO_TOLERANCE_MS["identity"]
+    off = rpo_off_truth_ms(m, latency)
+    print(f"rpo − the reader's rpo at the same cycles: p50 {np.percentile(off, 50):.0f} ms, {len(off)} samples")
+    assert len(off) >= len(m.rpo_ms) * 0.9
+    assert abs(np.percentile(off, 50)) <= RPO_TOLERANCE_MS["identity"]
