@@ -137,6 +137,7 @@ class Measurement:
     true_lag: list[int] = field(default_factory=list)
     rpo_ms: list[float] = field(default_factory=list)
     cycle_ms: list[float] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)  # why, for each cycle in which the monitor gave no figures
     partition: list[int] = field(default_factory=list)  # per partition sample: which partition
     cycle_at_ms: list[tuple[float, float]] = field(default_factory=list)  # per partition sample: its cycle (epoch ms)
     start_ms: float = 0.0
@@ -190,6 +191,10 @@ def measure(
         view = sampler.sample().views[0]
         m.cycle_ms.append((time.perf_counter() - t0) * 1000)
         cycle_at = (wall0, time.time() * 1000)
+        if view.true_lag is None:  # the monitor could not tell this cycle, and says why: no figure to check
+            m.unknown.append(view.error or "no figures")
+            time.sleep(every_s)
+            continue
         t_after = _ends(dst, target_topic, partitions) if counter is None else counter.stable_ends()
         s_after = _ends(src, topic, partitions)
         if counter is not None:  # records on the target, not offsets: markers and aborted records left out

@@ -117,6 +117,8 @@ def test_true_lag_and_rpo_under_steady_traffic(source, target, topic_name, tmp_p
         f"p99 {np.percentile(rpo, 99):.0f} ms; latency p50 {np.percentile(lat, 50):.0f} ms "
         f"p99 {np.percentile(lat, 99):.0f} ms; cycle p50 {np.percentile(m.cycle_ms, 50):.0f} ms"
     )
+    print(f"cycles without figures: {m.unknown}")
+    assert len(m.unknown) <= 2, m.unknown  # of 20 cycles
     assert (true_lag >= 0).all()
     assert (true_lag >= lower).all(), (
         f"under-reported: {list(zip(true_lag[true_lag < lower], lower[true_lag < lower]))}"
@@ -220,6 +222,8 @@ def test_true_lag_and_rpo_on_a_transactional_target(source, target, topic_name, 
     )
     assert all(x > 0 for x in markers), markers  # the target really holds offsets without a record
     assert harness is None or harness.aborted >= 3
+    print(f"cycles without figures: {m.unknown}")
+    assert len(m.unknown) <= 1, m.unknown  # of 12 cycles
     assert (true_lag >= lower).all(), (
         f"under-reported: {list(zip(true_lag[true_lag < lower], lower[true_lag < lower]))}"
     )
