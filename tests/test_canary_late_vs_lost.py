@@ -91,6 +91,12 @@ CASES = [
         ["UNKNOWN", "OK"],
     ),
     (
+        "refused only after its probe was judged: no longer overdue, and not lost when a later one arrives",
+        [("sent", 1, [0]), ("expire", 6000), ("unsent", 1, 0), ("sent", 7, [0]), ("arrive", 7, 0, 7010)],
+        (0, 0, 0, 0, 0),
+        ["CRITICAL", "OK"],
+    ),
+    (
         "retain: an overdue event older than retain_s is forgotten, and arriving then counts nothing",
         [("sent", 1, [0]), ("expire", 6000), ("expire", 61_001), ("arrive", 1, 0, 61_002)],
         (0, 0, 0, 0, 0),
@@ -132,3 +138,10 @@ def test_check_mode_knows_which_other_runs_events_arrived():
     assert t.has_arrived(later) and t.saw_partition(1) and not t.saw_partition(0)
     assert not t.has_arrived(CanaryEvent("service-run", 7, 1000, "west", 1))  # another source cluster's
     assert not t.has_arrived(CanaryEvent("service-run", 8, 2000, "east", 1)) and t.lost == 0
+
+
+@pytest.mark.parametrize("crit_s, timeout_ms", [(30.0, 24_000), (6.0, 4_800), (1.0, 1_000), (0.5, 1_000)])
+def test_the_producer_gives_up_on_an_event_before_its_probe_is_judged(crit_s, timeout_ms):
+    from mirrorwatch.canary.service import delivery_timeout_ms
+
+    assert delivery_timeout_ms(crit_s) == timeout_ms

@@ -40,6 +40,15 @@ from .tracker import Tracker
 log = logging.getLogger("mirrorwatch.canary")
 
 
+def delivery_timeout_ms(crit_latency_s: float) -> int:
+    """How long the producer tries to write a probe's event: four fifths of ``crit_latency_s``, so that an event the
+    source never took is reported refused (UNKNOWN: nothing was tested) before its probe is judged at
+    ``crit_latency_s``. With the two equal, the refusal raced the judgement; losing it, the event was counted
+    overdue and then lost when the next one arrived: a canary-loss page for a write that never happened (a source
+    node SIGKILLed under the event, its request left to time out)."""
+    return max(1000, int(crit_latency_s * 800))
+
+
 class FlowCanary:
     def __init__(self, config: Config, flow_name: str, metrics: CanaryMetrics):
         self.settings = config.canary
@@ -103,7 +112,7 @@ class FlowCanary:
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 0,
-                "message.timeout.ms": int(self.settings.crit_latency_s * 1000),
+                "message.timeout.ms": delivery_timeout_ms(self.settings.crit_latency_s),
             },
         )
 

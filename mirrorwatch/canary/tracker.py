@@ -86,6 +86,10 @@ class Tracker:
             probe.unsent[partition] = reason
             if not probe.awaited:
                 self._resolve(probe)
+        else:
+            # refused after its probe was judged: never on the source, so no longer overdue, and never lost when a
+            # later event of its partition arrives
+            self._overdue.pop((seq, partition), None)
 
     # ------------------------------------------------------------ reading side
     def arrived(self, arrival: Arrival) -> None:
