@@ -49,6 +49,7 @@ INTERVAL_S = 5
 TOPICS = 20
 FIXED_PARTITIONS = 4  # the fixed part's history: 2 topics × 2 partitions
 HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
 START = datetime(2026, 1, 5, tzinfo=UTC)
 DEFAULT_ROLL_S = 3600  # monitor.history_roll_s' default
 
@@ -117,7 +118,8 @@ def analyze(
 
     argv = ["analyze", "--history", history, "--out", out, "--state", out + ".state", "--to", iso(as_of_ms)]
     # as the monitor's scheduled runs do (analytics_runs.job_argv)
-    argv += ["--from", iso(as_of_ms - LOOKBACK_DAYS * 24 * HOUR_MS), "--late", f"{late_s:g}"]
+    lookback_start_ms = (as_of_ms - LOOKBACK_DAYS * DAY_MS) // DAY_MS * DAY_MS  # whole days, as the state keeps them
+    argv += ["--from", iso(lookback_start_ms), "--late", f"{late_s:g}"]
     env = dict(os.environ)
     if java_options:  # replaces the job's own driver options (its log4j file): keep that one
         from mirrorwatch.monitor.analytics.session import _log4j_config_path
@@ -195,11 +197,10 @@ def add_past_hours(state: str, hours: int) -> int:
         )
         copies.append(copy.set_column(copy.schema.get_field_index("mirror_newest"), "mirror_newest", moved))
     start_ms = int(START.timestamp() * 1000)
-    day_ms = 24 * HOUR_MS
     sketch = pq.read_table(os.path.join(first, "hour_sketches")).drop_columns(["hour_ms", "day_ms"])
     days = [
         sketch.append_column("day_ms", pa.array([day] * sketch.num_rows, pa.int64()))
-        for day in range((start_ms - hours * HOUR_MS) // day_ms * day_ms, start_ms, day_ms)
+        for day in range((start_ms - hours * HOUR_MS) // DAY_MS * DAY_MS, start_ms, DAY_MS)
     ]
     past = os.path.join(state, "run-past")
     for table in ("hours", "days", "gaps", "incidents"):
