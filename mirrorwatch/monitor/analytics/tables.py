@@ -64,26 +64,26 @@ def series_days(merged: DataFrame, sketches: DataFrame) -> DataFrame:
     """Per series and UTC day: what ``lag_daily``, ``trend_daily`` and ``committed_view`` need — the hours' counts,
     maxima and sums added up, and the day's sketches merged from ``sketches`` (``partials.sketch_rows`` or the
     state's day rows: ``SERIES_KEYS``, ``day_ms``, ``partials.SKETCHES``; a closed day is one row per series). The
-    day's median spacing is the median of its hours' medians. One aggregation over the two unioned: no join."""
+    day's median spacing is the median of its hours' medians. The hours are summed per day where they lie (``merged``
+    is partitioned by topic: no shuffle), then that one row per series-day and the sketch rows are aggregated
+    together (a union, no join)."""
     counts = [f"{kind}_known" for kind in LAG_KINDS] + ["samples", "gaps", "unobserved_ms", "cmt_samples", "cmt_sum"]
     counts += ["committed_pages", "false_pages", "missed_breaches"]
-    hours = merged.filter("samples > 0").select(
-        *SERIES_KEYS,
-        (F.floor(F.col("hour_ms") / DAY_MS).cast("long") * DAY_MS).alias("day_ms"),
-        *counts,
-        *[f"{kind}_max" for kind in LAG_KINDS],
-        "median_spacing_ms",
-        "cmt_min",
-        "cmt_max",
+    maxima = [f"{kind}_max" for kind in LAG_KINDS] + ["cmt_max"]
+    day = (F.floor(F.col("hour_ms") / DAY_MS).cast("long") * DAY_MS).alias("day_ms")
+    hours = merged.filter("samples > 0").groupBy(*SERIES_KEYS, day)
+    lite = hours.agg(
+        *[F.sum(c).alias(c) for c in counts],
+        *[F.max(c).alias(c) for c in maxima],
+        F.min("cmt_min").alias("cmt_min"),
+        F.percentile("median_spacing_ms", 0.5).alias("median_spacing_ms"),
     )
-    both = hours.unionByName(sketches.select(*SERIES_KEYS, "day_ms", *SKETCHES), allowMissingColumns=True)
+    both = lite.unionByName(sketches.select(*SERIES_KEYS, "day_ms", *SKETCHES), allowMissingColumns=True)
     g = both.repartition(*SERIES_TOPIC).groupBy(*SERIES_KEYS, "day_ms")
     return g.agg(
-        *[F.sum(c).alias(c) for c in counts],
-        *[F.max(f"{kind}_max").alias(f"{kind}_max") for kind in LAG_KINDS],
-        F.percentile("median_spacing_ms", 0.5).alias("median_spacing_ms"),
+        *[F.sum(c).alias(c) for c in counts],  # one row of the day holds them: the sums add a number to nulls
+        *[F.max(c).alias(c) for c in [*maxima, "median_spacing_ms"]],
         F.min("cmt_min").alias("cmt_min"),
-        F.max("cmt_max").alias("cmt_max"),
         *[_merged_sketch(c.removesuffix("_sketch")).alias(c) for c in SKETCHES],
     ).filter("samples > 0")
 
