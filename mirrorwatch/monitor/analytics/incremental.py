@@ -128,10 +128,12 @@ def summarise(
     state_uri = settings.state_uri.rstrip("/") if settings.state_uri else None
     key = st.settings_key(settings.slo_lag, settings.slo_time_s, settings.gap_factor, settings.late_s)
     state: st.State | None = None
+    replaced: set[str] = set()
     if state_uri:
         state, why = st.load(fs, state_uri, key)
         if why:
             warn(why)
+            replaced = st.folders(fs, state_uri)  # deleted once this run's state is committed
     incremental = state_uri is not None
     as_of = settings.end or (datetime.now(UTC) if incremental else None)
     as_of_ms = int(as_of.timestamp() * 1000) if as_of else None
@@ -205,6 +207,7 @@ def summarise(
             fs,
             state_uri,
             state,
+            replaced,
             kept,
             key,
             as_of_ms,
@@ -218,11 +221,30 @@ def summarise(
     return done
 
 
+def _write_sketches(
+    folder: str, old: st.State | None, boundary: int, sketches: DataFrame, run_partials: DataFrame
+) -> int | None:
+    """Write the part's ``days`` (the days this run closed: their sketches merged once, from the state's hour
+    sketches and this run's hours) and, if its boundary is inside a day, that day's closed hours' sketches from this
+    run (``hour_sketches``). Returns that open day, or None."""
+    day_end = F.col("day_ms") + DAY_MS
+    closing = (day_end <= boundary) & (day_end > F.lit(old.boundary_ms if old else -(2**62)))
+    days = pt.merge_sketches(sketches.filter(closing), [*SERIES_KEYS, "day_ms"])
+    days.coalesce(1).write.mode("overwrite").parquet(f"{folder}/days")
+    open_day = boundary // DAY_MS * DAY_MS
+    if open_day == boundary:  # at midnight: no hour of the open day is closed yet
+        return None
+    own = pt.sketch_rows(run_partials).filter((F.col("hour_ms") >= open_day) & (F.col("hour_ms") < boundary))
+    own.coalesce(1).write.mode("overwrite").parquet(f"{folder}/hour_sketches")
+    return open_day
+
+
 def _commit(
     spark: SparkSession,
     fs: HadoopFS,
     uri: str,
     old: st.State | None,
+    replaced: set[str],
     kept: list[st.Part],
     key: dict[str, float | int],
     as_of_ms: int,
@@ -238,16 +260,7 @@ def _commit(
     folder = f"{uri}/{name}"
     closed = pt.spacing_view(run_partials, final=True).filter(F.col("hour_ms") < boundary)
     closed.coalesce(1).write.mode("overwrite").parquet(f"{folder}/hours")
-    # Days this run closed: their sketches merged once, from the state's hour sketches and this run's hours.
-    day_end = F.col("day_ms") + DAY_MS
-    closing = (day_end <= boundary) & (day_end > F.lit(old.boundary_ms if old else -(2**62)))
-    days = pt.merge_sketches(sketches.filter(closing), [*SERIES_KEYS, "day_ms"])
-    days.coalesce(1).write.mode("overwrite").parquet(f"{folder}/days")
-    open_day = boundary // DAY_MS * DAY_MS
-    own_open_day = open_day if st.day_open(open_day, boundary) else None
-    if own_open_day is not None:  # the closed hours of the day still open keep their own sketches until it closes
-        own = pt.sketch_rows(run_partials).filter((F.col("hour_ms") >= open_day) & (F.col("hour_ms") < boundary))
-        own.coalesce(1).write.mode("overwrite").parquet(f"{folder}/hour_sketches")
+    own_open_day = _write_sketches(folder, old, boundary, sketches, run_partials)
     final_gaps = enriched.filter(~F.col("deferred") & (F.col("ts_ms") < boundary))
     t.sampling_gaps(final_gaps).coalesce(1).write.mode("overwrite").parquet(f"{folder}/gaps")
     run_incidents.filter("final").drop("final").coalesce(1).write.mode("overwrite").parquet(f"{folder}/incidents")
@@ -261,7 +274,7 @@ def _commit(
     st.save(fs, uri, new)
     for p in superseded:
         fs.delete(f"{uri}/{p.name}/hour_sketches")
-    dropped = {p.name for p in (old.parts if old else [])} - {p.name for p in new.parts}
+    dropped = ({p.name for p in (old.parts if old else [])} | replaced) - {p.name for p in new.parts}
     if old and old.carry and old.carry not in {p.name for p in new.parts}:
         dropped.add(old.carry)
     for gone in dropped:

@@ -104,6 +104,18 @@ def load(fs: TextFS, uri: str, wanted: dict[str, float | int]) -> tuple[State | 
     return state, None
 
 
+def folders(fs: TextFS, uri: str) -> set[str]:
+    """The run folders a ``state.json`` names, whatever its format or settings: a state that is not reused is
+    replaced, and its folders deleted once the new one is committed. Empty when it names none or is unreadable."""
+    text = fs.read_text(f"{uri}/state.json")
+    try:
+        raw = json.loads(text) if text is not None else {}
+        names = {str(p["name"]) for p in raw.get("parts", [])} | ({str(raw["carry"])} if raw.get("carry") else set())
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return set()
+    return {n for n in names if n.startswith("run-") and "/" not in n}
+
+
 def save(fs: TextFS, uri: str, state: State) -> None:
     fs.write_text(f"{uri}/state.json", json.dumps(asdict(state), indent=1))
 
