@@ -22,7 +22,8 @@ options (e.g. ``-XX:+UseSerialGC -XX:TieredStopAtLevel=1``), and prints its figu
 ``--late`` as the monitor's scheduled runs then do (``analytics_runs.sample_lateness_s``): S + 300 s.
 
 ``--fleet-full-state`` also runs the hourly run from a state that holds the whole 7-day look-back of closed hours
-(``add_past_hours``), as a monitor's state does after a week: the run merges all of them into the tables.
+and their closed days' sketches (``add_past_hours``), as a monitor's state does after a week: the run merges all
+of them into the tables.
 
 CPU is counted on the machine that runs the tree, so the master must be local (``local[*]``): on a cluster the
 executors would run outside the tree and their CPU would not be counted.
@@ -48,6 +49,7 @@ INTERVAL_S = 5
 TOPICS = 20
 FIXED_PARTITIONS = 4  # the fixed part's history: 2 topics × 2 partitions
 HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
 START = datetime(2026, 1, 5, tzinfo=UTC)
 DEFAULT_ROLL_S = 3600  # monitor.history_roll_s' default
 
@@ -116,7 +118,8 @@ def analyze(
 
     argv = ["analyze", "--history", history, "--out", out, "--state", out + ".state", "--to", iso(as_of_ms)]
     # as the monitor's scheduled runs do (analytics_runs.job_argv)
-    argv += ["--from", iso(as_of_ms - LOOKBACK_DAYS * 24 * HOUR_MS), "--late", f"{late_s:g}"]
+    lookback_start_ms = (as_of_ms - LOOKBACK_DAYS * DAY_MS) // DAY_MS * DAY_MS  # whole days, as the state keeps them
+    argv += ["--from", iso(lookback_start_ms), "--late", f"{late_s:g}"]
     env = dict(os.environ)
     if java_options:  # replaces the job's own driver options (its log4j file): keep that one
         from mirrorwatch.monitor.analytics.session import _log4j_config_path
@@ -168,9 +171,12 @@ def cold_then_hourly(
 
 def add_past_hours(state: str, hours: int) -> int:
     """Give the state ``hours`` more closed hours before the history's start — copies of its first closed hour's
-    partials, shifted back an hour at a time — as a state that has run for the whole look-back holds. The hourly
-    run merges every hour of its look-back into the tables; a history of a few hours would not show that cost.
-    Returns the bytes of hour partials in the state."""
+    partials, shifted back an hour at a time — as a state that has run for the whole look-back holds: the hour
+    partials (no sketches) of every hour, and one sketch row per series for each of their days, all closed (the
+    history starts at midnight). A day's sketch is the first hour's, a little smaller than a day's merged from 24
+    hours (a KLL sketch grows with the log of the values it saw). The hourly run merges every hour and day of its
+    look-back into the tables; a history of a few hours would not show that cost. Returns the bytes of hour
+    partials and sketches in the state."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -190,22 +196,30 @@ def add_past_hours(state: str, hours: int) -> int:
             [pc.subtract(newest.field("ts_ms"), shift), newest.field("mirror")], names=["ts_ms", "mirror"]
         )
         copies.append(copy.set_column(copy.schema.get_field_index("mirror_newest"), "mirror_newest", moved))
+    start_ms = int(START.timestamp() * 1000)
+    sketch = pq.read_table(os.path.join(first, "hour_sketches")).drop_columns(["hour_ms", "day_ms"])
+    days = [
+        sketch.append_column("day_ms", pa.array([day] * sketch.num_rows, pa.int64()))
+        for day in range((start_ms - hours * HOUR_MS) // DAY_MS * DAY_MS, start_ms, DAY_MS)
+    ]
     past = os.path.join(state, "run-past")
-    for table in ("hours", "gaps", "incidents"):
+    for table in ("hours", "days", "gaps", "incidents"):
         os.makedirs(os.path.join(past, table))
     pq.write_table(pa.concat_tables(copies), os.path.join(past, "hours", "part-00000.parquet"))
+    pq.write_table(pa.concat_tables(days), os.path.join(past, "days", "part-00000.parquet"))
     for table in ("gaps", "incidents"):  # nothing of its own: empty tables of the right schema
         empty = pq.read_table(os.path.join(first, table)).slice(0, 0)
         pq.write_table(empty, os.path.join(past, table, "part-00000.parquet"))
-    raw["parts"].insert(0, {"name": "run-past", "boundary_ms": int(START.timestamp() * 1000)})
+    raw["parts"].insert(0, {"name": "run-past", "boundary_ms": start_ms, "open_day_ms": None})
     with open(os.path.join(state, "state.json"), "w") as f:
         json.dump(raw, f)
     os.remove(os.path.join(state, ".state.json.crc"))  # Hadoop's checksum of the old text (none: not checked)
+    kept = {"hours", "days", "hour_sketches"}
     return sum(
         os.path.getsize(os.path.join(root, name))
         for root, _, names in os.walk(state)
         for name in names
-        if os.sep + "hours" in root and name.endswith(".parquet")
+        if os.path.basename(root) in kept and name.endswith(".parquet")
     )
 
 
@@ -278,8 +292,8 @@ def fleet(
         partition_hours = PAST_HOURS * partitions
         show_run(f"hourly run, {PAST_HOURS} more closed hours in the state", full)
         print(
-            f"      {partition_hours:,} more partition-hours ({big['state_bytes'] / 1e6:,.0f} MB of hour partials in "
-            f"all): {extra_s:+.1f} CPU s, {extra_s / partition_hours * 1e3:.2f} CPU ms per partition-hour",
+            f"      {partition_hours:,} more partition-hours ({big['state_bytes'] / 1e6:,.0f} MB of hour partials and "
+            f"sketches in all): {extra_s:+.1f} CPU s, {extra_s / partition_hours * 1e3:.2f} CPU ms per partition-hour",
             flush=True,
         )
         figures["full_state"] = {

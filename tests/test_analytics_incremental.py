@@ -6,6 +6,11 @@ before it is carried over two runs before its successor appears, a partition tha
 stops (its last sample is carried to the end), and a flow whose mirror changes. At 10-minute spacing every
 group holds fewer than ``SKETCH_K`` values, so the KLL sketches keep every value and even the sketch-derived
 percentiles must be equal, not just close.
+
+The runs pass ``--from`` 6 hours before their time, which incremental runs round down to UTC midnight, so the
+whole history stays in the look-back. Day 1 closes at the second run (boundary 00:00) and three more runs read its
+sketches from the state's day rows; a second sequence (``RUNS_STRADDLING``) closes it with a boundary past
+midnight (01:00), so one run both merges the day and keeps the new day's first hour sketches.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ START = datetime(2026, 3, 1, 21, 0, tzinfo=UTC)
 STEP = timedelta(minutes=10)
 LATE_S = 1200.0
 RUNS = [START + timedelta(hours=h, minutes=m) for h, m in ((1, 40), (3, 20), (5, 0), (6, 40), (8, 10))]
+RUNS_STRADDLING = [START + timedelta(hours=h, minutes=m) for h, m in ((1, 10), (4, 50), (8, 10))]
+LOOKBACK = timedelta(hours=6)  # from 23:00 at the last run: only the rounding to midnight keeps 21:00–23:00 in
 TABLES = TABLE_NAMES
 
 
@@ -99,7 +106,12 @@ def write_visible(root, rows: list[tuple[datetime, dict]], since: datetime | Non
 
 def run(spark, history_dir, out, until: datetime, state=None) -> dict:
     settings = AnalysisSettings(
-        str(history_dir), f"file://{out}", end=until, state_uri=f"file://{state}" if state else None, late_s=LATE_S
+        str(history_dir),
+        f"file://{out}",
+        start=until - LOOKBACK if state else None,
+        end=until,
+        state_uri=f"file://{state}" if state else None,
+        late_s=LATE_S,
     )
     return run_analysis(spark, settings, Progress(quiet=True))
 
@@ -109,26 +121,34 @@ def rows_of(out, name: str) -> list[tuple]:
     return sorted((tuple(sorted(r.items(), key=lambda kv: kv[0])) for r in table), key=repr)
 
 
+def run_sequence(tmp_path_factory, spark, rows, moments: list[datetime], label: str):
+    root = tmp_path_factory.mktemp(f"{label}-history")
+    state = tmp_path_factory.mktemp(f"{label}-state")
+    summaries, previous = [], None
+    for n, until in enumerate(moments):
+        write_visible(root, rows, previous, until, n)
+        out = tmp_path_factory.mktemp(f"{label}-out-{n}")
+        summaries.append((until, run(spark, root, out, until, state), out))
+        previous = until
+    return root, state, summaries
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, spark):
     rows = history()
-    root = tmp_path_factory.mktemp("incr-history")
-    state = tmp_path_factory.mktemp("incr-state")
-    summaries, previous = [], None
-    for n, until in enumerate(RUNS):
-        write_visible(root, rows, previous, until, n)
-        out = tmp_path_factory.mktemp(f"incr-out-{n}")
-        summaries.append((until, run(spark, root, out, until, state), out))
-        previous = until
+    root, state, summaries = run_sequence(tmp_path_factory, spark, rows, RUNS, "incr")
     scratch = tmp_path_factory.mktemp("scratch-out")
-    return rows, summaries, run(spark, root, scratch, RUNS[-1]), scratch
+    return rows, summaries, run(spark, root, scratch, RUNS[-1]), scratch, state
 
 
-@pytest.mark.parametrize("name", TABLES)
-def test_incremental_equals_from_scratch(runs, name):
-    _, summaries, _, scratch = runs
-    last_out = summaries[-1][2]
-    got, want = rows_of(last_out, name), rows_of(scratch, name)
+@pytest.fixture(scope="module")
+def straddling(tmp_path_factory, spark, runs):
+    _, _, summaries = run_sequence(tmp_path_factory, spark, runs[0], RUNS_STRADDLING, "straddling")
+    return summaries
+
+
+def assert_tables_equal(name: str, got_out, want_out) -> None:
+    got, want = rows_of(got_out, name), rows_of(want_out, name)
     assert len(got) == len(want), name
     for g, w in zip(got, want):
         for (key, gv), (_, wv) in zip(g, w):
@@ -138,8 +158,41 @@ def test_incremental_equals_from_scratch(runs, name):
                 assert gv == wv, (name, key, dict(w))
 
 
+@pytest.mark.parametrize("name", TABLES)
+def test_incremental_equals_from_scratch(runs, name):
+    _, summaries, _, scratch, _ = runs
+    assert_tables_equal(name, summaries[-1][2], scratch)
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_a_day_closed_past_midnight_equals_from_scratch(runs, straddling, name):
+    assert_tables_equal(name, straddling[-1][2], runs[3])
+
+
+def parquet_rows(folder) -> list[dict]:
+    return [r for f in sorted(folder.glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+
+
+def test_a_closed_day_is_kept_as_one_sketch_row_per_series(runs):
+    """After the runs, day 1 is one ``days`` row per series in the state, no hour sketch of it is left, and the
+    hour partials carry no sketches."""
+    _, _, _, _, state = runs
+    day1 = int(datetime(2026, 3, 1, tzinfo=UTC).timestamp() * 1000)
+    days = [r for part in state.glob("run-*") for r in parquet_rows(part / "days")]
+    assert sorted((r["topic"], r["partition"]) for r in days if r["day_ms"] == day1) == [
+        ("audit", 0),
+        ("orders", 0),
+        ("orders", 1),
+    ]
+    assert all(r["true_lag_sketch"] is not None for r in days)
+    hour_sketches = [r for path in state.glob("run-*/hour_sketches") for r in parquet_rows(path)]
+    assert hour_sketches and all(r["hour_ms"] >= day1 + 86_400_000 for r in hour_sketches)
+    hours = pq.read_table(next(state.glob("run-*/hours"))).schema.names
+    assert "hour_ms" in hours and not [c for c in hours if c.endswith("_sketch")]
+
+
 def test_each_run_reads_only_history_it_has_not_summarised(runs):
-    rows, summaries, scratch_summary, _ = runs
+    rows, summaries, scratch_summary, _, _ = runs
     for n, (until, summary, _) in enumerate(summaries):
         info = summary["incremental"]
         read_from = datetime.fromisoformat(info["read_from"]) if info["read_from"] else None
@@ -161,7 +214,7 @@ def test_each_run_reads_only_history_it_has_not_summarised(runs):
 
 def test_the_cases_are_in_the_history(runs):
     """The history holds what the equality above is meant to cover."""
-    _, summaries, _, scratch = runs
+    _, summaries, _, scratch, _ = runs
     incidents = pq.read_table(scratch / "incidents").to_pylist()
     across_midnight = [i for i in incidents if i["topic"] == "orders" and i["partition"] == 0]
     assert len(across_midnight) == 1 and across_midnight[0]["start"].day != across_midnight[0]["end"].day

@@ -166,6 +166,7 @@ def test_scheduled_runs_are_incremental_as_of_now():
     now = datetime(2026, 1, 5, 12, tzinfo=UTC)
     argv = job_argv(AnalyticsSchedule(every_s=60), "/h", "/o.run-1", now, state="/o.state")
     assert argv[argv.index("--state") + 1] == "/o.state" and argv[argv.index("--to") + 1] == "2026-01-05T12:00:00Z"
+    assert argv[argv.index("--from") + 1] == "2025-12-29T00:00:00Z"  # whole days: the look-back's first midnight
     assert "--late" not in argv  # the job's default: files that close within the hour
     runner = AnalyticsRunner(AnalyticsSchedule(every_s=60), "/h", "/srv/analytics")
     assert runner.state == "/srv/analytics.state"  # beside the output folder, which each run replaces whole

@@ -86,8 +86,11 @@ def job_argv(
     """``state``: summarise incrementally (``--state``), as of ``now``: each run reads only the history the
     previous runs have not summarised (docs/analytics.md, "Incremental runs"). ``late_s``: ``--late``, from the
     monitor's own ``history_roll_s`` (a run re-reads the hours a late sample could still reach, so the sooner the
-    files close, the less each run reads)."""
+    files close, the less each run reads). An incremental run's look-back is whole UTC days (its state keeps a closed
+    day's sketches as one row per series), so ``--from`` is the midnight on or before ``now`` − ``lookback_days``."""
     start = now - timedelta(days=settings.lookback_days)
+    if state:
+        start = start.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     incremental = ["--state", state, "--to", now.strftime("%Y-%m-%dT%H:%M:%SZ")] if state else []
     if state and late_s is not None:
         incremental += ["--late", f"{late_s:g}"]

@@ -73,8 +73,8 @@ def parse_time(text: str | None, option: str) -> datetime | None:
     "--state",
     "state_uri",
     default=None,
-    help="Incremental: keep the summarised hours here and read only history not yet summarised "
-    "(--to, default now, is the run's time; --from is rounded down to the hour).",
+    help="Incremental: keep the summarised hours and days here and read only history not yet summarised "
+    "(--to, default now, is the run's time; --from is rounded down to UTC midnight: the look-back is whole days).",
 )
 @click.option(
     "--late",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import reduce
 from typing import Any
@@ -20,7 +20,7 @@ from . import incidents as inc
 from . import partials as pt
 from . import state as st
 from . import tables as t
-from .definitions import HOUR_MS, SERIES_KEYS
+from .definitions import DAY_MS, HOUR_MS, SERIES_KEYS
 from .hadoopfs import HadoopFS
 from .inputs import HistoryFiles, HistoryUnavailable, lag_root
 from .prepare import enrich, history_spark_schema, read_samples, sample_rows
@@ -31,6 +31,7 @@ CARRY_COLUMNS = [*SERIES_KEYS, "ts_ms", "true_lag", "committed_lag", "time_lag_s
 @dataclass
 class Summarised:
     merged: DataFrame  # one row per series and hour of the period (``partials.merge``), persisted
+    days: DataFrame  # one row per series and day, with the day's sketches (``tables.series_days``), persisted
     gaps: DataFrame  # sampling_gaps rows, ``SERIES_KEYS``-keyed
     incidents: DataFrame  # incidents rows, ``SERIES_KEYS``-keyed
     files: HistoryFiles  # read and skipped
@@ -48,6 +49,10 @@ def floor_hour_ms(when: datetime) -> int:
     return int(when.timestamp() * 1000) // HOUR_MS * HOUR_MS
 
 
+def floor_day_ms(when: datetime) -> int:
+    return int(when.timestamp() * 1000) // DAY_MS * DAY_MS
+
+
 def _union(frames: list[DataFrame]) -> DataFrame:
     return reduce(lambda a, b: a.unionByName(b), frames)
 
@@ -56,6 +61,31 @@ def _read_parts(spark: SparkSession, uri: str, parts: list[st.Part], table: str)
     if not parts:
         return None
     return spark.read.parquet(*[f"{uri}/{p.name}/{table}" for p in parts])
+
+
+def _sketches(
+    spark: SparkSession,
+    uri: str | None,
+    state: st.State | None,
+    kept: list[st.Part],
+    run_partials: DataFrame,
+    first_ms: int | None,
+) -> DataFrame:
+    """Every sketch of the look-back, as ``SERIES_KEYS``, ``day_ms``, ``partials.SKETCHES`` rows: the state's closed
+    days (one row per series and day), the state's closed hours of the day still open at its boundary, and this
+    run's hours (which the state has not summarised). No hour is in two of them."""
+    columns = [*SERIES_KEYS, "day_ms", *pt.SKETCHES]
+    frames = [pt.sketch_rows(run_partials).select(*columns)]
+    if state is not None and uri:
+        days = _read_parts(spark, uri, kept, "days")
+        if days is not None:
+            frames.append(days.select(*columns))
+        still_open = [p for p in kept if p.open_day_ms is not None and st.day_open(p.open_day_ms, state.boundary_ms)]
+        hours = _read_parts(spark, uri, still_open, "hour_sketches")
+        if hours is not None:
+            frames.append(hours.select(*columns))
+    sketches = _union(frames)
+    return sketches.filter(F.col("day_ms") >= first_ms) if first_ms is not None else sketches
 
 
 def _carry_rows(spark: SparkSession, state_uri: str, state: st.State, first_ms: int | None) -> DataFrame | None:
@@ -98,14 +128,17 @@ def summarise(
     state_uri = settings.state_uri.rstrip("/") if settings.state_uri else None
     key = st.settings_key(settings.slo_lag, settings.slo_time_s, settings.gap_factor, settings.late_s)
     state: st.State | None = None
+    replaced: set[str] = set()
     if state_uri:
         state, why = st.load(fs, state_uri, key)
         if why:
             warn(why)
+            replaced = st.folders(fs, state_uri)  # deleted once this run's state is committed
     incremental = state_uri is not None
     as_of = settings.end or (datetime.now(UTC) if incremental else None)
     as_of_ms = int(as_of.timestamp() * 1000) if as_of else None
-    first_ms = floor_hour_ms(settings.start) if (incremental and settings.start) else None
+    # whole days: a closed day's sketches are one row per series in the state, which cannot be split
+    first_ms = floor_day_ms(settings.start) if (incremental and settings.start) else None
     boundary = st.boundary_of(as_of_ms, settings.late_s) if (incremental and as_of_ms is not None) else None
     if state and boundary is not None:
         boundary = max(boundary, state.boundary_ms)  # a run as of an earlier time never reopens closed hours
@@ -140,6 +173,8 @@ def summarise(
     # Hash-partitioned by topic before the merge: the merge keeps that partitioning, so every table grouped by topic,
     # partition or partition-day aggregates the cached rows without another shuffle (a Spark job fewer each).
     merged = pt.merge(_union(hours).repartition(*t.SERIES_TOPIC)).persist(StorageLevel.MEMORY_AND_DISK)
+    sketches = _sketches(spark, state_uri, state, kept, run_partials, first_ms)
+    days = t.series_days(merged, sketches).persist(StorageLevel.MEMORY_AND_DISK)
     gaps = [t.sampling_gaps(enriched)]
     incidents = [run_incidents.drop("final")]
     old_gaps = _read_parts(spark, state_uri or "", kept, "gaps")
@@ -158,18 +193,50 @@ def summarise(
     }
     done = Summarised(
         merged,
+        days,
         _union(gaps),
         _union(incidents),
         files,
         info,
         read_from_ms,
-        cached=[enriched, run_partials, merged, groups],
+        cached=[enriched, run_partials, merged, days, groups],
     )
     if incremental and state_uri and as_of_ms is not None and boundary is not None:
         done.commit = lambda: _commit(
-            spark, fs, state_uri, state, kept, key, as_of_ms, boundary, enriched, run_partials, groups, run_incidents
+            spark,
+            fs,
+            state_uri,
+            state,
+            replaced,
+            kept,
+            key,
+            as_of_ms,
+            boundary,
+            enriched,
+            run_partials,
+            sketches,
+            groups,
+            run_incidents,
         )
     return done
+
+
+def _write_sketches(
+    folder: str, old: st.State | None, boundary: int, sketches: DataFrame, run_partials: DataFrame
+) -> int | None:
+    """Write the part's ``days`` (the days this run closed: their sketches merged once, from the state's hour
+    sketches and this run's hours) and, if its boundary is inside a day, that day's closed hours' sketches from this
+    run (``hour_sketches``). Returns that open day, or None."""
+    day_end = F.col("day_ms") + DAY_MS
+    closing = (day_end <= boundary) & (day_end > F.lit(old.boundary_ms if old else -(2**62)))
+    days = pt.merge_sketches(sketches.filter(closing), [*SERIES_KEYS, "day_ms"])
+    days.coalesce(1).write.mode("overwrite").parquet(f"{folder}/days")
+    open_day = boundary // DAY_MS * DAY_MS
+    if open_day == boundary:  # at midnight: no hour of the open day is closed yet
+        return None
+    own = pt.sketch_rows(run_partials).filter((F.col("hour_ms") >= open_day) & (F.col("hour_ms") < boundary))
+    own.coalesce(1).write.mode("overwrite").parquet(f"{folder}/hour_sketches")
+    return open_day
 
 
 def _commit(
@@ -177,12 +244,14 @@ def _commit(
     fs: HadoopFS,
     uri: str,
     old: st.State | None,
+    replaced: set[str],
     kept: list[st.Part],
     key: dict[str, float | int],
     as_of_ms: int,
     boundary: int,
     enriched: DataFrame,
     run_partials: DataFrame,
+    sketches: DataFrame,
     groups: DataFrame,
     run_incidents: DataFrame,
 ) -> None:
@@ -191,15 +260,21 @@ def _commit(
     folder = f"{uri}/{name}"
     closed = pt.spacing_view(run_partials, final=True).filter(F.col("hour_ms") < boundary)
     closed.coalesce(1).write.mode("overwrite").parquet(f"{folder}/hours")
+    own_open_day = _write_sketches(folder, old, boundary, sketches, run_partials)
     final_gaps = enriched.filter(~F.col("deferred") & (F.col("ts_ms") < boundary))
     t.sampling_gaps(final_gaps).coalesce(1).write.mode("overwrite").parquet(f"{folder}/gaps")
     run_incidents.filter("final").drop("final").coalesce(1).write.mode("overwrite").parquet(f"{folder}/incidents")
     carry = enriched.filter("deferred").select(*CARRY_COLUMNS)
     carry = carry.join(inc.carried_partials(groups), SERIES_KEYS, "left")
     carry.coalesce(1).write.mode("overwrite").parquet(f"{folder}/carry")
-    new = st.State(boundary, as_of_ms, key, [*kept, st.Part(name, boundary)], name)
+    # An older part's hour sketches go once their day is closed: this run's ``days`` holds them merged.
+    superseded = [p for p in kept if p.open_day_ms is not None and not st.day_open(p.open_day_ms, boundary)]
+    parts = [replace(p, open_day_ms=None) if p in superseded else p for p in kept]
+    new = st.State(boundary, as_of_ms, key, [*parts, st.Part(name, boundary, own_open_day)], name)
     st.save(fs, uri, new)
-    dropped = {p.name for p in (old.parts if old else [])} - {p.name for p in new.parts}
+    for p in superseded:
+        fs.delete(f"{uri}/{p.name}/hour_sketches")
+    dropped = ({p.name for p in (old.parts if old else [])} | replaced) - {p.name for p in new.parts}
     if old and old.carry and old.carry not in {p.name for p in new.parts}:
         dropped.add(old.carry)
     for gone in dropped:

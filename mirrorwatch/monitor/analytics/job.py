@@ -102,14 +102,14 @@ def build_tables(done: Summarised, mirrors: DataFrame) -> dict[str, Callable[[Re
 
     tables: dict[str, Callable[[Reader], DataFrame]] = {
         "lag_hourly": lambda read: keyed(t.lag_hourly(merged), PARTITION_KEYS),
-        "lag_daily": lambda read: keyed(t.lag_daily(merged), PARTITION_KEYS),
+        "lag_daily": lambda read: keyed(t.lag_daily(done.days), PARTITION_KEYS),
         "sampling_gaps": lambda read: keyed(done.gaps, PARTITION_KEYS),
         "slo_by_topic": lambda read: keyed(t.slo_compliance(merged, t.SERIES_TOPIC), TOPIC_KEYS),
         "slo_by_flow": lambda read: keyed(t.slo_compliance(merged, t.SERIES_FLOW), FLOW_KEYS),
         "incidents": lambda read: keyed(done.incidents, PARTITION_KEYS),
         "incidents_by_topic": lambda read: inc.incidents_by_topic(read("incidents")),
-        "committed_view": lambda read: keyed(t.committed_view(merged), TOPIC_KEYS),
-        "trend_daily": lambda read: keyed(t.trend_daily(merged), TOPIC_KEYS),
+        "committed_view": lambda read: keyed(t.committed_view(done.days), TOPIC_KEYS),
+        "trend_daily": lambda read: keyed(t.trend_daily(done.days), TOPIC_KEYS),
         "trend": lambda read: t.trend(read("trend_daily"), TOPIC_KEYS),
     }
     assert list(tables) == TABLE_NAMES

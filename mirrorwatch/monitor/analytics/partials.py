@@ -4,6 +4,8 @@ One row per series (``SERIES_KEYS``) and hour holds everything the tables need f
 counts, exact hourly percentiles and maxima, KLL sketches of each lag (merged into daily, topic-day and
 topic-period percentiles), the hour's median spacing, first/last sample, the flow's newest ``mirror``, the
 committed-view sums, and the *spacing sums* (time judged compliant / breached / unknown, unobserved time, gaps).
+The sketches travel apart from the rest (``sketch_rows``; ``VALUE_COLUMNS`` has none): nothing needs them finer
+than a day, so the state keeps them per series and closed day (``state``), and the hour rows stay small.
 
 The spacing sums of a series' last sample before a run's boundary are *deferred*: what that sample stands for
 depends on its successor, which a later run may read. A run therefore computes each spacing sum twice — with
@@ -15,11 +17,12 @@ the rows of an hour. Pure DataFrame functions.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .definitions import PERCENTILES, SERIES_KEYS, SKETCH_K
+from .definitions import DAY_MS, PERCENTILES, SERIES_KEYS, SKETCH_K
 
 # (name, column) of the spacing sums; each exists as ``<name>`` (all) and ``<name>__final`` in ``hour_partials``.
 SPACING_SUMS = ("compliant_ms", "breach_ms", "unknown_ms", "unobserved_ms", "gaps")
@@ -34,11 +37,13 @@ COUNTS = (
     "false_pages",
     "missed_breaches",
 )
+# The KLL sketches: kept per series and hour only until the hour's UTC day closes, then per series and day
+# (``sketch_rows``, ``state``); the hour rows the tables and the state share (``VALUE_COLUMNS``) carry none.
+SKETCHES = tuple(f"{k}_sketch" for k in ("true_lag", "committed_lag", "time_lag_s", "cmt"))
 VALUE_COLUMNS = (
     ["samples", "true_lag_known", "committed_lag_known", "time_lag_s_known"]
     + [f"{k}_pcts" for k in ("true_lag", "committed_lag", "time_lag_s")]
     + [f"{k}_max" for k in ("true_lag", "committed_lag", "time_lag_s")]
-    + [f"{k}_sketch" for k in ("true_lag", "committed_lag", "time_lag_s", "cmt")]
     + ["median_spacing_ms", "first_ms", "last_ms", "mirror_newest"]
     + ["cmt_samples", "cmt_sum", "cmt_min", "cmt_max", "committed_pages", "false_pages", "missed_breaches"]
 )
@@ -104,10 +109,30 @@ def hour_partials(enriched: DataFrame, slo_lag: int) -> DataFrame:
 
 
 def spacing_view(partials: DataFrame, final: bool) -> DataFrame:
-    """``hour_partials`` with one set of spacing sums: with the deferred samples (a run's tables) or without
-    (what the state keeps)."""
+    """``hour_partials`` without sketches, with one set of spacing sums: with the deferred samples (a run's tables)
+    or without (what the state keeps)."""
     chosen = [F.col(f"{n}__final" if final else n).alias(n) for n in SPACING_SUMS]
     return partials.select(*SERIES_KEYS, "hour_ms", *VALUE_COLUMNS, *chosen)
+
+
+def day_of(hour_ms: Column) -> Column:
+    return F.floor(hour_ms / DAY_MS).cast("long") * DAY_MS
+
+
+def sketch_rows(partials: DataFrame) -> DataFrame:
+    """``hour_partials``' sketches, one row per series and hour that has one (a carried sample's row has none)."""
+    some = reduce(lambda a, b: a | b, [F.col(c).isNotNull() for c in SKETCHES])
+    return partials.filter(some).select(*SERIES_KEYS, "hour_ms", day_of(F.col("hour_ms")).alias("day_ms"), *SKETCHES)
+
+
+def merge_sketches(rows: DataFrame, by: list[str]) -> DataFrame:
+    """Sketch rows (per hour or per day) merged per ``by``: one sketch of each kind per group."""
+    return rows.groupBy(*by).agg(
+        *[
+            (F.kll_merge_agg_double if c == "time_lag_s_sketch" else F.kll_merge_agg_bigint)(c).alias(c)
+            for c in SKETCHES
+        ]
+    )
 
 
 def merge(parts: DataFrame) -> DataFrame:

@@ -1,4 +1,5 @@
-"""The output tables other than incidents. Pure DataFrame functions over the merged hour partials (``partials``),
+"""The output tables other than incidents. Pure DataFrame functions over the merged hour partials (``partials``)
+and, for the sketch percentiles, the per series-day rows built from them and the day sketches (``series_days``),
 keyed by ``SERIES_KEYS``; ``with_mirror`` adds each flow's ``mirror`` when a table is written."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .definitions import DAY_MS, HOUR_MS, LAG_KINDS, PERCENTILES, SERIES_KEYS
+from .partials import SKETCHES
 
 # The tables' keys without ``mirror`` (added by ``with_mirror``).
 SERIES_TOPIC = [k for k in SERIES_KEYS if k != "partition"]
@@ -58,29 +60,42 @@ def lag_hourly(merged: DataFrame) -> DataFrame:
     )
 
 
-def lag_daily(merged: DataFrame) -> DataFrame:
-    """Per partition and UTC day: percentiles from the hours' sketches merged (rank error: ``SKETCH_RANK_ERROR``),
-    exact max and counts; the day's median spacing is the median of its hours' medians."""
-    day_ms = F.floor(F.col("hour_ms") / DAY_MS).cast("long") * DAY_MS
-    g = (
-        merged.filter("samples > 0")
-        .withColumn("day_ms", day_ms)
-        .groupBy(*SERIES_KEYS, "day_ms")
-        .agg(
-            F.sum("samples").alias("samples"),
-            *[F.sum(f"{kind}_known").alias(f"{kind}_known") for kind in LAG_KINDS],
-            *[_merged_sketch(kind).alias(f"{kind}_sketch") for kind in LAG_KINDS],
-            *[F.max(f"{kind}_max").alias(f"{kind}_max") for kind in LAG_KINDS],
-            F.percentile("median_spacing_ms", 0.5).alias("median_spacing_ms"),
-            F.sum("gaps").alias("gaps"),
-            F.sum("unobserved_ms").alias("unobserved_ms"),
-        )
+def series_days(merged: DataFrame, sketches: DataFrame) -> DataFrame:
+    """Per series and UTC day: what ``lag_daily``, ``trend_daily`` and ``committed_view`` need — the hours' counts,
+    maxima and sums added up, and the day's sketches merged from ``sketches`` (``partials.sketch_rows`` or the
+    state's day rows: ``SERIES_KEYS``, ``day_ms``, ``partials.SKETCHES``; a closed day is one row per series). The
+    day's median spacing is the median of its hours' medians. The hours are summed per day where they lie (``merged``
+    is partitioned by topic: no shuffle), then that one row per series-day and the sketch rows are aggregated
+    together (a union, no join)."""
+    counts = [f"{kind}_known" for kind in LAG_KINDS] + ["samples", "gaps", "unobserved_ms", "cmt_samples", "cmt_sum"]
+    counts += ["committed_pages", "false_pages", "missed_breaches"]
+    maxima = [f"{kind}_max" for kind in LAG_KINDS] + ["cmt_max"]
+    day = (F.floor(F.col("hour_ms") / DAY_MS).cast("long") * DAY_MS).alias("day_ms")
+    hours = merged.filter("samples > 0").groupBy(*SERIES_KEYS, day)
+    lite = hours.agg(
+        *[F.sum(c).alias(c) for c in counts],
+        *[F.max(c).alias(c) for c in maxima],
+        F.min("cmt_min").alias("cmt_min"),
+        F.percentile("median_spacing_ms", 0.5).alias("median_spacing_ms"),
     )
+    both = lite.unionByName(sketches.select(*SERIES_KEYS, "day_ms", *SKETCHES), allowMissingColumns=True)
+    g = both.repartition(*SERIES_TOPIC).groupBy(*SERIES_KEYS, "day_ms")
+    return g.agg(
+        *[F.sum(c).alias(c) for c in counts],  # one row of the day holds them: the sums add a number to nulls
+        *[F.max(c).alias(c) for c in [*maxima, "median_spacing_ms"]],
+        F.min("cmt_min").alias("cmt_min"),
+        *[_merged_sketch(c.removesuffix("_sketch")).alias(c) for c in SKETCHES],
+    ).filter("samples > 0")
+
+
+def lag_daily(days: DataFrame) -> DataFrame:
+    """Per partition and UTC day (``series_days``): percentiles from the hours' sketches merged (rank error:
+    ``SKETCH_RANK_ERROR``), exact max and counts; the day's median spacing is the median of its hours' medians."""
     finals: list[Column | str] = []
     for kind in LAG_KINDS:
         finals += _known_quantiles(kind)
         finals.append(f"{kind}_max")
-    return g.select(
+    return days.select(
         *SERIES_KEYS,
         F.timestamp_millis("day_ms").alias("bucket_start"),
         "samples",
@@ -131,7 +146,7 @@ def slo_compliance(merged: DataFrame, keys: list[str]) -> DataFrame:
     )
 
 
-def committed_view(merged: DataFrame) -> DataFrame:
+def committed_view(days: DataFrame) -> DataFrame:
     """How wrong the committed view (kafka-consumer-groups' lag) was, per topic.
 
     ``committed_minus_true`` = committed_lag − true_lag over samples where both are known (percentiles from
@@ -139,7 +154,7 @@ def committed_view(merged: DataFrame) -> DataFrame:
     the committed view alone would have sent that true lag avoids. ``missed_breaches``: committed_lag within the
     lag SLO while the sample breached (possible through time lag).
     """
-    g = merged.groupBy(*SERIES_TOPIC).agg(
+    g = days.groupBy(*SERIES_TOPIC).agg(
         F.sum("cmt_samples").alias("samples"),
         F.min("cmt_min").alias("committed_minus_true_min"),
         F.sum("cmt_sum").alias("cmt_sum"),
@@ -161,13 +176,11 @@ def committed_view(merged: DataFrame) -> DataFrame:
     )
 
 
-def trend_daily(merged: DataFrame) -> DataFrame:
-    """Per topic and UTC day: p99 of true and time lag over all the topic's partitions (merged sketches), and the
-    change on the previous day that has data."""
-    day = F.to_date(F.timestamp_millis(F.floor(F.col("hour_ms") / DAY_MS).cast("long") * DAY_MS))
+def trend_daily(days: DataFrame) -> DataFrame:
+    """Per topic and UTC day (from ``series_days``): p99 of true and time lag over all the topic's partitions
+    (merged sketches), and the change on the previous day that has data."""
     daily = (
-        merged.filter("samples > 0")
-        .withColumn("day", day)
+        days.withColumn("day", F.to_date(F.timestamp_millis("day_ms")))
         .groupBy(*SERIES_TOPIC, "day")
         .agg(
             F.sum("samples").alias("samples"),
