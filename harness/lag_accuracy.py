@@ -76,7 +76,7 @@ class LatencyReader(threading.Thread):
         )
         self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
         self.stop_event = threading.Event()
-        self.samples: list[tuple[float, float]] = []  # (receive ms, latency ms)
+        self.idle_at_stop = False  # set by ``stop``
         # per partition, in offset order: when each record was received, and its CreateTime (epoch ms)
         self.received: dict[int, list[float]] = {p: [] for p in range(partitions)}
         self.created: dict[int, list[float]] = {p: [] for p in range(partitions)}
@@ -91,14 +91,20 @@ class LatencyReader(threading.Thread):
             now = time.time() * 1000
             for msg in batch:
                 if not msg.error():
-                    created = msg.timestamp()[1]
-                    self.samples.append((now, now - created))
                     self.received[msg.partition()].append(now)
-                    self.created[msg.partition()].append(created)
+                    self.created[msg.partition()].append(msg.timestamp()[1])
         self.consumer.close()
 
     def latencies_ms(self, start_ms: float, end_ms: float) -> np.ndarray:
-        return np.asarray([lat for at, lat in self.samples if start_ms <= at <= end_ms])
+        """Receive time − CreateTime of every record received in [start_ms, end_ms]."""
+        return np.asarray(
+            [
+                at - created
+                for p in self.received
+                for at, created in zip(self.received[p], self.created[p])
+                if start_ms <= at <= end_ms
+            ]
+        )
 
     def rpo_truth_ms(self, partition: int, at_ms: float) -> float:
         """The RPO of ``partition`` at ``at_ms`` by this reader: the age then of the oldest record created by then
@@ -107,7 +113,7 @@ class LatencyReader(threading.Thread):
         received, created = self.received[partition], self.created[partition]
         first_missing = bisect_right(received, at_ms)
         if first_missing == len(received):
-            return 0.0 if self.stop_event.is_set() and self.idle_at_stop else float("nan")
+            return 0.0 if self.idle_at_stop else float("nan")
         return max(0.0, at_ms - created[first_missing])
 
     def rpo_truth_over_ms(self, partition: int, start_ms: float, end_ms: float) -> tuple[float, float]:
@@ -126,8 +132,6 @@ class LatencyReader(threading.Thread):
         self.idle_at_stop = idle
         self.stop_event.set()
         self.join(10)
-
-    idle_at_stop = False
 
 
 @dataclass

@@ -114,11 +114,9 @@ class SparkCluster:
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
-        except OSError:
-            return 0
-        except ValueError:
-            # The master's UI starts its pages one by one: in the moment after its port opens, "/json/" can reach
-            # the "/" page (HTML, status 200) before the "/json" handler is up. Not up yet; ask again.
+        except (OSError, ValueError):
+            # not up yet; ask again. ValueError: the master's UI starts its pages one by one, and in the moment
+            # after its port opens "/json/" can reach the "/" page (HTML, status 200) before "/json" is up
             return 0
 
     def env(self) -> dict[str, str]:
