@@ -125,14 +125,15 @@ def sketch_rows(partials: DataFrame) -> DataFrame:
     return partials.filter(some).select(*SERIES_KEYS, "hour_ms", day_of(F.col("hour_ms")).alias("day_ms"), *SKETCHES)
 
 
+def merged_sketch(column: str) -> Column:
+    """The aggregate that merges a ``SKETCHES`` column (time lag is a double sketch, the others bigint)."""
+    merge = F.kll_merge_agg_double if column == "time_lag_s_sketch" else F.kll_merge_agg_bigint
+    return merge(column)
+
+
 def merge_sketches(rows: DataFrame, by: list[str]) -> DataFrame:
     """Sketch rows (per hour or per day) merged per ``by``: one sketch of each kind per group."""
-    return rows.groupBy(*by).agg(
-        *[
-            (F.kll_merge_agg_double if c == "time_lag_s_sketch" else F.kll_merge_agg_bigint)(c).alias(c)
-            for c in SKETCHES
-        ]
-    )
+    return rows.groupBy(*by).agg(*[merged_sketch(c).alias(c) for c in SKETCHES])
 
 
 def merge(parts: DataFrame) -> DataFrame:

@@ -8,7 +8,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .definitions import DAY_MS, HOUR_MS, LAG_KINDS, PERCENTILES, SERIES_KEYS
-from .partials import SKETCHES
+from .partials import SKETCHES, day_of, merged_sketch
 
 # The tables' keys without ``mirror`` (added by ``with_mirror``).
 SERIES_TOPIC = [k for k in SERIES_KEYS if k != "partition"]
@@ -20,11 +20,6 @@ def with_mirror(table: DataFrame, mirrors: DataFrame, keys: list[str]) -> DataFr
     rest = [c for c in table.columns if c not in keys]
     joined = table.join(F.broadcast(mirrors), ["flow", "source", "target"], "left")
     return joined.select(*keys, *rest)
-
-
-def _merged_sketch(kind: str) -> Column:
-    merge = F.kll_merge_agg_double if kind == "time_lag_s" else F.kll_merge_agg_bigint
-    return merge(f"{kind}_sketch")
 
 
 def _coverage(bucket_ms: int) -> list[Column]:
@@ -70,7 +65,7 @@ def series_days(merged: DataFrame, sketches: DataFrame) -> DataFrame:
     counts = [f"{kind}_known" for kind in LAG_KINDS] + ["samples", "gaps", "unobserved_ms", "cmt_samples", "cmt_sum"]
     counts += ["committed_pages", "false_pages", "missed_breaches"]
     maxima = [f"{kind}_max" for kind in LAG_KINDS] + ["cmt_max"]
-    day = (F.floor(F.col("hour_ms") / DAY_MS).cast("long") * DAY_MS).alias("day_ms")
+    day = day_of(F.col("hour_ms")).alias("day_ms")
     hours = merged.filter("samples > 0").groupBy(*SERIES_KEYS, day)
     lite = hours.agg(
         *[F.sum(c).alias(c) for c in counts],
@@ -84,7 +79,7 @@ def series_days(merged: DataFrame, sketches: DataFrame) -> DataFrame:
         *[F.sum(c).alias(c) for c in counts],  # one row of the day holds them: the sums add a number to nulls
         *[F.max(c).alias(c) for c in [*maxima, "median_spacing_ms"]],
         F.min("cmt_min").alias("cmt_min"),
-        *[_merged_sketch(c.removesuffix("_sketch")).alias(c) for c in SKETCHES],
+        *[merged_sketch(c).alias(c) for c in SKETCHES],
     ).filter("samples > 0")
 
 
@@ -159,7 +154,7 @@ def committed_view(days: DataFrame) -> DataFrame:
         F.min("cmt_min").alias("committed_minus_true_min"),
         F.sum("cmt_sum").alias("cmt_sum"),
         F.max("cmt_max").alias("committed_minus_true_max"),
-        F.kll_merge_agg_bigint("cmt_sketch").alias("cmt_sketch"),
+        merged_sketch("cmt_sketch").alias("cmt_sketch"),
         *[F.sum(c).alias(c) for c in ("committed_pages", "false_pages", "missed_breaches")],
     )
     return g.filter("samples > 0").select(
@@ -186,8 +181,8 @@ def trend_daily(days: DataFrame) -> DataFrame:
             F.sum("samples").alias("samples"),
             F.sum("true_lag_known").alias("true_lag_known"),
             F.sum("time_lag_s_known").alias("time_lag_s_known"),
-            _merged_sketch("true_lag").alias("true_lag_sketch"),
-            _merged_sketch("time_lag_s").alias("time_lag_s_sketch"),
+            merged_sketch("true_lag_sketch").alias("true_lag_sketch"),
+            merged_sketch("time_lag_s_sketch").alias("time_lag_s_sketch"),
         )
     )
     p99 = list(PERCENTILES).index(0.99)
