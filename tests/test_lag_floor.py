@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .support.lag_floor import Poll, Reported, TargetCopies, below_the_floor, floor_at
+from .support.lag_floor import Poll, Reported, TargetCopies, below_the_floor, floor_at, longest_stall_s
 
 # one target partition: records a0..a4 at offsets 0-4, a commit marker at 5, a2 and a3 again (duplicates) at 6-7
 COPIES = TargetCopies([0, 1, 2, 3, 4, 6, 7], ["a0", "a1", "a2", "a3", "a4", "a2", "a3"], read_to=9)
@@ -70,3 +70,23 @@ def test_an_offset_a_leaderless_partition_answered_gives_no_floor():
 def test_samples_without_a_floor_are_not_counted():
     checked, below = below_the_floor([Reported(500, 0, 0), Reported(9_000, 0, 0)], SOURCES, STABLES, [COPIES])
     assert (checked, below) == (0, [])
+
+
+@pytest.mark.parametrize(
+    "polls, stall_s",
+    [
+        # steady progress on both partitions: the longest gap between advances is one poll interval
+        ([Poll(0, (0, 0)), Poll(1_000, (5, 5)), Poll(2_000, (10, 10)), Poll(3_000, (15, 15))], 1.0),
+        # partition 1 stands still from 1 s to 3 s although partition 0 moves on
+        ([Poll(0, (0, 0)), Poll(1_000, (5, 5)), Poll(2_000, (10, 5)), Poll(3_000, (15, 9))], 2.0),
+        # no answers at all between 0.5 s and 3 s: silence counts as standing still
+        ([Poll(0, (0, 0)), Poll(500, (5, 5)), Poll(3_000, (10, 10))], 2.5),
+        # nothing moves after the last advance at 1 s until the window's end at 3 s
+        ([Poll(0, (0, 0)), Poll(1_000, (5, 5)), Poll(2_000, (5, 5)), Poll(3_000, (5, 5))], 2.0),
+        # the first poll in the window holds no advance over the one before it: the stall starts at the window
+        ([Poll(-500, (5, 5)), Poll(1_500, (5, 5)), Poll(2_500, (8, 8))], 2.5),
+        ([], 3.0),  # no poll at all: the whole window
+    ],
+)
+def test_the_longest_stall_inside_a_window(polls, stall_s):
+    assert longest_stall_s(polls, 0, 3_000) == stall_s

@@ -24,7 +24,7 @@ from mirrorwatch.localkafka.mm2 import LocalMirrorMaker2, mm2_properties
 from mirrorwatch.localkafka.multinode import MultiNodeCluster
 from mirrorwatch.localkafka.process import free_port
 
-from .lag_floor import TruthPoller
+from .lag_floor import TruthPoller, longest_stall_s
 from .monitor_watch import MonitorWatch
 from .oracle import NumberedWriter, TargetReader, judge
 from .paging_watch import PagingWatch
@@ -51,11 +51,13 @@ MM2_RF = {
 @dataclass
 class Measured:
     """One fault's figures per contestant: duplicates it added, seconds from the fault's end until the contestant had
-    mirrored everything acknowledged before then."""
+    mirrored everything acknowledged before then, and (our engine's two, which the truth poller watches) the longest
+    time a target partition stood still from the fault's start to that catch-up."""
 
     fault: str
     duplicates: dict[str, int] = field(default_factory=dict)
     catch_up_s: dict[str, float] = field(default_factory=dict)
+    stood_still_s: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -300,7 +302,7 @@ class Rig:
                 )
 
     def run_fault(self, name: str, fault: Callable[[], None]) -> Measured:
-        started = time.monotonic()
+        started, started_ms = time.monotonic(), int(time.time() * 1000)
         self.current = name
         if self.monitor is not None:
             self.monitor.fault = name
@@ -312,6 +314,10 @@ class Rig:
         self.west.wait_in_sync(180)
         measured = Measured(name, catch_up_s=self.wait_caught_up(acknowledged))
         measured.seconds = time.monotonic() - started
+        if self.truth is not None:
+            ended_ms = int(time.time() * 1000)
+            for contestant, stables in self.truth.stables.items():
+                measured.stood_still_s[contestant] = longest_stall_s(list(stables), started_ms, ended_ms)
         for contestant in [c for c in CONTESTANTS if c not in self.stalled]:
             total = judge(self.writers[contestant].acknowledged, self.readers[contestant].all()).duplicates
             measured.duplicates[contestant] = total - self._duplicates[contestant]

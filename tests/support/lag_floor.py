@@ -145,3 +145,27 @@ class TruthPoller(threading.Thread):
     def finish(self) -> None:
         self._halt.set()
         self.join(10)
+
+
+def longest_stall_s(stables: Sequence[Poll], start_ms: int, end_ms: int) -> float:
+    """The longest time any one partition's last stable offset stood still between ``start_ms`` and ``end_ms``
+    (a fault and the catch-up after it), in seconds. A stall runs from the last poll that showed the partition's
+    offset higher than before (or ``start_ms``) to the next such poll (or ``end_ms``). Polls that failed are
+    missing from ``stables``, so a stretch without answers counts as standing still: the page this measures for
+    fires on the same silence."""
+    before = [p for p in stables if p.at_ms < start_ms]
+    during = [p for p in stables if start_ms <= p.at_ms <= end_ms]
+    if not during and not before:
+        return (end_ms - start_ms) / 1000
+    width = len((before or during)[0].offsets)
+    longest = 0
+    for partition in range(width):
+        highest = before[-1].offsets[partition] if before else -1
+        since = start_ms
+        for poll in during:
+            if poll.offsets[partition] > highest:
+                highest = poll.offsets[partition]
+                longest = max(longest, poll.at_ms - since)
+                since = poll.at_ms
+        longest = max(longest, end_ms - since)
+    return longest / 1000
