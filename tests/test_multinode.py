@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
 from harness.mirror_harness import wait_until
+from mirrorwatch.core.clients import list_offsets_fresh
 from mirrorwatch.localkafka.multinode import (
     OFFSETS_PARTITIONS,
     MultiNodeCluster,
@@ -122,6 +123,26 @@ def test_a_node_frozen_past_its_session_is_fenced_then_rejoins(cluster):
     finally:
         node.thaw()
     cluster.wait_in_sync(120)
+
+
+def test_end_offsets_right_after_a_leader_change(cluster):
+    """librdkafka 2.16's admin ListOffsets sends the leader epoch its client cached; after the leader changed, the
+    broker answers FENCED_LEADER_EPOCH and the client retried in a busy loop until the request timed out (a core
+    all along: the fault suite's poller and the mirror's reads at a rebalance). core.clients.list_offsets_fresh
+    reads the metadata first. Both clients here cached the epochs before the leader's restart."""
+    _topic(cluster, "epochs", 3)
+    request = {TopicPartition("epochs", p): OffsetSpec.latest() for p in range(3)}
+    stale, fresh = (AdminClient({**cluster.client_config(), "log_level": 0}) for _ in range(2))
+    for admin in (stale, fresh):
+        assert [f.result(15).offset for f in admin.list_offsets(request, request_timeout=10).values()] == [0, 0, 0]
+    leader = cluster.leader_of("epochs", 0)
+    cluster.restart_node(leader)
+    cluster.wait_in_sync(120)
+    answers = list_offsets_fresh(fresh, request, 10)
+    assert [f.result(15).offset for f in answers.values()] == [0, 0, 0]
+    # what it works around: the same request from the client without fresh metadata fails once its timeout is up
+    with pytest.raises(KafkaException, match="FENCED_LEADER_EPOCH"):
+        [f.result(5) for f in stale.list_offsets(request, request_timeout=3).values()]
 
 
 def test_up_with_three_brokers_prints_one_bootstrap_of_three_and_stops_on_sigterm(tmp_path):

@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # type: ign
 
 from ..core.access import connection_problem, serve_callbacks
 from ..core.client_set import settle
-from ..core.clients import make_admin
+from ..core.clients import list_offsets_fresh, make_admin
 from ..core.config import Config
 from ..core.mm2 import is_mm2, mm2_topics
 from ..core.redact import redact_text
@@ -152,7 +152,7 @@ class FlowTopics:
         # OffsetSpec.latest is unannotated upstream
         request = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}  # type: ignore[no-untyped-call]
         try:
-            futures = self._admin(role).list_offsets(request, request_timeout=timeout_s)
+            futures = list_offsets_fresh(self._admin(role), request, timeout_s)
             return {tp.partition: f.result(timeout_s).offset for tp, f in futures.items()}
         except (KafkaException, TimeoutError) as exc:
             self._stale.add(role)

@@ -33,6 +33,8 @@ from enum import Enum
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from ..core.clients import list_offsets_fresh
+
 log = logging.getLogger("mirrorwatch.mirror")
 
 Key = tuple[str, int]
@@ -224,10 +226,11 @@ def open_transactions(admin: AdminClient, keys: list[Key]) -> dict[Key, OpenAt]:
     tps = [TopicPartition(t, p) for t, p in keys]
 
     def offsets(level: IsolationLevel) -> dict[Key, int]:
-        futures = admin.list_offsets(
+        futures = list_offsets_fresh(
+            admin,
             {tp: OffsetSpec.latest() for tp in tps},  # type: ignore[no-untyped-call]
+            OFFSETS_TIMEOUT_S,
             isolation_level=level,
-            request_timeout=OFFSETS_TIMEOUT_S,
         )
         return {(tp.topic, tp.partition): f.result(OFFSETS_TIMEOUT_S + 1).offset for tp, f in futures.items()}
 

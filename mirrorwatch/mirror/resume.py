@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from ..core.clients import make_consumer
+from ..core.clients import list_offsets_fresh, make_consumer
 from ..core.config import ClusterConfig
 from ..core.reading import read_to_end
 from ..core.records import OffsetSync, RecordFormatError
@@ -128,9 +128,10 @@ def end_offsets(admin: AdminClient, partitions: list[Key]) -> dict[Key, int]:
     if not partitions:
         return {}
     try:
-        futures = admin.list_offsets(
+        futures = list_offsets_fresh(
+            admin,
             {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},  # type: ignore[no-untyped-call]
-            request_timeout=READ_TIMEOUT_S,
+            READ_TIMEOUT_S,
         )
     except KafkaException as exc:  # refused at once (the client's own state): every one unread
         log.debug("end offsets: %s", exc)

@@ -48,6 +48,9 @@ MM2_RF = {
 }
 
 
+MM2_WORKER = {"scheduled.rebalance.max.delay.ms": "10000"}
+
+
 @dataclass
 class Measured:
     """One fault's figures per contestant: duplicates it added, seconds from the fault's end until the contestant had
@@ -110,6 +113,7 @@ class Rig:
             self._wait_target_topic(name)
             self.readers[name] = TargetReader(self.west.bootstrap, self.target_topic(name), PARTITIONS)
         self.wait_caught_up(self.acknowledged(), timeout_s=240)
+        self._check_mm2_worker_settings()
         self.monitor = MonitorWatch(
             self.base, self._clusters(), self._monitored_flows(), metrics_port=self.ports["monitor"]
         ).begin()
@@ -121,6 +125,15 @@ class Rig:
         self.paging = PagingWatch(self.base, self._scraped()).begin()
         self._wait_canary_ok()
         return self
+
+    def _check_mm2_worker_settings(self) -> None:
+        """Each herder's worker logs the settings it runs with: the rig's must be there, in both."""
+        assert self.mm2 is not None
+        log = self.mm2.dir / "logs" / "server.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        for key, value in MM2_WORKER.items():
+            said = [line.split("=", 1)[1].strip() for line in text.splitlines() if line.strip().startswith(f"{key} =")]
+            assert said and set(said) == {value}, f"MM2's workers run with {key} = {said}, not {value}"
 
     def _canary_config(self) -> Path:
         """The canary on the at-least-once flow, the one that mirrors the pair's heartbeats and canary topics."""
@@ -249,7 +262,9 @@ class Rig:
                 # One worker per herder: a worker that lost its coordinator rejoins as a new member, and Connect's
                 # incremental cooperative protocol held the old member's tasks for this delay (5 minutes by
                 # default) before giving them back: MM2 copied nothing for the rest of a fresh-clone run's plan.
-                "scheduled.rebalance.max.delay.ms": "10000",
+                # A worker setting takes the target cluster's prefix in MM2's dedicated mode (MirrorMakerConfig's
+                # workerConfig); without one it is silently ignored. _check_mm2_worker_settings reads it back.
+                **{f"{cluster}.{key}": value for cluster in ("east", "west") for key, value in MM2_WORKER.items()},
             },
             listeners=f"http://127.0.0.1:{free_port()}",
         )

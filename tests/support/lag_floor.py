@@ -131,6 +131,11 @@ class TruthPoller(threading.Thread):
         admin = self._admins.get(side) or AdminClient({"bootstrap.servers": self.bootstrap[side], "log_level": 0})
         self._admins[side] = admin
         try:
+            # Metadata first: librdkafka 2.16's admin ListOffsets sends the leader epoch it has cached, and after a
+            # leader change it retried FENCED_LEADER_EPOCH in a busy loop until the request timed out (a core per
+            # client through a rolling restart: this poller was most of the fault suite's CPU). A metadata answer
+            # just before refreshes the epochs.
+            admin.list_topics(timeout=5)
             futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=5)
             ends = {(tp.topic, tp.partition): future.result(6).offset for tp, future in futures.items()}
         except (KafkaException, TimeoutError):  # an error, or no answer at all while a broker is away
