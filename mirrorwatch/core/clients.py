@@ -105,16 +105,21 @@ def make_admin(cluster: ClusterConfig, client_id: str, **overrides: Any) -> Admi
     return TrackedAdmin(client_properties(cluster, client_id, overrides))
 
 
-def list_offsets_fresh(admin: AdminClient, request: dict[Any, Any], timeout_s: float, **options: Any) -> Any:
-    """``admin.list_offsets`` after a metadata request. librdkafka 2.16's admin ListOffsets sends the partition
-    leader epochs the client has cached; after a leader change (a broker restarted) the broker answers
-    FENCED_LEADER_EPOCH, and the client retried that in a busy loop until the request timed out: a core for the
-    whole timeout, then no answer. A metadata answer just before brings the cached epochs up to date (a client
-    polling through restarts of a three-node cluster: ~90 % of a core without it, ~1 % with it). All topics are
-    asked for, never one by name: an admin client may auto-create a topic it asks about by name. A failed
-    metadata request is left to list_offsets to report."""
+def refresh_leader_epochs(admin: AdminClient, timeout_s: float) -> None:
+    """Read the cluster's metadata so that the client's next ``list_offsets`` carries current leader epochs.
+    librdkafka 2.16's admin ListOffsets sends the partition leader epochs the client has cached; after a leader
+    change (a broker restarted) the broker answers FENCED_LEADER_EPOCH, and the client retried that in a busy loop
+    until the request timed out: a core for the whole timeout, then no answer. A metadata answer just before brings
+    the cached epochs up to date (a client polling through restarts of a three-node cluster: ~90 % of a core without
+    it, ~1 % with it). All topics are asked for, never one by name: an admin client may auto-create a topic it asks
+    about by name. A failed metadata request is left to list_offsets to report."""
     try:
         admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
         log.debug("metadata before list_offsets: %s", redact_text(str(exc)))
+
+
+def list_offsets_fresh(admin: AdminClient, request: dict[Any, Any], timeout_s: float, **options: Any) -> Any:
+    """``admin.list_offsets`` right after :func:`refresh_leader_epochs`."""
+    refresh_leader_epochs(admin, timeout_s)
     return admin.list_offsets(request, request_timeout=timeout_s, **options)

@@ -33,7 +33,7 @@ from enum import Enum
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from ..core.clients import list_offsets_fresh
+from ..core.clients import refresh_leader_epochs
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -224,13 +224,13 @@ def open_transactions(admin: AdminClient, keys: list[Key]) -> dict[Key, OpenAt]:
     stable offset: the positions thread does not start them (positions.py says why). Raises when an offset cannot be
     read."""
     tps = [TopicPartition(t, p) for t, p in keys]
+    refresh_leader_epochs(admin, OFFSETS_TIMEOUT_S)  # once, for both reads below
 
     def offsets(level: IsolationLevel) -> dict[Key, int]:
-        futures = list_offsets_fresh(
-            admin,
+        futures = admin.list_offsets(
             {tp: OffsetSpec.latest() for tp in tps},  # type: ignore[no-untyped-call]
-            OFFSETS_TIMEOUT_S,
             isolation_level=level,
+            request_timeout=OFFSETS_TIMEOUT_S,
         )
         return {(tp.topic, tp.partition): f.result(OFFSETS_TIMEOUT_S + 1).offset for tp, f in futures.items()}
 
