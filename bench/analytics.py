@@ -1,10 +1,14 @@
-"""Benchmark: generate 1M and 10M lag samples, run ``monitor analyze`` on each (local[*]), print wall times.
+"""Benchmark: generate 1M and 10M lag samples, run ``monitor analyze`` on each (local[*] or a standalone cluster).
 
     .venv/bin/python -m bench.analytics [--sizes 1000000,10000000] [--workdir /tmp/mirrorwatch-bench] [--incremental]
+        [--master local[*] | standalone] [--executor-memory 1g] [--skip-sql] [--span-days D]
 
-Each analysis runs in its own process (a fresh Spark, as a user would run it), so start-up is included. Per size,
-in the same sitting, the plain Spark SQL equivalent of the same ten tables (``bench/analytics_sql.py``) runs in
-its own process too, and the line ends with job ÷ plain SQL (issue 38's goal: ≤ 1.3 at 10M samples).
+Each analysis runs in its own process (a fresh Spark, as a user would run it), so start-up is included; its wall
+time and CPU seconds are printed (the driver's process tree, and on a cluster also the cluster's daemons and
+executors: ``bench/analytics_master.py``). ``--master standalone`` starts a Spark standalone cluster on this
+machine (one worker with every core) and runs every analysis there. Per size, in the same sitting, the plain Spark
+SQL equivalent of the same ten tables (``bench/analytics_sql.py``) runs in its own process too, and the line ends
+with job ÷ plain SQL (issue 38's goal: ≤ 1.3 at 10M samples); ``--skip-sql`` leaves it out.
 ``--incremental`` also times, per size, a ``--state`` run as of one hour before the history's end (it builds
 the state: a cold run) and then the scheduled hourly run as of the end, which reads only the last hour or two;
 it prints the hourly run's time as a share of the cold one's.
@@ -27,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .analytics_fleet import fleet
+from .analytics_master import Master, Measured
 from .jsonline import BenchRun
 
 
@@ -40,7 +45,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000000,10000000")
     parser.add_argument("--workdir", default="/tmp/mirrorwatch-bench")
-    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--master", default="local[*]", help="a local master, or 'standalone': a cluster started here")
+    parser.add_argument("--executor-memory", default="1g", help="--master standalone: each executor's memory")
+    parser.add_argument("--skip-sql", action="store_true", help="leave out the plain Spark SQL runs")
+    parser.add_argument(
+        "--span-days",
+        type=float,
+        default=None,
+        help="shape each history as a fleet's: 5-s samples over 20 topics, with the partitions that make it span "
+        "about this many days [default: generate-history's 12 partitions at 10 s]",
+    )
     parser.add_argument("--incremental", action="store_true", help="also time a state-building and an hourly run")
     parser.add_argument("--fleet", type=int, default=None, help="only the fleet figures, for this many partitions")
     parser.add_argument(
@@ -55,12 +69,16 @@ def main() -> None:
     args = parser.parse_args()
     if args.fleet is not None and 86400 % args.fleet_roll:
         parser.error("--fleet-roll must divide a day (86400 s)")
-    if args.fleet is not None and not args.master.startswith("local"):
-        parser.error("--fleet counts the CPU of the local process tree: with a cluster the executors are elsewhere")
+    if not (args.master.startswith("local") or args.master == "standalone"):
+        parser.error("--master: local[...] or standalone (the bench counts the CPU of a cluster it started itself)")
     monitor = [os.path.join(os.path.dirname(sys.executable), "monitor")]  # the console script beside this Python
-    with BenchRun("analytics", vars(args)) as bench_run:
+    with (
+        BenchRun("analytics", vars(args)) as bench_run,
+        Master(args.master, args.workdir, args.executor_memory) as master,
+    ):
         if args.fleet is not None:
             fleet(
+                master,
                 monitor,
                 args.workdir,
                 args.fleet,
@@ -70,34 +88,55 @@ def main() -> None:
                 args.fleet_roll,
             )
         else:
-            measure(args, monitor, bench_run.figures)
+            print(f"analytics on {master.describe()}", flush=True)
+            measure(args, master, monitor, bench_run.figures)
 
 
-def measure(args: argparse.Namespace, monitor: list[str], figures: dict[str, Any]) -> None:
+def timed(measured: Measured, name: str) -> dict[str, Any]:
+    """A run's wall time and CPU seconds, as ``<name>_s``, ``<name>_cpu_s`` (and its driver and cluster parts)."""
+    return {
+        f"{name}_s": measured.tree.wall_s,
+        f"{name}_cpu_s": measured.cpu_s,
+        f"{name}_driver_cpu_s": measured.tree.cpu_s,
+        f"{name}_cluster_cpu_s": measured.cluster_cpu_s,
+    }
+
+
+SHAPE_TOPICS, SHAPE_INTERVAL_S = 20, 5
+
+
+def fleet_shape(samples: int, span_days: float) -> list[str]:
+    """generate-history's options for ``samples`` spanning about ``span_days``: a from-scratch run holds each
+    partition's whole period in one window partition, so the span, not only the count, sets what it needs."""
+    per_partition = span_days * 86_400 / SHAPE_INTERVAL_S
+    per_topic = max(1, round(samples / per_partition / SHAPE_TOPICS))
+    topics = ",".join(f"t{i:02d}" for i in range(SHAPE_TOPICS))
+    return ["--interval", str(SHAPE_INTERVAL_S), "--topics", topics, "--partitions", str(per_topic)]
+
+
+def measure(args: argparse.Namespace, master: Master, monitor: list[str], figures: dict[str, Any]) -> None:
     results: list[dict[str, Any]] = []
     figures["sizes"] = results
     for size in [int(s) for s in args.sizes.split(",")]:
         history = os.path.join(args.workdir, f"history-{size}")
         out = os.path.join(args.workdir, f"analytics-{size}")
         shutil.rmtree(history, ignore_errors=True)
-        gen_s = run(monitor + ["generate-history", "--out", history, "--samples", str(size), "--quiet"])
-        analyze_s = run(monitor + ["analyze", "--history", history, "--out", out, "--master", args.master, "--quiet"])
-        sql = [sys.executable, "-m", "bench.analytics_sql", "--history", history, "--out", out + "-sql"]
-        plain_sql_s = run(sql + ["--master", args.master])
-        result: dict[str, Any] = {
-            "samples": size,
-            "generate_s": gen_s,
-            "analyze_s": analyze_s,
-            "plain_sql_s": plain_sql_s,
-            "job_over_plain_sql": analyze_s / plain_sql_s,
-        }
-        print(
-            f"{size:>11,} samples: generate {gen_s:7.1f}s   analyze {analyze_s:7.1f}s   plain SQL {plain_sql_s:7.1f}s"
-            f"   job / plain SQL {analyze_s / plain_sql_s:.2f}",
-            flush=True,
+        shape = fleet_shape(size, args.span_days) if args.span_days else []
+        gen_s = run(monitor + ["generate-history", "--out", history, "--samples", str(size), *shape, "--quiet"])
+        result: dict[str, Any] = {"samples": size, "generate_s": gen_s}
+        result |= timed(master.run(monitor + ["analyze", "--history", history, "--out", out, "--quiet"]), "analyze")
+        line = (
+            f"{size:>11,} samples: generate {gen_s:7.1f}s   analyze {result['analyze_s']:7.1f}s "
+            f"({result['analyze_cpu_s']:.0f} CPU s, {size / result['analyze_cpu_s']:,.0f} samples per CPU s)"
         )
+        if not args.skip_sql:
+            sql = [sys.executable, "-m", "bench.analytics_sql", "--history", history, "--out", out + "-sql"]
+            result |= timed(master.run(sql), "plain_sql")
+            result["job_over_plain_sql"] = result["analyze_s"] / result["plain_sql_s"]
+            line += f"   plain SQL {result['plain_sql_s']:7.1f}s   job / plain SQL {result['job_over_plain_sql']:.2f}"
+        print(line, flush=True)
         if args.incremental:
-            result.update(incremental(args, monitor, history, out))
+            result.update(incremental(master, monitor, history, out))
         results.append(result)
     if len(results) >= 2:
         first, last = results[0], results[-1]
@@ -110,7 +149,7 @@ def measure(args: argparse.Namespace, monitor: list[str], figures: dict[str, Any
         )
 
 
-def incremental(args: argparse.Namespace, monitor: list[str], history: str, out: str) -> dict[str, Any]:
+def incremental(master: Master, monitor: list[str], history: str, out: str) -> dict[str, Any]:
     """A state-building run as of the history's end minus an hour, then the hourly run as of its end."""
     with open(os.path.join(history, "ground_truth.json")) as f:
         spec = json.load(f)["spec"]
@@ -121,7 +160,7 @@ def incremental(args: argparse.Namespace, monitor: list[str], history: str, out:
     for name, as_of_ms in (("state_build_s", end_ms - 3_600_000), ("hourly_run_s", end_ms)):
         as_of = datetime.fromtimestamp(as_of_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         argv = ["analyze", "--history", history, "--out", out, "--state", state, "--to", as_of, "--quiet"]
-        times[name] = run(monitor + argv + ["--master", args.master])
+        times[name] = master.run(monitor + argv).tree.wall_s
     with open(os.path.join(out, "summary.json")) as f:
         times["hourly_rows_read"] = json.load(f)["incremental"]["rows_read"]
     print(

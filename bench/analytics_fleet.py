@@ -25,8 +25,8 @@ options (e.g. ``-XX:+UseSerialGC -XX:TieredStopAtLevel=1``), and prints its figu
 and their closed days' sketches (``add_past_hours``), as a monitor's state does after a week: the run merges all
 of them into the tables.
 
-CPU is counted on the machine that runs the tree, so the master must be local (``local[*]``): on a cluster the
-executors would run outside the tree and their CPU would not be counted.
+``--master standalone`` runs every ``monitor analyze`` on a standalone cluster that the bench starts on this
+machine, and adds the CPU of its daemons and executors to the driver's (``bench/analytics_master.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from typing import Any
 
 from mirrorwatch.monitor.analytics_runs import sample_lateness_s
 
-from .cputree import TreeCpu, measure
+from .analytics_master import Master
+from .cputree import TreeCpu
 
 INTERVAL_S = 5
 TOPICS = 20
@@ -72,9 +73,14 @@ STAGE_LINE = re.compile(r"^✓ (?P<name>.+) \((?P<seconds>[0-9.]+)s\)$")
 
 @dataclass
 class Run:
-    tree: TreeCpu
+    tree: TreeCpu  # the driver's process tree
     stages: list[tuple[str, float, float]]  # name, start and end (s since the run's start)
     rows_read: int
+    cluster_cpu_s: float = 0.0  # a standalone cluster's daemons and executors (bench/analytics_master.py)
+
+    @property
+    def cpu_s(self) -> float:
+        return self.tree.cpu_s + self.cluster_cpu_s
 
     def cpu_by_stage(self) -> dict[str, float]:
         """CPU seconds per job stage, plus the Python start before the first stage and the stop after the last."""
@@ -105,7 +111,13 @@ def generate(monitor: list[str], history: str, partitions: int, roll_s: int) -> 
 
 
 def analyze(
-    monitor: list[str], history: str, out: str, as_of_ms: int, late_s: float, java_options: str | None = None
+    master: Master,
+    monitor: list[str],
+    history: str,
+    out: str,
+    as_of_ms: int,
+    late_s: float,
+    java_options: str | None = None,
 ) -> Run:
     stages: list[tuple[str, float, float]] = []
 
@@ -120,21 +132,20 @@ def analyze(
     # as the monitor's scheduled runs do (analytics_runs.job_argv)
     lookback_start_ms = (as_of_ms - LOOKBACK_DAYS * DAY_MS) // DAY_MS * DAY_MS  # whole days, as the state keeps them
     argv += ["--from", iso(lookback_start_ms), "--late", f"{late_s:g}"]
-    env = dict(os.environ)
+    env = {}
     if java_options:  # replaces the job's own driver options (its log4j file): keep that one
         from mirrorwatch.monitor.analytics.session import _log4j_config_path
 
         options = f"-Dlog4j2.configurationFile=file:{_log4j_config_path()} {java_options}"
         env["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{options}" pyspark-shell'
-    tree = measure(monitor + argv + ["--master", "local[*]"], timeline_s=0.5, on_stderr=stage_line, env=env)
-    if tree.returncode != 0:
-        raise RuntimeError(f"monitor analyze exited {tree.returncode}")
+    measured = master.run(monitor + argv, timeline_s=0.5, on_stderr=stage_line, env=env)
     with open(os.path.join(out, "summary.json")) as f:
         rows_read = int(json.load(f)["incremental"]["rows_read"])
-    return Run(tree, stages, rows_read)
+    return Run(measured.tree, stages, rows_read, measured.cluster_cpu_s)
 
 
 def cold_then_hourly(
+    master: Master,
     monitor: list[str],
     workdir: str,
     partitions: int,
@@ -153,19 +164,19 @@ def cold_then_hourly(
     generate_s = generate(monitor, history, partitions, roll_s)
     late_s = sample_lateness_s(roll_s)
     end_ms = int(START.timestamp() * 1000) + span_ms(late_s)
-    cold = analyze(monitor, history, out, end_ms - HOUR_MS, late_s)
+    cold = analyze(master, monitor, history, out, end_ms - HOUR_MS, late_s)
     shutil.copytree(state, kept)
     runs = {"partitions": partitions, "generate_s": generate_s, "cold": cold}
-    runs["hourly"] = analyze(monitor, history, out, end_ms, late_s)
+    runs["hourly"] = analyze(master, monitor, history, out, end_ms, late_s)
     if java_options:
         shutil.rmtree(state)
         shutil.copytree(kept, state)
-        runs["hourly_variant"] = analyze(monitor, history, out, end_ms, late_s, java_options)
+        runs["hourly_variant"] = analyze(master, monitor, history, out, end_ms, late_s, java_options)
     if past_hours:
         shutil.rmtree(state)
         shutil.copytree(kept, state)
         runs["state_bytes"] = add_past_hours(state, past_hours)
-        runs["hourly_full_state"] = analyze(monitor, history, out, end_ms, late_s)
+        runs["hourly_full_state"] = analyze(master, monitor, history, out, end_ms, late_s)
     return runs
 
 
@@ -226,25 +237,31 @@ def add_past_hours(state: str, hours: int) -> int:
 def run_figures(run: Run) -> dict[str, Any]:
     return {
         "wall_s": run.tree.wall_s,
-        "cpu_s": run.tree.cpu_s,
-        "user_s": run.tree.user_s,
-        "sys_s": run.tree.sys_s,
+        "cpu_s": run.cpu_s,
+        "driver_cpu_s": run.tree.cpu_s,
+        "cluster_cpu_s": run.cluster_cpu_s,
+        "driver_user_s": run.tree.user_s,
+        "driver_sys_s": run.tree.sys_s,
         "samples_read": run.rows_read,
         "cpu_s_by_stage": run.cpu_by_stage(),
     }
 
 
 def show_run(label: str, run: Run) -> None:
+    driver = f"driver user {run.tree.user_s:.1f}, system {run.tree.sys_s:.1f}"
+    cluster = f"; cluster {run.cluster_cpu_s:.1f}" if run.cluster_cpu_s else ""
     print(
-        f"  {label}: wall {run.tree.wall_s:6.1f} s, CPU {run.tree.cpu_s:6.1f} s "
-        f"(user {run.tree.user_s:.1f}, system {run.tree.sys_s:.1f}), {run.rows_read:,} samples read",
+        f"  {label}: wall {run.tree.wall_s:6.1f} s, CPU {run.cpu_s:6.1f} s ({driver}{cluster}), "
+        f"{run.rows_read:,} samples read",
         flush=True,
     )
     by_stage = ", ".join(f"{name} {cpu:.1f}" for name, cpu in run.cpu_by_stage().items())
-    print(f"      CPU s by stage: {by_stage}", flush=True)
+    where = "the driver's" if run.cluster_cpu_s else "the"
+    print(f"      {where} CPU s by stage: {by_stage}", flush=True)
 
 
 def fleet(
+    master: Master,
     monitor: list[str],
     workdir: str,
     partitions: int,
@@ -258,12 +275,13 @@ def fleet(
     print(
         f"fleet: {partitions:,} partitions at {INTERVAL_S} s ({per_hour:,} samples an hour), "
         f"{span_ms(sample_lateness_s(roll_s)) / HOUR_MS:.2f} h of history in files of {roll_s} s (--late "
-        f"{sample_lateness_s(roll_s):g}); local[*], CPU of the whole process tree",
+        f"{sample_lateness_s(roll_s):g}); on {master.describe()}; CPU of the driver's whole process tree"
+        + (" and of the cluster" if master.cluster is not None else ""),
         flush=True,
     )
-    small = cold_then_hourly(monitor, workdir, FIXED_PARTITIONS, java_options, roll_s=roll_s)
+    small = cold_then_hourly(master, monitor, workdir, FIXED_PARTITIONS, java_options, roll_s=roll_s)
     show_run(f"fixed part: hourly run at {FIXED_PARTITIONS} partitions    ", small["hourly"])
-    big = cold_then_hourly(monitor, workdir, partitions, java_options, PAST_HOURS if full_state else 0, roll_s)
+    big = cold_then_hourly(master, monitor, workdir, partitions, java_options, PAST_HOURS if full_state else 0, roll_s)
     print(f"  generated in {big['generate_s']:.1f} s", flush=True)
     show_run("cold run (builds the state, as of end - 1 h)", big["cold"])
     show_run("hourly run (as of end)                      ", big["hourly"])
@@ -271,7 +289,7 @@ def fleet(
     if java_options:
         show_run(f"fixed part, driver JVM {java_options}", small["hourly_variant"])
         show_run(f"hourly run, driver JVM {java_options}", big["hourly_variant"])
-        hourly_s, fixed_s = big["hourly_variant"].tree.cpu_s, small["hourly_variant"].tree.cpu_s
+        hourly_s, fixed_s = big["hourly_variant"].cpu_s, small["hourly_variant"].cpu_s
         projected = fixed_s + (hourly_s - fixed_s) * PROJECTED_PARTITIONS / partitions
         figures["variant"] = {
             "java_options": java_options,
@@ -288,7 +306,7 @@ def fleet(
         )
     if full_state:
         full: Run = big["hourly_full_state"]
-        extra_s = full.tree.cpu_s - big["hourly"].tree.cpu_s
+        extra_s = full.cpu_s - big["hourly"].cpu_s
         partition_hours = PAST_HOURS * partitions
         show_run(f"hourly run, {PAST_HOURS} more closed hours in the state", full)
         print(
@@ -320,9 +338,9 @@ def fleet(
 
 def fleet_figures(partitions: int, big: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:
     hourly: Run = big["hourly"]
-    fixed_cpu_s = small["hourly"].tree.cpu_s
+    fixed_cpu_s = small["hourly"].cpu_s
     scale = PROJECTED_PARTITIONS / partitions
-    projected = fixed_cpu_s + (hourly.tree.cpu_s - fixed_cpu_s) * scale
+    projected = fixed_cpu_s + (hourly.cpu_s - fixed_cpu_s) * scale
     return {
         "partitions": partitions,
         "interval_s": INTERVAL_S,
@@ -334,11 +352,11 @@ def fleet_figures(partitions: int, big: dict[str, Any], small: dict[str, Any]) -
             "cold": run_figures(small["cold"]),
             "hourly": run_figures(small["hourly"]),
         },
-        "hourly_cpu_s": hourly.tree.cpu_s,
+        "hourly_cpu_s": hourly.cpu_s,
         "hourly_samples_read": hourly.rows_read,
-        "share_of_core_pct": hourly.tree.cpu_s / 3600 * 100,
+        "share_of_core_pct": hourly.cpu_s / 3600 * 100,
         "goal_share_of_core_pct": GOAL_SHARE_OF_CORE * 100,
-        "samples_read_per_cpu_s": hourly.rows_read / hourly.tree.cpu_s,
+        "samples_read_per_cpu_s": hourly.rows_read / hourly.cpu_s,
         "fixed_cpu_s": fixed_cpu_s,
         "projected_partitions": PROJECTED_PARTITIONS,
         "projected_cpu_s": projected,

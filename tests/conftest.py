@@ -22,7 +22,7 @@ KAFKA_FIXTURES = {"source", "target", "kafka_pair", "mirror_config", "sasl_pair"
 _LOG_PATHS: list[Path] = []
 
 # The suite's JVMs (brokers and their storage format runs, the Connect worker, MirrorMaker 2, Spark drivers, the
-# standalone cluster's daemons and executors: tests/support/spark_cluster.py) are short-lived, small-load ones,
+# standalone cluster's daemons and executors: harness/spark_cluster.py) are short-lived, small-load ones,
 # started ~40 times a run on 2 cores: C2's compilations cost them more CPU than its faster code gives back.
 # C1 alone (same Kafka, same Spark, same bytecode; only the JIT tier differs) measured: a broker's start to ready
 # 8.3 → 5.2 s of CPU, a `monitor analyze` of 1,152 rows 78 → 48 s. Set here, at import, so that every process a
@@ -260,8 +260,8 @@ def spark():
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
     """One real Spark standalone cluster (master + worker, 2 cores, 1 GiB) for the whole session; see
-    tests/support/spark_cluster.py. Drivers reach it with ``cluster.master_url`` and ``cluster.env()``."""
-    from .support.spark_cluster import SparkCluster
+    harness/spark_cluster.py. Drivers reach it with ``cluster.master_url`` and ``cluster.env()``."""
+    from harness.spark_cluster import SparkCluster
 
     cluster = SparkCluster(tmp_path_factory.mktemp("spark-cluster")).start()
     try:

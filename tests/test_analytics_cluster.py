@@ -1,4 +1,4 @@
-"""The analytics job on a real Spark standalone cluster (tests/support/spark_cluster.py): ``monitor analyze --master
+"""The analytics job on a real Spark standalone cluster (harness/spark_cluster.py): ``monitor analyze --master
 spark://…`` must write exactly the tables and summary that local[2] writes for the same generated history; the
 spark-submit entry point must run as a plain script."""
 

@@ -88,6 +88,7 @@ def test_every_bench_script_prints_its_json_line():
     helpers = {
         "__init__.py",
         "analytics_fleet.py",
+        "analytics_master.py",
         "analytics_sql.py",
         "common.py",
         "cputree.py",

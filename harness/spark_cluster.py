@@ -3,7 +3,7 @@
 Nothing is downloaded: pyspark ships ``bin/spark-class`` and every jar the standalone Master and Worker need.
 Used by the session fixture ``spark_cluster`` (tests/conftest.py) and by hand:
 
-    .venv/bin/python -m tests.support.spark_cluster        # prints the master URL, Ctrl-C stops both
+    .venv/bin/python -m harness.spark_cluster            # prints the master URL, Ctrl-C stops both
 
 Both processes die with the process that started them (harness/services.py: PR_SET_PDEATHSIG).
 Driver and executors run on this machine, so they share the filesystem (plain paths work for --history/--out)
@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pyspark
 
@@ -28,14 +29,15 @@ from mirrorwatch.localkafka.launcher import free_port
 SPARK_HOME = Path(pyspark.__file__).parent
 
 
-def spark_env(work: Path) -> dict[str, str]:
+def spark_env(work: Path, defaults: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for the cluster's processes and for drivers that talk to it. The daemons and the
     executors run with the test JVMs' options (tests/conftest.py: C1 only), through spark-defaults.conf in a
-    conf folder of the cluster's own."""
+    conf folder of the cluster's own, which also holds ``defaults`` (e.g. ``spark.executor.memory``)."""
     jvm_opts = os.environ.get("MIRRORWATCH_JVM_OPTS", "")
+    settings = {**({"spark.executor.defaultJavaOptions": jvm_opts} if jvm_opts else {}), **(defaults or {})}
     conf = work / "conf"
     conf.mkdir(parents=True, exist_ok=True)
-    (conf / "spark-defaults.conf").write_text(f"spark.executor.defaultJavaOptions {jvm_opts}\n" if jvm_opts else "")
+    (conf / "spark-defaults.conf").write_text("".join(f"{key} {value}\n" for key, value in settings.items()))
     return {
         **os.environ,
         "SPARK_CONF_DIR": str(conf),
@@ -53,17 +55,15 @@ def spark_env(work: Path) -> dict[str, str]:
 
 
 class SparkCluster:
-    def __init__(self, work: Path, cores: int = 2, memory: str = "1g"):
+    def __init__(self, work: Path, cores: int = 2, memory: str = "1g", defaults: dict[str, str] | None = None):
         self.work = work
-        self.cores, self.memory = cores, memory
+        self.cores, self.memory, self.defaults = cores, memory, defaults
         self.port, self.ui_port, self.worker_ui_port = free_port(), free_port(), free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self.services: list[Service] = []
 
     def _start(self, name: str, main_class: str, *args: str) -> Service:
-        service = Service(
-            name, [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], self.work, env=spark_env(self.work)
-        )
+        service = Service(name, [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], self.work, env=self.env())
         self.services.append(service)
         return service
 
@@ -106,10 +106,11 @@ class SparkCluster:
         self.stop()
         raise RuntimeError(f"no worker registered with {self.master_url} within {timeout_s:g} s")
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """The master's own JSON status page (workers, running and completed applications)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as response:
-            return json.load(response)
+            state: dict[str, Any] = json.load(response)
+        return state
 
     def alive_workers(self) -> int:
         try:
@@ -120,7 +121,7 @@ class SparkCluster:
             return 0
 
     def env(self) -> dict[str, str]:
-        return spark_env(self.work)
+        return spark_env(self.work, self.defaults)
 
     def stop(self) -> None:
         for service in reversed(self.services):
