@@ -224,3 +224,21 @@ def test_the_cases_are_in_the_history(runs):
     assert {r["mirror"] for r in pq.read_table(scratch / "slo_by_topic").to_pylist()} == {"mm2", "mirrorwatch"}
     assert {r["partition"] for r in pq.read_table(scratch / "lag_hourly").to_pylist()} == {0, 1, 2}
     assert len({r["bucket_start"].date() for r in pq.read_table(scratch / "lag_daily").to_pylist()}) == 2
+
+
+def test_sketch_tables_are_written_in_small_row_groups(spark, tmp_path):
+    """A day of a 10,000-partition fleet's sketches is a table of 100 MB or more; written as one row group it failed
+    a 1 GiB executor with OutOfMemoryError on reading. Here 3,000 rows of 5 kB of random text (~15 MB, which the
+    writer's default would keep in one row group)."""
+    from pyspark.sql import functions as F
+
+    from mirrorwatch.monitor.analytics.incremental import SKETCH_ROW_GROUP_BYTES, write_sketch_table
+
+    rows = spark.range(3000).select("id", F.expr("cast(randstr(5000, id) as binary)").alias("sketch"))
+    write_sketch_table(rows, str(tmp_path / "sketches"))
+    (written,) = (tmp_path / "sketches").glob("*.parquet")
+    meta = pq.ParquetFile(written).metadata
+    sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
+    assert meta.num_rows == 3000
+    assert len(sizes) >= 2, sizes
+    assert max(sizes) <= 2 * SKETCH_ROW_GROUP_BYTES, sizes

@@ -26,6 +26,16 @@ from .inputs import HistoryFiles, HistoryUnavailable, lag_root
 from .prepare import enrich, history_spark_schema, read_samples, sample_rows
 
 CARRY_COLUMNS = [*SERIES_KEYS, "ts_ms", "true_lag", "committed_lag", "time_lag_s", "status", "median_spacing_ms"]
+# A sketch row holds four KLL sketches, ~13 KB before compression at 5-s sampling, so one hour or one day of 10,000
+# partitions is a table of 130 MB or more. A Parquet reader holds a whole row group's column chunk in one heap
+# buffer: at the writer's default row group (128 MB) that failed a 1 GiB executor with OutOfMemoryError.
+# Small row groups keep each reader's buffer small, and let Spark split the file between tasks.
+SKETCH_ROW_GROUP_BYTES = 8 * 1024 * 1024
+
+
+def write_sketch_table(rows: DataFrame, uri: str) -> None:
+    """One Parquet file of sketch rows, in row groups of about ``SKETCH_ROW_GROUP_BYTES``."""
+    rows.coalesce(1).write.mode("overwrite").option("parquet.block.size", SKETCH_ROW_GROUP_BYTES).parquet(uri)
 
 
 @dataclass
@@ -230,12 +240,12 @@ def _write_sketches(
     day_end = F.col("day_ms") + DAY_MS
     closing = (day_end <= boundary) & (day_end > F.lit(old.boundary_ms if old else -(2**62)))
     days = pt.merge_sketches(sketches.filter(closing), [*SERIES_KEYS, "day_ms"])
-    days.coalesce(1).write.mode("overwrite").parquet(f"{folder}/days")
+    write_sketch_table(days, f"{folder}/days")
     open_day = boundary // DAY_MS * DAY_MS
     if open_day == boundary:  # at midnight: no hour of the open day is closed yet
         return None
     own = pt.sketch_rows(run_partials).filter((F.col("hour_ms") >= open_day) & (F.col("hour_ms") < boundary))
-    own.coalesce(1).write.mode("overwrite").parquet(f"{folder}/hour_sketches")
+    write_sketch_table(own, f"{folder}/hour_sketches")
     return open_day
 
 
