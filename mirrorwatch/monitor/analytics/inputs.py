@@ -13,9 +13,10 @@ Corruption inside data pages of a remote file is not visible in the footer; for 
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -26,6 +27,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 MAGIC = b"PAR1"
+# Spark's shuffle partitions per byte of history read. ``monitor analyze`` starts with 4 (right for the hours a
+# scheduled run reads), but a task holds its shuffle partition's samples in the per-series windows and the cached
+# derived columns: with 4, a cold run over 50 M samples (12.5 M a task) failed 2 GiB executors. 32 MB is 1 to 3 M
+# samples (the monitor writes ~20 bytes a sample, compaction ~10), what 4 partitions held at 10 M.
+HISTORY_BYTES_PER_SHUFFLE_PARTITION = 32 * 1024 * 1024
 
 
 class HistoryUnavailable(Exception):
@@ -36,6 +42,7 @@ class HistoryUnavailable(Exception):
 class HistoryFiles:
     good: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (uri, reason)
+    read_bytes: float = 0.0  # of the good files, what falls in the period (``day_share``)
 
 
 def lag_root(history_uri: str) -> str:
@@ -66,6 +73,24 @@ def within_period(uri: str, start: datetime | None, end: datetime | None) -> boo
     if day is None:
         return True
     return (start is None or day >= start.date()) and (end is None or day <= end.date())
+
+
+def day_share(uri: str, start: datetime | None, end: datetime | None) -> float:
+    """The share of the file's UTC day (its ``date=`` folder) inside [start, end): the part of the file a run reads,
+    taking its samples as spread over the day. 1 for a file without a date folder."""
+    day = date_of(uri)
+    if day is None:
+        return 1.0
+    day_start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    day_end = day_start + timedelta(days=1)
+    low = max(day_start, start) if start is not None else day_start
+    high = min(day_end, end) if end is not None else day_end
+    return max(0.0, (high - low) / timedelta(days=1))
+
+
+def shuffle_partitions(configured: int, read_bytes: float) -> int:
+    """The configured count, or one per ``HISTORY_BYTES_PER_SHUFFLE_PARTITION`` of history read if that is more."""
+    return max(configured, math.ceil(read_bytes / HISTORY_BYTES_PER_SHUFFLE_PARTITION))
 
 
 def footer_problem(head: bytes, tail: bytes, length: int) -> str | None:
@@ -122,4 +147,5 @@ def find_history_files(
             result.skipped.append((f.uri, problem))
         else:
             result.good.append(f.uri)
+            result.read_bytes += f.length * day_share(f.uri, start, end)
     return result

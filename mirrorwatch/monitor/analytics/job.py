@@ -26,7 +26,14 @@ from .definitions import (
     PARTITION_KEYS,
     TOPIC_KEYS,
 )
-from .inputs import HistoryFiles, HistoryUnavailable, find_history_files, lag_root, local_path
+from .inputs import (
+    HistoryFiles,
+    HistoryUnavailable,
+    find_history_files,
+    lag_root,
+    local_path,
+    shuffle_partitions,
+)
 from .progress import Progress
 from .session import spark_session
 
@@ -123,17 +130,38 @@ def single_file(table: DataFrame) -> DataFrame:
     return table.coalesce(1)
 
 
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
 def run_analysis(spark: SparkSession, settings: AnalysisSettings, progress: Progress) -> dict[str, Any]:
-    from .hadoopfs import HadoopFS
-    from .incremental import summarise
-    from .partials import flow_mirrors
+    """The whole run on ``spark``. The shuffle partitions grow with the history read (``inputs.shuffle_partitions``)
+    for this run only."""
+
+    configured = spark.conf.get(SHUFFLE_PARTITIONS) or "200"  # Spark's own default if nobody set one
 
     def history_files(start: datetime | None, end: datetime | None) -> HistoryFiles:
         with progress.stage("checking history files"):
             files = find_history_files(spark, settings.history_uri, start, end)
         for uri, reason in files.skipped:
             progress.warn(f"skipping corrupt Parquet file {uri}: {reason}")
+        spark.conf.set(SHUFFLE_PARTITIONS, str(shuffle_partitions(int(configured), files.read_bytes)))
         return files
+
+    try:
+        return _run_analysis(spark, settings, progress, history_files)
+    finally:
+        spark.conf.set(SHUFFLE_PARTITIONS, configured)  # a shared session (tests, notebooks) gets its own back
+
+
+def _run_analysis(
+    spark: SparkSession,
+    settings: AnalysisSettings,
+    progress: Progress,
+    history_files: Callable[[datetime | None, datetime | None], HistoryFiles],
+) -> dict[str, Any]:
+    from .hadoopfs import HadoopFS
+    from .incremental import summarise
+    from .partials import flow_mirrors
 
     out = settings.out_uri.rstrip("/")
     schemas: dict[
