@@ -234,7 +234,7 @@ def test_sketch_tables_are_written_in_small_row_groups(spark, tmp_path):
 
     from mirrorwatch.monitor.analytics.incremental import SKETCH_ROW_GROUP_BYTES, write_sketch_table
 
-    rows = spark.range(3000).select("id", F.expr("cast(randstr(5000, id) as binary)").alias("sketch"))
+    rows = spark.range(3000).select("id", F.expr("cast(randstr(5000) as binary)").alias("sketch"))
     write_sketch_table(rows, str(tmp_path / "sketches"))
     (written,) = (tmp_path / "sketches").glob("*.parquet")
     meta = pq.ParquetFile(written).metadata
