@@ -30,7 +30,9 @@ MAGIC = b"PAR1"
 # Spark's shuffle partitions per byte of history read. ``monitor analyze`` starts with 4 (right for the hours a
 # scheduled run reads), but a task holds its shuffle partition's samples in the per-series windows and the cached
 # derived columns: with 4, a cold run over 50 M samples (12.5 M a task) failed 2 GiB executors. 32 MB is 1 to 3 M
-# samples (the monitor writes ~20 bytes a sample, compaction ~10), what 4 partitions held at 10 M.
+# samples (the monitor writes ~20 bytes a sample, compaction ~10), what 4 partitions held at 10 M. Not the whole
+# answer: adaptive execution coalesces partitions back to ~64 MB of shuffle data, and that 50 M-sample run still
+# failed (BENCHMARKS.md, the standalone cluster's section).
 HISTORY_BYTES_PER_SHUFFLE_PARTITION = 32 * 1024 * 1024
 
 
