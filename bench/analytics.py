@@ -30,7 +30,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from .analytics_fleet import fleet
+from .analytics_fleet import INTERVAL_S, TOPICS, fleet, topic_names
 from .analytics_master import Master, Measured
 from .jsonline import BenchRun
 
@@ -102,16 +102,12 @@ def timed(measured: Measured, name: str) -> dict[str, Any]:
     }
 
 
-SHAPE_TOPICS, SHAPE_INTERVAL_S = 20, 5
-
-
 def fleet_shape(samples: int, span_days: float) -> list[str]:
     """generate-history's options for ``samples`` spanning about ``span_days``: a from-scratch run holds each
     partition's whole period in one window partition, so the span, not only the count, sets what it needs."""
-    per_partition = span_days * 86_400 / SHAPE_INTERVAL_S
-    per_topic = max(1, round(samples / per_partition / SHAPE_TOPICS))
-    topics = ",".join(f"t{i:02d}" for i in range(SHAPE_TOPICS))
-    return ["--interval", str(SHAPE_INTERVAL_S), "--topics", topics, "--partitions", str(per_topic)]
+    per_partition = span_days * 86_400 / INTERVAL_S
+    per_topic = max(1, round(samples / per_partition / TOPICS))
+    return ["--interval", str(INTERVAL_S), "--topics", topic_names(TOPICS), "--partitions", str(per_topic)]
 
 
 def measure(args: argparse.Namespace, master: Master, monitor: list[str], figures: dict[str, Any]) -> None:

@@ -97,10 +97,15 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def topic_names(count: int) -> str:
+    """generate-history's ``--topics`` for a fleet's history: t00, t01, ..."""
+    return ",".join(f"t{i:02d}" for i in range(count))
+
+
 def generate(monitor: list[str], history: str, partitions: int, roll_s: int) -> float:
     topics = TOPICS if partitions >= TOPICS else 2
     per_topic = -(-partitions // topics)
-    names = ",".join(f"t{i:02d}" for i in range(topics))
+    names = topic_names(topics)
     shutil.rmtree(history, ignore_errors=True)
     argv = ["generate-history", "--out", history, "--start", iso(int(START.timestamp() * 1000))]
     argv += ["--days", f"{span_ms(sample_lateness_s(roll_s)) / 86_400_000!r}", "--interval", str(INTERVAL_S)]
