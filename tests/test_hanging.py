@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorwatch.mirror.hanging import Claim, HangingWatch, Verdict, claim_metadata, parse_claim, verdict
+from mirrorwatch.mirror.hanging import (
+    Claim,
+    HangingWatch,
+    Verdict,
+    claim_decided,
+    claim_metadata,
+    parse_claim,
+    verdict,
+)
 
 OURS = Claim(target_offset=10, rewind_to=100, writer="ours")
 THEIRS = Claim(target_offset=10, rewind_to=100, writer="theirs")
@@ -48,6 +56,46 @@ def test_a_claim_reads_back_as_written(metadata, claim):
 )
 def test_what_an_open_transaction_means_for_a_partition(stable, claim, taken, written, expected):
     assert verdict(stable, claim, "ours", taken, written) == expected
+
+
+@pytest.mark.parametrize(
+    "stable, claim, taken, expected",
+    [
+        (None, OURS, False, Verdict.REWIND),  # nothing open, the claimed record not there: it ended aborted
+        (11, OURS, False, Verdict.REWIND),  # another transaction open after it: it ended aborted all the same
+        (None, THEIRS, False, Verdict.REWIND),  # whoever committed it: the records are gone, mirror them again
+        (None, OURS, True, Verdict.REWIND),
+    ],
+)
+def test_a_claimed_record_read_back_and_not_found_starts_before_it(stable, claim, taken, expected):
+    assert verdict(stable, claim, "ours", taken, claim_aborted=True) == expected
+
+
+@pytest.mark.parametrize(
+    "open_at, claim, decided",
+    [
+        (None, OURS, True),  # nothing open: the claimed record's transaction has ended
+        ((11, 20), OURS, True),  # the open one starts after the claimed record
+        ((10, 20), OURS, False),  # open from the claimed record: not ended
+        ((3, 20), OURS, False),
+        ((-1, -1), OURS, False),  # not known
+        (None, None, False),  # no claim: nothing to read back
+    ],
+)
+def test_a_claimed_record_is_read_back_only_once_its_transaction_has_ended(open_at, claim, decided):
+    assert claim_decided(open_at, claim) is decided
+
+
+def test_a_successor_whose_claimed_record_ended_aborted_starts_before_it():
+    """Issue 34's plan in a fresh-clone run: the predecessor took a partition whose committed transaction Kafka left
+    open, wrote there, and was killed before committing; its successor's init_transactions aborted what it left, and
+    that marker ended the committed one too. The successor took nothing itself: only the read-back tells it."""
+    watch = HangingWatch("ours", 60.0)
+    key = ("t", 0)
+    assert watch.decide(key, None, OURS, 120, now=0.0, claim_aborted=True) == 100
+    unknown = Claim(10, -1, "ours")
+    assert watch.decide(key, None, unknown, 120, now=1.0, claim_aborted=True) is None  # never a guess
+    assert watch.decide(key, None, OURS, 120, now=2.0) == 120  # read back and there: its position stands
 
 
 def test_a_taken_partition_is_ours_until_a_commit_writes_past_its_claim():

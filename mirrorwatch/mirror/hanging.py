@@ -21,16 +21,22 @@ compared with the claim (:func:`verdict`):
 
 If a transaction of ours that wrote to such a partition is aborted before it commits, its abort marker ends the
 open one as aborted too: the committed records are gone from the target, and the partition starts again from the
-claim's earlier position (:meth:`HangingWatch.decide`). docs/exactly-once.md, "Known limits", says what is left.
+claim's earlier position (:meth:`HangingWatch.decide`). A successor process remembers nothing of what its
+predecessor took (its own init_transactions writes that abort marker), so once the transaction a claim reaches
+into has ended, the claimed record is read back (:func:`aborted_claims`): a read_committed reader that does not
+find it at its offset means it ended aborted, and the partition starts again from the claim's earlier position too.
+docs/exactly-once.md, "Known limits", says what is left.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from ..core.clients import refresh_leader_epochs
@@ -77,17 +83,31 @@ class Verdict(Enum):
     TAKE_COMMITTED = "take-committed"  # open, and committed by us: start; our next commit there ends it committed
     WAIT_COMMITTED = "wait-committed"  # open, and committed by another transactional id: wait, never abort it
     WAIT = "wait"  # open, holding nothing we committed: wait for it to end (a hanging one is aborted by a person)
-    REWIND = "rewind"  # we took a committed open one and it ended without our commit: start again before it
+    REWIND = "rewind"  # the records our position claims ended aborted: start again before them
+
+
+def claim_decided(open_at: OpenAt | None, claim: Claim | None) -> bool:
+    """Whether the transaction that wrote the claimed record has ended (no transaction open on the partition, or
+    the open one starts after that record): whether reading the record back can tell how it ended (pure)."""
+    return claim is not None and (open_at is None or open_at[0] > claim.target_offset)
 
 
 def verdict(
-    stable_offset: int | None, claim: Claim | None, ours: str, taken: bool, written_since: bool = False
+    stable_offset: int | None,
+    claim: Claim | None,
+    ours: str,
+    taken: bool,
+    written_since: bool = False,
+    claim_aborted: bool = False,
 ) -> Verdict:
     """What to do with a partition whose position was read (pure). ``stable_offset``: the partition's last stable
     offset when a transaction is open there (-1: the check could not be made), None when none is open. ``taken``:
     this process took the partition before on TAKE_COMMITTED and has not committed there since; ``written_since``:
     the partition's end has grown since it was taken (a transaction of ours wrote there and was then aborted: its
-    abort marker, perhaps not written yet, ends the open one as aborted too)."""
+    abort marker, perhaps not written yet, ends the open one as aborted too); ``claim_aborted``: a read_committed
+    reader does not see the claimed record at its offset (its transaction ended aborted)."""
+    if claim_aborted:
+        return Verdict.REWIND
     held_by_claim = claim is not None and stable_offset is not None and 0 <= stable_offset <= claim.target_offset
     if taken and (stable_offset is None or (held_by_claim and written_since)):
         return Verdict.REWIND
@@ -112,21 +132,34 @@ class HangingWatch:
         # loop: replaced, never mutated
         self.taken: dict[Key, tuple[Claim, int]] = {}
 
-    def decide(self, key: Key, open_at: OpenAt | None, claim: Claim | None, position: int, now: float) -> int | None:
+    def decide(
+        self,
+        key: Key,
+        open_at: OpenAt | None,
+        claim: Claim | None,
+        position: int,
+        now: float,
+        claim_aborted: bool = False,
+    ) -> int | None:
         """Where the partition starts, or None while it waits (saying so once, at ERROR, once it hangs).
-        ``open_at``: the partition's (last stable offset, end) while a transaction is open there, else None."""
+        ``open_at``: the partition's (last stable offset, end) while a transaction is open there, else None;
+        ``claim_aborted``: the record the position claims was read back and is not there (:func:`aborted_claims`)."""
         stable_offset = None if open_at is None else open_at[0]
         end = -1 if open_at is None else open_at[1]
         taken_claim, taken_end = self.taken.get(key, (None, -1))
         taken = taken_claim is not None
         written_since = taken and end > taken_end >= 0
-        outcome = verdict(stable_offset, taken_claim or claim, self.transactional_id, taken, written_since)
+        outcome = verdict(
+            stable_offset, taken_claim or claim, self.transactional_id, taken, written_since, claim_aborted
+        )
         if outcome in (Verdict.WAIT, Verdict.WAIT_COMMITTED):
             assert stable_offset is not None
             self._waiting(key, stable_offset, claim if outcome == Verdict.WAIT_COMMITTED else None, now)
             return None
         if outcome == Verdict.REWIND:
-            return self._rewound(key)
+            rewound_claim = taken_claim or claim
+            assert rewound_claim is not None  # REWIND comes of a claim: taken, or read back
+            return self._rewound(key, rewound_claim)
         self._open_since.pop(key, None)
         self._said.discard(key)
         if outcome == Verdict.START:
@@ -144,8 +177,7 @@ class HangingWatch:
         if done:
             self.taken = {key: taken for key, taken in self.taken.items() if key not in done}
 
-    def _rewound(self, key: Key) -> int | None:
-        claim, _ = self.taken[key]
+    def _rewound(self, key: Key, claim: Claim) -> int | None:
         topic, partition = key
         if claim.rewind_to < 0:  # kept taken: it waits for good, said once
             if key in self._said:
@@ -162,10 +194,12 @@ class HangingWatch:
             return None
         self.taken = {k: c for k, c in self.taken.items() if k != key}
         log.warning(
-            "exactly-once: the committed transaction left open on %s[%d] ended aborted (with one of ours, or by "
-            "hand): its records are gone from the target; mirroring them again from %d",
+            "exactly-once: the committed transaction whose records our position on %s[%d] claims (up to offset %d) "
+            "ended aborted (with one of ours, or by hand): its records are gone from the target; mirroring them "
+            "again from %d",
             topic,
             partition,
+            claim.target_offset,
             claim.rewind_to,
         )
         return claim.rewind_to
@@ -236,3 +270,36 @@ def open_transactions(admin: AdminClient, keys: list[Key]) -> dict[Key, OpenAt]:
 
     stable, ends = offsets(IsolationLevel.READ_COMMITTED), offsets(IsolationLevel.READ_UNCOMMITTED)
     return {key: (stable[key], ends[key]) for key in keys if stable[key] < ends[key]}
+
+
+def aborted_claims(new_reader: Callable[[], Consumer], claimed: dict[Key, int], timeout_s: float) -> set[Key]:
+    """Of these target partitions (each with the offset of the record its position claims, below the last stable
+    offset), those where a read_committed reader does not find that record: the transaction that wrote it ended
+    aborted (it skips to a later record, or to the end). A record gone by retention counts as there: nothing can be
+    mirrored again from before the log's start. Raises when a partition gives no answer within ``timeout_s``."""
+    if not claimed:
+        return set()
+    reader = new_reader()  # read_committed, assign-only, with enable.partition.eof and auto.offset.reset=error
+    pending, aborted = dict(claimed), set()
+    try:
+        reader.assign([TopicPartition(topic, partition, offset) for (topic, partition), offset in claimed.items()])
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for msg in reader.consume(len(pending), 0.2):
+                key = (str(msg.topic()), int(msg.partition() or 0))
+                if key not in pending:
+                    continue
+                error = msg.error()
+                if error is not None and error.code() not in (KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET):
+                    raise KafkaException(error)
+                at_end = error is not None and error.code() == KafkaError._PARTITION_EOF
+                if at_end or (error is None and (msg.offset() or 0) > pending[key]):
+                    aborted.add(key)
+                del pending[key]
+    finally:
+        reader.close()
+    if pending:
+        raise TimeoutError(
+            f"no answer within {timeout_s:.0f} s reading back {', '.join(f'{t}[{p}]' for t, p in pending)}"
+        )
+    return aborted

@@ -36,7 +36,7 @@ from ..core.clients import make_consumer
 from ..core.naming import positions_group
 from .consumer_guard import STATS_INTERVAL_MS
 from .engine_state import EngineState
-from .hanging import UNKNOWN, HangingWatch, OpenAt, parse_claim
+from .hanging import UNKNOWN, HangingWatch, OpenAt, claim_decided, parse_claim
 from .partition_state import PartitionState
 
 log = logging.getLogger("mirrorwatch.mirror")
@@ -79,12 +79,15 @@ class PositionReads:
         retrying: Callable[..., None],
         open_transactions: Callable[[list[Key]], dict[Key, OpenAt]] | None = None,
         hanging: HangingWatch | None = None,
+        aborted_claims: Callable[[dict[Key, int]], set[Key]] | None = None,
     ) -> None:
         self.new_consumer = new_consumer  # a read_committed consumer of the positions group that never subscribes
         self.retrying = retrying  # the engine's: a warning, unless the cluster watch already said the target is away
         # target partitions with a transaction still open on them, each with its last stable offset (see _ask)
         self.open_transactions = open_transactions
         self.hanging = hanging or HangingWatch("", DEFAULT_HANGING_AFTER_S)
+        # of target partitions with the offset their position claims, those whose claimed record ended aborted
+        self.aborted_claims = aborted_claims
         self._claims: dict[Key, str | None] = {}  # answered positions' metadata, until the data loop starts them
         self.wanted: dict[Key, int] = {}  # partition → token of the assignment that wants it
         self._token = 0
@@ -210,7 +213,8 @@ class PositionReads:
         is aborted by our init_transactions, but Kafka can leave it open for good on a partition, its markers never
         written (hanging.py says when, and how a committed one is told from an aborted one). Such a partition waits
         until the transaction ends; so does every partition asked when the check cannot be made (the target away):
-        never a guess."""
+        never a guess. Where the transaction that wrote the record a position claims has ended, the record is read
+        back: one that ended aborted starts again from before it."""
         if not positions:
             return
         try:
@@ -218,9 +222,20 @@ class PositionReads:
         except Exception as exc:
             self.retrying("exactly-once: checking the target for open transactions (will retry): %s", exc)
             still_open = dict.fromkeys(positions, UNKNOWN)
+        claims = {key: parse_claim(metadata) for key, (_, metadata) in positions.items()}
+        decided = {
+            key: claim.target_offset
+            for key, claim in claims.items()
+            if claim is not None and claim_decided(still_open.get(key), claim)
+        }
+        try:
+            aborted = self.aborted_claims(decided) if self.aborted_claims else set()
+        except Exception as exc:  # not known how their transactions ended: they wait, never a guess
+            self.retrying("exactly-once: reading back the records our positions claim (will retry): %s", exc)
+            aborted, still_open = set(), {**still_open, **dict.fromkeys(decided, UNKNOWN)}
         now = time.monotonic()
         for key, (offset, metadata) in positions.items():
-            start = self.hanging.decide(key, still_open.get(key), parse_claim(metadata), offset, now)
+            start = self.hanging.decide(key, still_open.get(key), claims[key], offset, now, key in aborted)
             if start is None:
                 self._answers.put((key, asked[key], -1, HELD))
                 continue

@@ -41,7 +41,15 @@ from ..core.naming import positions_group, transactional_id
 from .acknowledgement import MirrorFailure
 from .bounded_calls import CallHung, call_bounded
 from .commit_rounds import CommitRounds
-from .hanging import HANGING_MARGIN_S, Claim, HangingWatch, claim_metadata, open_transactions
+from .hanging import (
+    HANGING_MARGIN_S,
+    OFFSETS_TIMEOUT_S,
+    Claim,
+    HangingWatch,
+    aborted_claims,
+    claim_metadata,
+    open_transactions,
+)
 from .partition_state import PartitionState
 from .positions import PositionReads, PositionsGroup
 
@@ -80,6 +88,10 @@ def transaction_failure(code: int, fatal: bool) -> str:
     return "fenced" if fatal or code == KafkaError._FATAL else "abort"
 
 
+# reads back the record a position claims (hanging.aborted_claims): no group, one record per partition is enough
+CLAIM_READER = {"enable.partition.eof": True, "auto.offset.reset": "error", "max.partition.fetch.bytes": 65536}
+
+
 class TransactionRefused(MirrorFailure):
     """Exactly-once cannot go on: fenced again and again (another process with our transactional id); exits 5."""
 
@@ -100,6 +112,9 @@ class ExactlyOnce(PositionsGroup):
                 self._retrying,
                 lambda keys: open_transactions(self.target_admin, keys),
                 HangingWatch(self.transactional_id, self.settings.transaction_timeout_s + HANGING_MARGIN_S),
+                lambda claimed: aborted_claims(
+                    lambda: make_consumer(target, client_id, None, **CLAIM_READER), claimed, OFFSETS_TIMEOUT_S
+                ),
             )
         # What the engine publishes about its progress (offset syncs, the source group's commit) trails by one
         # transaction: commit_transaction() returns once the coordinator has decided, and the markers that make the
