@@ -26,9 +26,9 @@ CONNECT_GROUP = "mirrormaker2-cluster"
 SOURCE_CONNECTOR = f"{SOURCE_ALIAS}->{TARGET_ALIAS}.MirrorSourceConnector"
 CHECKPOINT_CONNECTOR = f"{SOURCE_ALIAS}->{TARGET_ALIAS}.MirrorCheckpointConnector"
 HEARTBEAT_CONNECTOR = f"{SOURCE_ALIAS}->{TARGET_ALIAS}.MirrorHeartbeatConnector"
-# short enough for a test to see a new group discovered, long enough to see it "not yet discovered" first (the
-# checks in between take ~10 s on a loaded 2-core machine)
-REFRESH_GROUPS_S = 30
+# short enough for a test to see a new group discovered, long enough to see it "not yet discovered" first: the
+# checks in between take ~10 s on a quiet 2-core machine, and took over 30 s under the whole suite
+REFRESH_GROUPS_S = 60
 
 
 @dataclass

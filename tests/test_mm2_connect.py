@@ -92,9 +92,10 @@ def _failover_check(path, group):
 
 
 def test_a_new_group_is_not_yet_discovered_until_mm2_refreshes(mm2_connect, tmp_path):
-    """MM2 finds new groups only every refresh.groups.interval.seconds (20 s here, 10 min by default). A group that
-    committed after MM2's last refresh is "not yet discovered by MM2 (next refresh within N s)" in the monitor's
-    coverage and in the failover check, not a broken checkpoint; after MM2's next refresh it is translated."""
+    """MM2 finds new groups only every refresh.groups.interval.seconds (60 s here: harness/connect_mm2.py; 10 min by
+    default). A group that committed after MM2's last refresh is "not yet discovered by MM2 (next refresh within N
+    s)" in the monitor's coverage and in the failover check, not a broken checkpoint; after MM2's next refresh it is
+    translated."""
     env, path = mm2_connect, _write(mm2_connect, tmp_path)
     produce_numbered(env.source.bootstrap, env.fo_topic, 40, partitions=2, start=100)
     ends = end_offsets(env.source.bootstrap, env.fo_topic)
