@@ -248,8 +248,7 @@ def test_a_successor_reads_back_what_its_positions_claim_and_mirrors_again_what_
     from before the log's start): both start at their positions."""
     from confluent_kafka.admin import AdminClient
 
-    from mirrorwatch.mirror.hanging import Claim, aborted_claims, claim_metadata
-    from mirrorwatch.mirror.transactions import CLAIM_READER
+    from mirrorwatch.mirror.hanging import CLAIM_READER, Claim, aborted_claims, claim_metadata
 
     create_topic(target.bootstrap, topic_name, 4)
     producer = Producer({"bootstrap.servers": target.bootstrap, "transactional.id": f"{topic_name}-writer"})

@@ -52,6 +52,9 @@ CLAIM_PREFIX = "mirrorwatch-claim:"
 # markers: a transaction still open this long has outlived its timeout
 HANGING_MARGIN_S = 30.0
 OFFSETS_TIMEOUT_S = 5.0
+# the consumer settings aborted_claims relies on (with no group, read_committed: core.clients.make_consumer): the
+# end of a partition is an event, an offset gone by retention an error rather than a jump; one record is enough
+CLAIM_READER = {"enable.partition.eof": True, "auto.offset.reset": "error", "max.partition.fetch.bytes": 65536}
 
 
 @dataclass(frozen=True)
@@ -279,16 +282,17 @@ def aborted_claims(new_reader: Callable[[], Consumer], claimed: dict[Key, int], 
     mirrored again from before the log's start. Raises when a partition gives no answer within ``timeout_s``."""
     if not claimed:
         return set()
-    reader = new_reader()  # read_committed, assign-only, with enable.partition.eof and auto.offset.reset=error
+    reader = new_reader()  # read_committed, assign-only, with CLAIM_READER's settings
     pending, aborted = dict(claimed), set()
     try:
         reader.assign([TopicPartition(topic, partition, offset) for (topic, partition), offset in claimed.items()])
         deadline = time.monotonic() + timeout_s
         while pending and time.monotonic() < deadline:
             for msg in reader.consume(len(pending), 0.2):
-                key = (str(msg.topic()), int(msg.partition() or 0))
-                if key not in pending:
-                    continue
+                topic, partition = msg.topic(), msg.partition()
+                if topic is None or partition is None or (topic, partition) not in pending:
+                    continue  # a client-level event (no partition), or a partition already told
+                key = (topic, partition)
                 error = msg.error()
                 if error is not None and error.code() not in (KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET):
                     raise KafkaException(error)

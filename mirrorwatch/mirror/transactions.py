@@ -42,6 +42,7 @@ from .acknowledgement import MirrorFailure
 from .bounded_calls import CallHung, call_bounded
 from .commit_rounds import CommitRounds
 from .hanging import (
+    CLAIM_READER,
     HANGING_MARGIN_S,
     OFFSETS_TIMEOUT_S,
     Claim,
@@ -86,10 +87,6 @@ def transaction_failure(code: int, fatal: bool) -> str:
     if code in RECORD_REFUSED:
         return "record"
     return "fenced" if fatal or code == KafkaError._FATAL else "abort"
-
-
-# reads back the record a position claims (hanging.aborted_claims): no group, one record per partition is enough
-CLAIM_READER = {"enable.partition.eof": True, "auto.offset.reset": "error", "max.partition.fetch.bytes": 65536}
 
 
 class TransactionRefused(MirrorFailure):
