@@ -128,8 +128,9 @@ class TruthPoller(threading.Thread):
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # confluent-kafka ships it unannotated
         request = {TopicPartition(t[column], p): latest for t in self.topics.values() for p in range(self.partitions)}
         asked_ms = int(time.time() * 1000)
-        admin = self._admins.get(side) or AdminClient({"bootstrap.servers": self.bootstrap[side], "log_level": 0})
-        self._admins[side] = admin
+        admin = self._admins.get(side)
+        if admin is None:  # not ``get() or ...``: a client with no request queued has length 0, so it is falsy
+            admin = self._admins[side] = AdminClient({"bootstrap.servers": self.bootstrap[side], "log_level": 0})
         try:
             # Metadata first: librdkafka 2.16's admin ListOffsets sends the leader epoch it has cached, and after a
             # leader change it retried FENCED_LEADER_EPOCH in a busy loop until the request timed out (a core per
