@@ -9,7 +9,7 @@ import pytest
 
 from bench.soak_check import check
 from tests.support.exactly_once import Delivery, delivery
-from tests.support.oracle import Verdict, judge, parse
+from tests.support.oracle import Unbroken, Verdict, judge, parse
 
 # ------------------------------------------------------------------ the fault suite's oracle
 ACKED = {"a": 3, "b": 2}
@@ -35,6 +35,27 @@ def test_the_oracle_catches_each_planted_fault(case, received, acknowledged, exp
     verdict = judge(acknowledged, received)
     assert (verdict.records, verdict.lost, verdict.duplicates, verdict.order_violations, verdict.gaps) == expected
     assert verdict.exact == (expected[1:] == (0, 0, 0, 0))
+
+
+@pytest.mark.parametrize(
+    "received, acknowledged",
+    [
+        (CLEAN, ACKED),
+        (CLEAN[:2] + CLEAN[3:], ACKED),
+        (CLEAN[:3], ACKED),
+        ([("a", 2), ("a", 1), ("a", 0)] + CLEAN[3:], ACKED),  # out of order, complete
+        ([("a", 0), ("a", 2)] + CLEAN[3:], ACKED),  # a hole below the last one received
+        ([("a", 0), ("a", 1), ("a", 1)], {"a": 2}),  # a duplicate
+        ([("a", 0), ("a", 1), ("a", 2)], {"a": 2}),  # more than acknowledged (written after the snapshot)
+        ([], {"a": 0}),
+        ([], ACKED),
+    ],
+)
+def test_the_waits_shortcut_agrees_with_the_oracle_on_what_is_lost(received, acknowledged):
+    unbroken = Unbroken()
+    for key, number in received:
+        unbroken.add(key, number)
+    assert unbroken.holds_all(acknowledged) == (judge(acknowledged, received).lost == 0)
 
 
 def test_the_oracle_names_what_it_found():

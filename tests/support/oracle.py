@@ -90,17 +90,47 @@ def parse(value: bytes) -> tuple[str, int]:
     return key, int(rest.split(" ", 1)[0])
 
 
+class Unbroken:
+    """Per key, the count of numbers received from 0 without a hole, kept as records arrive: so a wait for "nothing
+    lost yet" costs the new records only, not a judge() of all of them each time it asks."""
+
+    def __init__(self) -> None:
+        self._unbroken: dict[str, int] = {}
+        self._ahead: dict[str, set[int]] = {}  # numbers received above a key's first hole
+
+    def add(self, key: str, number: int) -> None:
+        ahead = self._ahead.setdefault(key, set())
+        ahead.add(number)
+        unbroken = self._unbroken.get(key, 0)
+        while unbroken in ahead:
+            ahead.discard(unbroken)
+            unbroken += 1
+        self._unbroken[key] = unbroken
+
+    def holds_all(self, acknowledged: Mapping[str, int]) -> bool:
+        """``judge(acknowledged, received).lost == 0`` for what was added (tests/test_oracles.py checks they agree)."""
+        return all(self._unbroken.get(key, 0) >= count for key, count in acknowledged.items())
+
+
 class NumberedWriter(threading.Thread):
-    """Writes ``keys`` keys round-robin at about ``rate`` records/s, each key's records numbered 0, 1, 2, ... and
-    sent to partition ``key index % partitions``, until ``finish()``; ``acknowledged`` counts per key what the source
-    acknowledged (an idempotent producer, acks=all, retried for as long as the fault suite's faults last)."""
+    """Writes ``keys`` keys round-robin at about ``rate`` records/s, in ``bursts_per_s`` bursts, each key's records
+    numbered 0, 1, 2, ... and sent to partition ``key index % partitions``, until ``finish()``; ``acknowledged`` counts
+    per key what the source acknowledged (an idempotent producer, acks=all, retried for as long as the fault suite's
+    faults last)."""
 
     def __init__(
-        self, bootstrap: str, topic: str, partitions: int, rate: int, keys: int = 60, value_size: int = 100
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        rate: int,
+        keys: int = 60,
+        value_size: int = 100,
+        bursts_per_s: int = 20,
     ) -> None:
         super().__init__(daemon=True, name=f"writer-{topic}")
         self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
-        self.keys, self.value_size = keys, value_size
+        self.keys, self.value_size, self.bursts_per_s = keys, value_size, bursts_per_s
         self.acknowledged: dict[str, int] = {}
         self.sent = 0
         self.errors: list[str] = []
@@ -135,7 +165,7 @@ class NumberedWriter(threading.Thread):
             }
         )
         numbers = [0] * self.keys
-        chunk = max(1, self.rate // 20)
+        chunk = max(1, self.rate // self.bursts_per_s)
         started = time.monotonic()
         i = 0
         while not (i % chunk == 0 and self._finish.is_set()):
@@ -185,16 +215,27 @@ class TargetReader:
         self._consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         self._admin_config: dict[str, str | int | float | bool] = {"bootstrap.servers": bootstrap, **QUIET}
         self._next = [0] * partitions  # one past the last record read
+        self._unbroken = Unbroken()
         self._eof_at = [0] * partitions  # the fetch position at the last end reached (past trailing markers)
 
     def read(self, timeout_s: float = 120) -> list[tuple[str, int]]:
         """Every record of every partition up to its last stable offset as it was when the call started."""
+        self.advance(timeout_s)
+        return self.all()
+
+    def holds_all(self, acknowledged: Mapping[str, int]) -> bool:
+        """Whether every record ``acknowledged`` counts has been read: ``judge(...).lost == 0``, from what
+        ``advance`` kept (tests/test_oracles.py checks the two agree)."""
+        return self._unbroken.holds_all(acknowledged)
+
+    def advance(self, timeout_s: float = 120) -> None:
+        """Read every partition up to its last stable offset as it was when the call started."""
         deadline = time.monotonic() + timeout_s
         stable = self._stable_ends(deadline)
         while True:
             behind = [p for p in range(self.partitions) if self.read_to(p) < stable[p]]
             if not behind:
-                return self.all()
+                return
             if time.monotonic() > deadline:
                 where = ", ".join(f"[{p}] at {self.read_to(p)} of {stable[p]}" for p in behind)
                 raise AssertionError(f"{self.topic}: not read to the stable end within {timeout_s:.0f} s: {where}")
@@ -207,7 +248,9 @@ class TargetReader:
                     if err.retriable() or err.code() in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
                         continue  # a broker away: the consumer reconnects
                     raise KafkaException(err)
-                self.received[p].append(parse(msg.value() or b""))
+                key, number = parse(msg.value() or b"")
+                self.received[p].append((key, number))
+                self._unbroken.add(key, number)
                 self.offsets[p].append(msg.offset() or 0)
                 self._next[p] = (msg.offset() or 0) + 1
 
