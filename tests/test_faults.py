@@ -29,7 +29,7 @@ from .support.lag_floor import TargetCopies, below_the_floor
 from .support.oracle import Verdict, judge
 from .support.paging_watch import CANARY_CRITICAL
 
-# the whole plan runs in the module's fixtures, inside its first test's setup: 6 min on this quiet 2-core machine
+# the whole plan runs in the module's fixtures, inside its first test's setup: this bound is the plan's
 pytestmark = pytest.mark.timeout(1800)
 
 # Duplicates one fault may cause an at-least-once copier that keeps running: what it delivered since its last

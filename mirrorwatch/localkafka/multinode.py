@@ -28,9 +28,9 @@ from .node import KRaftNode
 # Three JVMs per cluster, two clusters on a 2-core, 24 GiB machine: a small heap each is plenty for test traffic
 # (bench/ runs single nodes with the default heap). MIRRORWATCH_NODE_HEAP overrides it.
 NODE_HEAP = os.environ.get("MIRRORWATCH_NODE_HEAP", "-Xms128m -Xmx384m")
-# Two partitions per node of each coordinator topic: the coordinators still spread over the nodes, and every node
-# follows a few dozen partitions rather than a hundred (Kafka's default 50 for transaction state): each one
-# followed is part of every replica fetch, the larger part of an idle cluster's work.
+# Two partitions per node of each coordinator topic (Kafka's default is 50 for transaction state): the coordinators
+# still spread over the nodes, and a node follows a few dozen partitions rather than a hundred, each of them part of
+# every replica fetch it sends.
 TRANSACTION_STATE_PARTITIONS = 6
 OFFSETS_PARTITIONS = 6
 

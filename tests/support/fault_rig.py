@@ -33,8 +33,8 @@ RATE = 500  # records/s into each contestant's source topic, for the whole plan
 PARTITIONS = 3
 # The writers send each second's records in this many bursts. A broker's CPU goes with the requests it answers, not
 # with the records in them: every burst is a produce request per partition, two follower fetches, and a fetch and a
-# produce for each contestant downstream. Four bursts a second keeps the load steady at a fifth of the requests of
-# twenty; on one 2-core machine the rig's six nodes and clients otherwise took most of both cores on their own.
+# produce for each contestant downstream. Four bursts a second keep the load steady with a fifth of the requests of
+# twenty, and the rig shares its machine with the rest of the suite (docs/reliability.md, "What the rig itself costs").
 BURSTS_PER_S = 4
 COMMIT_INTERVAL_S = 1.0  # our engine's commit interval; MM2's offset flush interval alike
 CONTESTANTS = ("alo", "eos", "mm2")

@@ -195,7 +195,7 @@ class NumberedWriter(threading.Thread):
 
 
 class TargetReader:
-    """Reads a target topic from the start as a read_committed application does, a little more at each ``read()``
+    """Reads a target topic from the start as a read_committed application does, a little more at each ``advance()``
     (up to each partition's end, its last stable offset, as it is then); ``received`` keeps all, in order."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
@@ -217,11 +217,6 @@ class TargetReader:
         self._next = [0] * partitions  # one past the last record read
         self._unbroken = Unbroken()
         self._eof_at = [0] * partitions  # the fetch position at the last end reached (past trailing markers)
-
-    def read(self, timeout_s: float = 120) -> list[tuple[str, int]]:
-        """Every record of every partition up to its last stable offset as it was when the call started."""
-        self.advance(timeout_s)
-        return self.all()
 
     def holds_all(self, acknowledged: Mapping[str, int]) -> bool:
         """Whether every record ``acknowledged`` counts has been read: ``judge(...).lost == 0``, from what
