@@ -8,7 +8,7 @@ with nothing new waits out its whole timeout (that once made checkpoints run eve
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -75,3 +75,53 @@ def read_to_end(
                 continue
             positions[key] = offset + 1
             yield msg
+
+
+def what_stands_at(wanted: int, offset: int, end_of_partition: bool) -> bool | None:
+    """What one delivery tells of offset ``wanted`` of a consumer assigned there: True, the record at it was
+    delivered; False, a later record, or the partition's end past it, came first, so no record the consumer may
+    read stands there (a transaction marker, or for a read_committed consumer a record of an aborted transaction);
+    None, nothing told yet (an end at the offset itself, or an earlier offset)."""
+    if offset > wanted:
+        return False
+    if offset == wanted and not end_of_partition:
+        return True
+    return None
+
+
+def read_at_offsets(
+    consumer: Consumer, wanted: dict[tuple[str, int], int], timeout_s: float, poll_s: float = 0.5
+) -> Generator[tuple[tuple[str, int] | None, bool | KafkaError], None, None]:
+    """Assign ``consumer`` at one offset per partition and yield, once per partition, what stands there
+        (:func:`what_stands_at`: True a record, False nothing readable), or the error the client gave for it, after
+        which that partition is not read further. Errors without a partition (client-level) are yielded with key None.
+        Partitions not told by ``timeout_s`` are not yielded. The consumer needs ``enable.partition.eof`` (an offset at
+        the end is told by the end event); it is unassigned when the generator ends or is closed (a caller that stops
+    early closes it, ``contextlib.closing``, before closing the consumer), and its caller keeps or closes it."""
+    pending = dict(wanted)
+    if not pending:
+        return
+    consumer.assign([TopicPartition(t, p, offset) for (t, p), offset in pending.items()])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while pending and time.monotonic() < deadline:
+            for msg in consumer.consume(len(pending), min(poll_s, max(0.0, deadline - time.monotonic()))):
+                topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+                key = (topic, partition) if topic is not None and partition is not None else None
+                err = msg.error()
+                at_end = err is not None and err.code() == KafkaError._PARTITION_EOF
+                if err is not None and not at_end:
+                    if key is not None:
+                        if key not in pending:
+                            continue
+                        del pending[key]
+                    yield key, err
+                    continue
+                if key is None or key not in pending or offset is None:
+                    continue
+                told = what_stands_at(pending[key], offset, at_end)
+                if told is not None:
+                    del pending[key]
+                    yield key, told
+    finally:
+        consumer.unassign()

@@ -31,8 +31,8 @@ docs/exactly-once.md, "Known limits", says what is left.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from enum import Enum
 
@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
 from ..core.clients import refresh_leader_epochs
+from ..core.reading import read_at_offsets
 
 log = logging.getLogger("mirrorwatch.mirror")
 
@@ -283,25 +284,22 @@ def aborted_claims(new_reader: Callable[[], Consumer], claimed: dict[Key, int], 
     if not claimed:
         return set()
     reader = new_reader()  # read_committed, assign-only, with CLAIM_READER's settings
-    pending, aborted = dict(claimed), set()
+    told, aborted = set(), set()
     try:
-        reader.assign([TopicPartition(topic, partition, offset) for (topic, partition), offset in claimed.items()])
-        deadline = time.monotonic() + timeout_s
-        while pending and time.monotonic() < deadline:
-            for msg in reader.consume(len(pending), 0.2):
-                topic, partition = msg.topic(), msg.partition()
-                if topic is None or partition is None or (topic, partition) not in pending:
-                    continue  # a client-level event (no partition), or a partition already told
-                key = (topic, partition)
-                error = msg.error()
-                if error is not None and error.code() not in (KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET):
-                    raise KafkaException(error)
-                at_end = error is not None and error.code() == KafkaError._PARTITION_EOF
-                if at_end or (error is None and (msg.offset() or 0) > pending[key]):
-                    aborted.add(key)
-                del pending[key]
+        with closing(read_at_offsets(reader, claimed, timeout_s, poll_s=0.2)) as answers:
+            for key, stands in answers:
+                if key is None:
+                    continue  # a client-level event: no partition told
+                told.add(key)
+                if isinstance(stands, KafkaError):
+                    if stands.code() != KafkaError._AUTO_OFFSET_RESET:
+                        raise KafkaException(stands)
+                    continue  # gone by retention: counts as there
+                if not stands:
+                    aborted.add(key)  # read_committed skipped it: the transaction that wrote it ended aborted
     finally:
         reader.close()
+    pending = [key for key in claimed if key not in told]
     if pending:
         raise TimeoutError(
             f"no answer within {timeout_s:.0f} s reading back {', '.join(f'{t}[{p}]' for t, p in pending)}"

@@ -10,16 +10,19 @@ each cycle, so most samples find none open. A plain producer never writes a mark
 newest record of a partition is in its active segment, which compaction never touches: ``end − 1`` is a record.
 
 How it is told: a consumer assigned at ``end − 1`` gets that record, or, when it is a marker (which no client
-delivers), the next record or the partition's end first. Pure choice of partitions here (table-tested); the read
-is :class:`TrailingMarkerReader`.
+delivers), the next record or the partition's end first (``core.reading.read_at_offsets``, which the mirror's
+read-back of its claims shares). Pure choice of partitions here (table-tested); the read is
+:class:`TrailingMarkerReader`.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
+from contextlib import closing
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError
+
+from ..core.reading import read_at_offsets
 
 TP = tuple[str, int]
 
@@ -65,34 +68,15 @@ class TrailingMarkerReader:
             return out
         if self._consumer is None:
             self._consumer = self._factory()
-        consumer = self._consumer
-        consumer.assign([TopicPartition(t, p, o) for (t, p), o in todo.items()])
-        deadline = time.monotonic() + self._timeout_s
-        try:
-            while todo and time.monotonic() < deadline:
-                for msg in consumer.consume(len(todo), min(0.5, max(0.0, deadline - time.monotonic()))):
-                    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-                    key = (topic or "", partition if partition is not None else -1)
-                    err = msg.error()
-                    if err is not None and err.code() in _REFUSED:
-                        self.refused = err.str()
+        with closing(read_at_offsets(self._consumer, todo, self._timeout_s)) as told:
+            for key, stands in told:
+                if isinstance(stands, KafkaError):
+                    if stands.code() in _REFUSED:
+                        self.refused = stands.str()
                         return out
-                    if key not in todo or offset is None:
-                        continue
-                    if err is not None and not _at_end(err):
-                        del todo[key]  # that offset cannot be read now (no longer there, say): left out
-                        continue
-                    # the record at the offset; or a record past it, or the end reached past it (EOF's offset is
-                    # the position) with nothing delivered at it: the offset was skipped, a marker
-                    if offset > todo[key]:
-                        out[key] = True
-                    elif offset == todo[key] and err is None:
-                        out[key] = False
-                    else:
-                        continue
-                    del todo[key]
-        finally:
-            consumer.unassign()
+                    continue  # that offset cannot be read now (no longer there, say): left out
+                if key is not None:
+                    out[key] = not stands  # nothing readable at end - 1: a marker
         return out
 
     def close(self) -> None:
@@ -102,7 +86,3 @@ class TrailingMarkerReader:
 
 
 _REFUSED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
-
-
-def _at_end(err: KafkaError) -> bool:
-    return bool(err.code() == KafkaError._PARTITION_EOF)
