@@ -8,7 +8,11 @@ read_committed counter of what is really on the target.
 marker, invisible to read_committed) and its records are sent again in the next one. After each commit it publishes
 what our engine publishes (core/records.py OffsetSync: the last committed copy's source → target offsets, acked_next,
 read position) to the flow's offset-syncs topic and commits the mirror group's offsets on the source: so the
-monitor's real sampling code watches it as a flow of our engine with ``mirror.delivery: exactly_once``.
+monitor's real sampling code watches it as a flow of our engine with ``mirror.delivery: exactly_once``. Like the
+engine, it claims only copies a read_committed reader can already see: commit_transaction() returns once the
+coordinator has decided, and the markers that make the copies readable follow, so it first waits for the last stable
+offset to pass them (the engine holds its claims back one transaction instead; mirror/transactions.py). Claiming at
+once put the monitor's true lag below the truth whenever the markers were slow (a loaded machine).
 Every committed transaction leaves a commit marker in each partition it wrote: the target's end offset runs ahead
 of its records.
 
@@ -73,6 +77,10 @@ class TransactionalMirror(threading.Thread):
             {"bootstrap.servers": target, "transactional.id": f"tx-mirror-{uuid.uuid4().hex[:8]}", "linger.ms": 5}
         )
         self.syncs = Producer({"bootstrap.servers": target, "acks": "all"})
+        # the last stable offsets of the target partitions (a read_committed consumer's high watermark)
+        self.stable = Consumer(
+            {"bootstrap.servers": target, "group.id": "tx-mirror-unused", "isolation.level": "read_committed"}
+        )
         self.stop_event = threading.Event()
         self.committed = self.aborted = 0  # transactions
         self.error: BaseException | None = None
@@ -86,6 +94,7 @@ class TransactionalMirror(threading.Thread):
             self.error = exc
         finally:
             self.consumer.close()
+            self.stable.close()
 
     def _one_transaction(self) -> None:
         first: dict[int, int] = {}  # partition → first source offset in this transaction
@@ -123,6 +132,7 @@ class TransactionalMirror(threading.Thread):
         self.committed += 1
         if not copied:
             return
+        self._wait_readable(copied)
         now = int(time.time() * 1000)
         positions = {
             tp.partition: tp.offset for tp in self.consumer.position([TopicPartition(self.topic, p) for p in copied])
@@ -134,6 +144,18 @@ class TransactionalMirror(threading.Thread):
         self.consumer.commit(
             offsets=[TopicPartition(self.topic, p, u + 1) for p, (u, _) in copied.items()], asynchronous=False
         )
+
+    def _wait_readable(self, copied: dict[int, tuple[int, int]], timeout_s: float = 30.0) -> None:
+        """Until every partition's last stable offset is past its last copy: the commit's markers are written."""
+        deadline = time.monotonic() + timeout_s
+        for p, (_, downstream) in copied.items():
+            tp = TopicPartition(self.target_topic, p)
+            while self.stable.get_watermark_offsets(tp, timeout=10, cached=False)[1] <= downstream:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{self.target_topic}[{p}]: offset {downstream} not readable {timeout_s:g} s after its commit"
+                    )
+                time.sleep(0.005)
 
     def stop(self) -> None:
         self.stop_event.set()
