@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from mirrorwatch.core.reading import end_offsets
 from mirrorwatch.core.records import OffsetSync
 
 
@@ -147,15 +148,14 @@ class TransactionalMirror(threading.Thread):
 
     def _wait_readable(self, copied: dict[int, tuple[int, int]], timeout_s: float = 30.0) -> None:
         """Until every partition's last stable offset is past its last copy: the commit's markers are written."""
+        last = {(self.target_topic, p): downstream for p, (_, downstream) in copied.items()}
         deadline = time.monotonic() + timeout_s
-        for p, (_, downstream) in copied.items():
-            tp = TopicPartition(self.target_topic, p)
-            while self.stable.get_watermark_offsets(tp, timeout=10, cached=False)[1] <= downstream:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"{self.target_topic}[{p}]: offset {downstream} not readable {timeout_s:g} s after its commit"
-                    )
-                time.sleep(0.005)
+        while any(end <= last[key] for key, end in end_offsets(self.stable, list(last)).items()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.target_topic}: copies {last} not readable {timeout_s:g} s after their commit"
+                )
+            time.sleep(0.005)
 
     def stop(self) -> None:
         self.stop_event.set()

@@ -93,11 +93,11 @@ def read_at_offsets(
     consumer: Consumer, wanted: dict[tuple[str, int], int], timeout_s: float, poll_s: float = 0.5
 ) -> Generator[tuple[tuple[str, int] | None, bool | KafkaError], None, None]:
     """Assign ``consumer`` at one offset per partition and yield, once per partition, what stands there
-        (:func:`what_stands_at`: True a record, False nothing readable), or the error the client gave for it, after
-        which that partition is not read further. Errors without a partition (client-level) are yielded with key None.
-        Partitions not told by ``timeout_s`` are not yielded. The consumer needs ``enable.partition.eof`` (an offset at
-        the end is told by the end event); it is unassigned when the generator ends or is closed (a caller that stops
-    early closes it, ``contextlib.closing``, before closing the consumer), and its caller keeps or closes it."""
+    (:func:`what_stands_at`: True a record, False nothing readable), or the error the client gave for it, after which
+    that partition is not read further. Errors without a partition (client-level) are yielded with key None.
+    Partitions not told by ``timeout_s`` are not yielded. The consumer needs ``enable.partition.eof`` (an offset at the
+    end is told by the end event). It is unassigned when the generator ends or is closed: a caller that stops early
+    closes it (``contextlib.closing``) before it closes or keeps the consumer."""
     pending = dict(wanted)
     if not pending:
         return
